@@ -1,0 +1,3 @@
+from om_mcp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,549 @@
+"""`Memory`: the engine's public face, usable as a plain Python library.
+
+    memory = await Memory.open(load_config())
+    await memory.append_messages("t1", [{"role": "user", "content": "hi"}])
+    context = await memory.get_context("t1")
+
+It validates input, counts tokens, stores, and composes the context an agent
+sees. It knows nothing of MCP: the server is a thin adapter over it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from om_mcp.config import Config
+from om_mcp.engine import working_memory as wm
+from om_mcp.engine.errors import InputError, NotFound
+from om_mcp.engine.messages import MessageIn
+from om_mcp.engine.recall import fit_to_budget, part_matches, render_low, render_part
+from om_mcp.engine.results import (
+    ActiveWindows, AppendOutcome, ContextOut, DeleteOut, MessageOut, RecallOut, SearchResult, Status,
+    ThreadOut, Window, Windows, WorkingMemoryOut,
+)
+from om_mcp.engine.search import fts_match, index_dates, index_text, query_terms
+from om_mcp.engine.tokens import TokenCounter, get_token_counter
+from om_mcp.store import Message, Store, Thread, Transaction
+
+log = logging.getLogger(__name__)
+
+_MESSAGES = TypeAdapter(list[MessageIn])
+MAX_RECALL_LIMIT = 20
+MAX_THREADS_LIMIT = 50
+
+
+class Memory:
+    """Long-term memory over one SQLite database."""
+
+    def __init__(self, store: Store, config: Config, counter: TokenCounter | None = None):
+        self.store = store
+        self.config = config
+        self.counter = counter or get_token_counter()
+
+    @classmethod
+    async def open(cls, config: Config | None = None, db_path: str | None = None) -> "Memory":
+        config = config or Config()
+        path = db_path or str(config.resolved_db_path())
+        return cls(await Store.open(path), config)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> "Memory":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- identity --------------------------------------------------------------
+
+    async def _resolve(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread | None]:
+        """An omitted resource id means the thread's own resource, else the default."""
+        if not thread_id or not thread_id.strip():
+            raise InputError("thread_id must be a non-empty string", field="thread_id")
+        thread = await self.store.get_thread(thread_id)
+        if resource_id is None:
+            return (thread.resource_id if thread else self.config.default_resource_id), thread
+        if not resource_id.strip():
+            raise InputError("resource_id must be a non-empty string", field="resource_id")
+        if thread is not None and thread.resource_id != resource_id:
+            raise InputError(
+                f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}",
+                field="resource_id",
+            )
+        return resource_id, thread
+
+    async def _existing_thread(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
+        resource_id, thread = await self._resolve(thread_id, resource_id)
+        if thread is None:
+            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
+        return resource_id, thread
+
+    # -- messages --------------------------------------------------------------
+
+    def _validate(self, messages: list[Any]) -> list[dict[str, Any]]:
+        if not isinstance(messages, list) or not messages:
+            raise InputError("messages must be a non-empty list", field="messages")
+        if len(messages) > self.config.max_batch_messages:
+            raise InputError(
+                f"messages holds {len(messages)} items; the limit per call is {self.config.max_batch_messages}",
+                field="messages",
+            )
+        try:
+            parsed = _MESSAGES.validate_python(messages)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = "messages" + "".join(
+                f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"] if p not in _UNION_LABELS
+            )
+            raise InputError(f"{where}: {first['msg']}", field=where) from None
+        now = datetime.now(timezone.utc)
+        records = []
+        for index, message in enumerate(parsed):
+            record = message.to_record(now)
+            size = len(json.dumps(record["parts"], ensure_ascii=False))
+            if size > self.config.max_message_chars:
+                raise InputError(
+                    f"messages[{index}] is {size} characters; the limit is {self.config.max_message_chars}",
+                    field=f"messages[{index}].content",
+                )
+            record["tokens"], record["token_cache"] = self.counter.count_message(record)
+            record["index_text"] = index_text(record["parts"], record["metadata"])
+            record["index_dates"] = index_dates(record["created_at"])
+            records.append(record)
+        return records
+
+    async def append_messages(
+        self,
+        thread_id: str,
+        messages: list[dict[str, Any] | MessageIn],
+        resource_id: str | None = None,
+        thread_metadata: dict[str, Any] | None = None,
+    ) -> AppendOutcome:
+        """Store a batch (all or nothing). Re-sent ids are skipped and counted."""
+        resource_id, _ = await self._resolve(thread_id, resource_id)
+        records = self._validate([m.model_dump() if isinstance(m, MessageIn) else m for m in messages])
+
+        async def seed_working_memory(tx: Transaction, thread: Thread) -> None:
+            initial = (thread_metadata or {}).get("working_memory")
+            if initial is not None:
+                await self._seed_working_memory(tx, thread.id, resource_id, initial)
+
+        result = await self.store.append_messages(
+            thread_id, resource_id, records, thread_metadata=thread_metadata, on_thread_created=seed_working_memory
+        )
+        return AppendOutcome(
+            appended=len(result.appended),
+            skipped_duplicates=result.skipped_duplicates,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            thread_created=result.thread_created,
+            status=await self.status(thread_id, resource_id),
+        )
+
+    # -- status and context ------------------------------------------------------
+
+    async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
+        resource_id, thread = await self._resolve(thread_id, resource_id)
+        limits = self.config.observational_memory.limits()
+        messages = await self.store.thread_messages(thread_id) if thread else []
+        unobserved_tokens = sum(m.tokens for m in messages)
+        return Status(
+            record_id=f"thread:{thread_id}",
+            thread_id=thread_id,
+            resource_id=resource_id,
+            scope=self.config.observational_memory.scope,
+            message_count=len(messages),
+            unobserved_messages=len(messages),
+            windows=Windows(
+                active=ActiveWindows(
+                    messages=Window(tokens=unobserved_tokens, threshold=limits.message_tokens),
+                    observations=Window(tokens=0, threshold=limits.observation_tokens),
+                )
+            ),
+            observation_enabled=self.config.observational_memory.enabled,
+        )
+
+    async def get_context(
+        self, thread_id: str, resource_id: str | None = None, max_tokens: int | None = None
+    ) -> ContextOut:
+        """What the agent should see now: memory blocks, then the recent messages that fit."""
+        budget = self._context_budget(max_tokens)
+        resource_id, thread = await self._resolve(thread_id, resource_id)
+        wm_view = await self.get_working_memory(thread_id, resource_id)
+        blocks = []
+        if self.config.working_memory.enabled:
+            blocks.append(wm.render_for_context(self._wm_config(), wm_view.memory))
+        system_text = "\n\n".join(b for b in blocks if b)
+        remaining = budget - self.counter.count_text(system_text)
+        messages = await self.store.thread_messages(thread_id) if thread else []
+        chosen, omitted = _newest_that_fit(messages, remaining)
+        return ContextOut(
+            thread_id=thread_id,
+            resource_id=resource_id,
+            system_text=system_text,
+            working_memory=wm_view.memory,
+            messages=[_message_out(m) for m in chosen],
+            omitted_messages=omitted,
+            truncated=omitted > 0,
+            status=await self.status(thread_id, resource_id),
+        )
+
+    def _context_budget(self, max_tokens: int | None) -> int:
+        if max_tokens is None:
+            return self.config.output_token_budget
+        if max_tokens < 100:
+            raise InputError("max_tokens must be at least 100", field="max_tokens")
+        return max_tokens
+
+    # -- working memory -----------------------------------------------------------
+
+    def _wm_config(self, read_only: bool | None = None) -> wm.WorkingMemoryConfig:
+        config = self.config.working_memory
+        if read_only and not config.read_only:
+            config = config.model_copy(update={"read_only": True})
+        return config
+
+    def _wm_key(self, thread_id: str, resource_id: str) -> tuple[str, str]:
+        scope = self.config.working_memory.scope
+        return scope, (resource_id if scope == "resource" else thread_id)
+
+    def _decode_wm(self, stored: str | None) -> str | dict | None:
+        if stored is None:
+            return None
+        if self.config.working_memory.mode == "schema":
+            try:
+                return json.loads(stored)
+            except ValueError:
+                return stored
+        return stored
+
+    @staticmethod
+    def _encode_wm(value: str | dict) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    def _wm_out(self, thread_id: str, resource_id: str, memory: Any, **extra: Any) -> WorkingMemoryOut:
+        config = self.config.working_memory
+        return WorkingMemoryOut(
+            scope=config.scope,
+            mode=config.mode,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            memory=memory,
+            template=config.effective_template,
+            schema_=config.schema_,
+            read_only=config.read_only,
+            **extra,
+        )
+
+    async def get_working_memory(self, thread_id: str, resource_id: str | None = None) -> WorkingMemoryOut:
+        resource_id, _ = await self._resolve(thread_id, resource_id)
+        self._require_wm()
+        scope, key = self._wm_key(thread_id, resource_id)
+        stored = self._decode_wm(await self.store.get_working_memory(scope, key))
+        memory = stored if stored is not None else wm.initial_value(self.config.working_memory)
+        return self._wm_out(thread_id, resource_id, memory)
+
+    async def update_working_memory(
+        self, thread_id: str, memory: Any, resource_id: str | None = None, read_only: bool | None = None
+    ) -> WorkingMemoryOut:
+        """Template mode replaces the Markdown; schema mode merges a partial object."""
+        resource_id, thread = await self._resolve(thread_id, resource_id)
+        self._require_wm()
+        config = self._wm_config(read_only)
+        scope, key = self._wm_key(thread_id, resource_id)
+        if scope == "thread" and thread is None:
+            raise NotFound(f"unknown thread {thread_id!r}: append a message first", field="thread_id")
+        outcome: dict[str, wm.UpdateResult] = {}
+
+        def update(current: str | None) -> str | None:
+            result = wm.apply_update(config, self._decode_wm(current), memory)
+            outcome["result"] = result
+            return self._encode_wm(result.value) if result.changed else None
+
+        try:
+            await self.store.update_working_memory(scope, key, update, resource_id=resource_id)
+        except wm.WorkingMemoryError as error:
+            raise InputError(str(error), field=error.field) from None
+        result = outcome["result"]
+        return self._wm_out(thread_id, resource_id, result.value, updated=result.changed, notice=result.notice)
+
+    async def _seed_working_memory(self, tx: Transaction, thread_id: str, resource_id: str, initial: Any) -> None:
+        config = self.config.working_memory
+        if not config.enabled:
+            return
+        try:
+            result = wm.apply_update(config.model_copy(update={"read_only": False}), None, initial)
+        except wm.WorkingMemoryError as error:
+            raise InputError(f"thread metadata working_memory: {error}", field="metadata.working_memory") from None
+        scope, key = self._wm_key(thread_id, resource_id)
+        if scope == "resource":
+            current = await tx.value("SELECT working_memory FROM resources WHERE id = ?", (key,))
+            if current is not None and not wm.is_empty(config, self._decode_wm(current)):
+                return  # a new thread never erases what the user's memory already holds
+        await self.store.set_working_memory_in_tx(tx, scope, key, self._encode_wm(result.value))
+
+    def _require_wm(self) -> None:
+        if not self.config.working_memory.enabled:
+            raise InputError("working memory is disabled in the configuration", field="working_memory.enabled")
+
+    # -- threads -------------------------------------------------------------------
+
+    async def update_thread(
+        self, thread_id: str, title: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> ThreadOut:
+        if title is not None and not title.strip():
+            raise InputError("title must not be blank", field="title")
+        thread = await self.store.update_thread(
+            thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None
+        )
+        if metadata and metadata.get("working_memory") is not None and self.config.working_memory.enabled:
+            await self.update_working_memory(thread_id, metadata["working_memory"], thread.resource_id)
+        return _thread_out(thread)
+
+    async def delete_thread(self, thread_id: str) -> DeleteOut:
+        count = await self.store.delete_thread(thread_id)
+        return DeleteOut(thread_id=thread_id, deleted_messages=count)
+
+    # -- recall --------------------------------------------------------------------
+
+    async def recall(
+        self,
+        thread_id: str,
+        mode: Literal["messages", "threads", "search"] = "messages",
+        *,
+        resource_id: str | None = None,
+        query: str | None = None,
+        cursor: str | None = None,
+        target_thread_id: str | None = None,
+        anchor: Literal["start", "end"] = "start",
+        page: int = 1,
+        limit: int = 20,
+        detail: Literal["low", "high"] = "low",
+        part_type: str | None = None,
+        tool_name: str | None = None,
+        part_index: int | None = None,
+        char_offset: int = 0,
+        before: str | None = None,
+        after: str | None = None,
+        scope: Literal["thread", "resource"] = "resource",
+    ) -> RecallOut:
+        """Browse raw messages, list threads, or search. See the recall tool's description."""
+        resource_id, _ = await self._resolve(thread_id, resource_id)
+        if limit < 1:
+            raise InputError("limit must be at least 1", field="limit")
+        if mode == "threads":
+            return await self._recall_threads(thread_id, resource_id, page, min(limit, MAX_THREADS_LIMIT), before, after)
+        if mode == "search":
+            if not query or not query.strip():
+                raise InputError("mode 'search' needs a query", field="query")
+            return await self._recall_search(thread_id, resource_id, query, min(limit, MAX_RECALL_LIMIT), scope)
+        return await self._recall_messages(
+            thread_id, resource_id, cursor=cursor, target_thread_id=target_thread_id, anchor=anchor, page=page,
+            limit=min(limit, MAX_RECALL_LIMIT), detail=detail, part_type=part_type, tool_name=tool_name,
+            part_index=part_index, char_offset=char_offset,
+        )
+
+    async def _recall_threads(
+        self, current: str, resource_id: str, page: int, limit: int, before: str | None, after: str | None
+    ) -> RecallOut:
+        bounds = {name: _iso_bound(value, name) for name, value in (("before", before), ("after", after))}
+        page = max(page, 1)
+        threads, has_more = await self.store.list_threads(
+            resource_id, before=bounds["before"], after=bounds["after"], limit=limit, offset=(page - 1) * limit
+        )
+        out = [_thread_out(t, current=t.id == current) for t in threads]
+        lines = [
+            f"- **{t.title or '(untitled)'}**{' ← current' if t.current else ''}\n"
+            f"  id: {t.id}\n  updated: {t.updated_at} | created: {t.created_at} | messages: {t.message_count}"
+            for t in out
+        ]
+        text = "\n".join(lines) or "No threads."
+        if has_more:
+            text += f"\n(more threads: call recall mode='threads' page={page + 1})"
+        return RecallOut(
+            mode="threads", text=text, threads=out, count=len(out), page=page, limit=limit,
+            has_next_page=has_more, has_prev_page=page > 1,
+        )
+
+    async def _recall_search(
+        self, thread_id: str, resource_id: str, query: str, limit: int, scope: str
+    ) -> RecallOut:
+        terms = query_terms(query)
+        hits = await self.store.search(
+            resource_id, fts_match(terms), thread_id=thread_id if scope == "thread" else None, limit=limit
+        )
+        results = [
+            SearchResult(
+                message_id=h.message.id, thread_id=h.message.thread_id, role=h.message.role,
+                created_at=h.message.created_at, score=round(h.score, 4), snippet=h.snippet,
+            )
+            for h in hits
+        ]
+        blocks = [
+            f"{i}. [{r.message_id}] thread {r.thread_id}, {r.role}, {r.created_at} (score {r.score})\n   {r.snippet}"
+            for i, r in enumerate(results, 1)
+        ]
+        kept, truncated, cut = fit_to_budget(blocks, self.config.output_token_budget, self.counter.count_text)
+        results = results[: len(kept)]
+        text = "\n".join(kept) if kept else (
+            "No matches." if terms else "The query has no searchable words (only stop words or symbols)."
+        )
+        if results:
+            text += "\nTo read around a match: recall mode='messages' cursor=<message id> thread_id=<thread id>."
+        return RecallOut(
+            mode="search", text=text, results=results, count=len(results), limit=limit,
+            truncated=truncated, token_offset=cut or None,
+        )
+
+    async def _recall_messages(
+        self, thread_id: str, resource_id: str, *, cursor: str | None, target_thread_id: str | None,
+        anchor: str, page: int, limit: int, detail: str, part_type: str | None, tool_name: str | None,
+        part_index: int | None, char_offset: int,
+    ) -> RecallOut:
+        browse = thread_id if target_thread_id in (None, "current") else target_thread_id
+        if browse != thread_id:
+            other = await self.store.get_thread(browse)
+            if other is None or other.resource_id != resource_id:
+                raise NotFound(f"unknown thread {browse!r}", field="thread_id")
+        anchor_message = None
+        if cursor is not None:
+            if ":" in cursor and await self.store.find_message(resource_id, cursor) is None:
+                start, _, end = cursor.partition(":")
+                raise InputError(
+                    f"cursor {cursor!r} looks like a range; pass one id: cursor={start!r} to read from its"
+                    f" start or cursor={end!r} to read back from its end",
+                    field="cursor",
+                )
+            anchor_message = await self.store.find_message(
+                resource_id, cursor, thread_id=None if target_thread_id is None else browse
+            )
+            if anchor_message is None:
+                raise NotFound(f"no message {cursor!r} in this resource", field="cursor")
+            browse = anchor_message.thread_id
+        if part_index is not None:
+            if anchor_message is None:
+                raise InputError("part_index needs a cursor naming the message to read", field="cursor")
+            return await self._recall_part(anchor_message, part_index, char_offset)
+        page = 1 if page == 0 else page
+        messages, has_prev, has_next = await self._page(
+            browse, anchor_message, anchor, page, limit, part_type, tool_name
+        )
+        if detail == "high" and messages:
+            sliced = await self._recall_part(messages[0], 0, 0)
+            sliced.page, sliced.limit, sliced.cursor = page, limit, cursor
+            return sliced
+        rendered = [render_low(m, part_type, tool_name) for m in messages]
+        kept, truncated, cut = fit_to_budget(
+            [r.text() for r in rendered], self.config.output_token_budget, self.counter.count_text
+        )
+        rendered = rendered[: len(kept)]
+        text = "\n\n".join(kept) if kept else "No messages."
+        if truncated:
+            text += f"\n\n(output budget reached; continue with cursor={rendered[-1].id!r} page=1)" if rendered else ""
+            has_next = True
+        return RecallOut(
+            mode="messages", text=text, messages=[r.__dict__ for r in rendered], count=len(rendered),
+            cursor=cursor, page=page, limit=limit, detail=detail, has_next_page=has_next,
+            has_prev_page=has_prev, truncated=truncated, token_offset=cut or None,
+        )
+
+    async def _page(
+        self, thread_id: str, cursor: Message | None, anchor: str, page: int, limit: int,
+        part_type: str | None, tool_name: str | None,
+    ) -> tuple[list[Message], bool, bool]:
+        """A page of messages in time order, and whether more exist before and after it."""
+        all_messages = await self.store.thread_messages(thread_id)
+        if part_type or tool_name:
+            all_messages = [m for m in all_messages if any(part_matches(p, part_type, tool_name) for p in m.parts)]
+        if cursor is not None:
+            position = next((i for i, m in enumerate(all_messages) if m.seq >= cursor.seq), len(all_messages))
+            if page > 0:
+                start = position + (1 if position < len(all_messages) and all_messages[position].seq == cursor.seq else 0)
+                start += (page - 1) * limit
+            else:
+                start = max(position - (-page) * limit, 0)
+                limit = min(limit, position - (-page - 1) * limit - start)
+        elif anchor == "end":
+            end = len(all_messages) - (abs(page) - 1) * limit
+            start = max(end - limit, 0)
+            limit = max(end - start, 0)
+        else:
+            start = (abs(page) - 1) * limit
+        chosen = all_messages[start: start + limit] if limit > 0 else []
+        has_prev = start > 0
+        has_next = start + len(chosen) < len(all_messages)
+        return chosen, has_prev, has_next
+
+    async def _recall_part(self, message: Message, part_index: int, char_offset: int) -> RecallOut:
+        if part_index < 0 or char_offset < 0:
+            raise InputError("part_index and char_offset must be >= 0", field="part_index")
+        if part_index >= len(message.parts):
+            following = await self.store.thread_messages(message.thread_id, after_seq=message.seq, limit=1)
+            if not following:
+                return RecallOut(mode="messages", text="No more parts or messages after this one.", detail="high")
+            message, part_index, char_offset = following[0], 0, 0
+        part = render_part(message, part_index, char_offset)
+        hints = []
+        if part.next_char_offset is not None:
+            hints.append(
+                f'this part continues: recall cursor="{message.id}" part_index={part_index}'
+                f" char_offset={part.next_char_offset}"
+            )
+        elif part_index + 1 < part.part_count:
+            hints.append(f'next part: recall cursor="{message.id}" part_index={part_index + 1} detail="high"')
+        else:
+            hints.append(f'next message: recall cursor="{message.id}" page=1')
+        text = part.rendered.text() + "\n\n" + "High detail shows one part at a time; " + "; ".join(hints) + "."
+        return RecallOut(
+            mode="messages", text=text, messages=[part.rendered.__dict__], count=1, cursor=message.id,
+            detail="high", part_index=part_index, next_char_offset=part.next_char_offset, hint="; ".join(hints),
+            has_next_page=part.next_char_offset is not None or part_index + 1 < part.part_count,
+        )
+
+
+_UNION_LABELS = {"str", "list[tagged-union[TextPart,ReasoningPart,ToolCallPart,ToolResultPart,ImagePart,FilePart]]"}
+
+
+def _newest_that_fit(messages: list[Message], budget: int) -> tuple[list[Message], int]:
+    chosen, used = [], 0
+    for message in reversed(messages):
+        if used + message.tokens > budget and chosen:
+            break
+        if used + message.tokens > budget:
+            break
+        chosen.append(message)
+        used += message.tokens
+    chosen.reverse()
+    return chosen, len(messages) - len(chosen)
+
+
+def _message_out(message: Message) -> MessageOut:
+    return MessageOut(
+        id=message.id, thread_id=message.thread_id, role=message.role, created_at=message.created_at,
+        parts=message.parts,
+    )
+
+
+def _thread_out(thread: Thread, current: bool = False) -> ThreadOut:
+    return ThreadOut(
+        id=thread.id, resource_id=thread.resource_id, title=thread.title, created_at=thread.created_at,
+        updated_at=thread.updated_at, message_count=thread.message_count, metadata=thread.metadata, current=current,
+    )
+
+
+def _iso_bound(value: str | None, field: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{field} must be an ISO-8601 date or datetime, got {value!r}", field=field) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat()

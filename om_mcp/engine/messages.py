@@ -1,0 +1,140 @@
+"""Messages and their parts: the shapes the tools accept and the engine stores.
+
+A message always carries a list of parts once it is stored; a plain string
+`content` becomes one text part. Parts are plain dicts in storage (JSON), and
+these models are the one place that says what a valid part looks like.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Role = Literal["user", "assistant", "system", "tool"]
+PART_TYPES = ("text", "tool-call", "tool-result", "reasoning", "image", "file")
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(_Part):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(_Part):
+    type: Literal["reasoning"]
+    text: str
+
+
+class ToolCallPart(_Part):
+    type: Literal["tool-call"]
+    tool_name: str = Field(min_length=1)
+    args: Any = None
+    tool_call_id: str | None = None
+
+
+class ToolResultPart(_Part):
+    type: Literal["tool-result"]
+    tool_name: str = Field(min_length=1)
+    result: Any = None
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+class _Attachment(_Part):
+    mime_type: str = Field(min_length=1)
+    name: str | None = None
+    data: str | None = Field(default=None, description="base64 content")
+    url: str | None = None
+    width: int | None = Field(default=None, ge=1)
+    height: int | None = Field(default=None, ge=1)
+
+
+class ImagePart(_Attachment):
+    type: Literal["image"]
+
+
+class FilePart(_Attachment):
+    type: Literal["file"]
+
+
+Part = Annotated[
+    Union[TextPart, ReasoningPart, ToolCallPart, ToolResultPart, ImagePart, FilePart],
+    Field(discriminator="type"),
+]
+
+
+class MessageIn(BaseModel):
+    """A message as a client sends it to `append_messages`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    role: Role
+    content: str | list[Part]
+    created_at: datetime | None = Field(
+        default=None, description="ISO-8601; the time zone is kept. Defaults to now (UTC)."
+    )
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        # A naive timestamp is read as UTC so ordering and gaps stay well defined.
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+    def to_record(self, now: datetime) -> dict[str, Any]:
+        """The stored form: id, role, parts (dicts), created_at (ISO), metadata."""
+        if isinstance(self.content, str):
+            parts = [{"type": "text", "text": self.content}]
+        else:
+            parts = [p.model_dump(exclude_none=True, exclude_defaults=False) for p in self.content]
+            for p in parts:
+                if p.get("type") == "tool-result" and not p.get("is_error"):
+                    p.pop("is_error", None)
+        created = self.created_at or now
+        return {
+            "id": self.id or f"msg_{uuid.uuid4().hex}",
+            "role": self.role,
+            "parts": parts,
+            "created_at": created.isoformat(),
+            "metadata": self.metadata or {},
+        }
+
+
+def parse_time(value: str) -> datetime:
+    """Parse a stored ISO timestamp (always time-zone aware once stored)."""
+    dt = datetime.fromisoformat(value)
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def part_text(part: dict[str, Any]) -> str:
+    """The searchable, human-readable text of one part."""
+    kind = part.get("type")
+    if kind in ("text", "reasoning"):
+        return part.get("text", "")
+    if kind == "tool-call":
+        return f"{part['tool_name']} {_json(part.get('args'))}"
+    if kind == "tool-result":
+        return f"{part['tool_name']} {_json(part.get('result'))}"
+    if kind in ("image", "file"):
+        return " ".join(x for x in (part.get("name"), part.get("mime_type")) if x)
+    return ""
+
+
+def message_text(parts: list[dict[str, Any]]) -> str:
+    return "\n".join(t for t in (part_text(p) for p in parts) if t)
+
+
+def _json(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)

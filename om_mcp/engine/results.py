@@ -1,0 +1,151 @@
+"""The shapes the engine returns. The MCP tools return them as structured output,
+so field descriptions here are what a client sees in the output schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Window(BaseModel):
+    tokens: int
+    threshold: int
+
+
+class ActiveWindows(BaseModel):
+    messages: Window = Field(description="unobserved message tokens vs observation.message_tokens")
+    observations: Window = Field(description="active observation tokens vs reflection.observation_tokens")
+
+
+class BufferedObservations(BaseModel):
+    chunks: int = 0
+    message_tokens: int = 0
+    projected_message_removal: int = Field(0, description="message tokens an activation would remove now")
+    observation_tokens: int = 0
+    status: Literal["idle", "running", "complete"] = "idle"
+
+
+class BufferedReflection(BaseModel):
+    input_observation_tokens: int = 0
+    observation_tokens: int = 0
+    status: Literal["idle", "running", "complete"] = "idle"
+
+
+class BufferedWindows(BaseModel):
+    observations: BufferedObservations = Field(default_factory=BufferedObservations)
+    reflection: BufferedReflection = Field(default_factory=BufferedReflection)
+
+
+class Windows(BaseModel):
+    active: ActiveWindows
+    buffered: BufferedWindows = Field(default_factory=BufferedWindows)
+
+
+class Status(BaseModel):
+    """Where a thread's memory stands, shaped like the reference's data-om-status."""
+
+    record_id: str
+    thread_id: str
+    resource_id: str
+    scope: Literal["thread", "resource"]
+    message_count: int = Field(description="messages stored in this thread")
+    unobserved_messages: int = Field(description="messages not yet turned into observations")
+    windows: Windows
+    generation_count: int = Field(0, description="reflections so far")
+    last_observed_at: str | None = None
+    observation_enabled: bool = True
+
+
+class MessageOut(BaseModel):
+    id: str
+    thread_id: str
+    role: str
+    created_at: str
+    parts: list[dict[str, Any]]
+
+
+class AppendOutcome(BaseModel):
+    appended: int
+    skipped_duplicates: int
+    thread_id: str
+    resource_id: str
+    thread_created: bool = False
+    status: Status
+    events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ContextOut(BaseModel):
+    thread_id: str
+    resource_id: str
+    system_text: str = Field(description="ready to inject as system context: memory, task hints, working memory")
+    observations: str | None = Field(None, description="the observation log prepared for the agent")
+    current_task: str | None = None
+    suggested_response: str | None = None
+    working_memory: str | dict | None = None
+    messages: list[MessageOut] = Field(description="the unobserved messages that fit, oldest first")
+    omitted_messages: int = Field(0, description="older unobserved messages left out to fit max_tokens")
+    truncated: bool = False
+    status: Status
+    events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class WorkingMemoryOut(BaseModel):
+    scope: Literal["resource", "thread"]
+    mode: Literal["template", "schema"]
+    thread_id: str
+    resource_id: str
+    memory: str | dict | None
+    template: str | None = None
+    schema_: dict | None = Field(None, alias="schema", serialization_alias="schema")
+    read_only: bool = False
+    updated: bool | None = None
+    notice: str | None = None
+
+    model_config = {"populate_by_name": True}
+
+
+class ThreadOut(BaseModel):
+    id: str
+    resource_id: str
+    title: str | None
+    created_at: str
+    updated_at: str
+    message_count: int
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    current: bool = False
+
+
+class DeleteOut(BaseModel):
+    thread_id: str
+    deleted_messages: int
+
+
+class SearchResult(BaseModel):
+    message_id: str
+    thread_id: str
+    role: str
+    created_at: str
+    score: float
+    snippet: str
+    source: Literal["message", "observation"] = "message"
+
+
+class RecallOut(BaseModel):
+    mode: Literal["messages", "threads", "search"]
+    text: str = Field(description="the result formatted for reading")
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    threads: list[ThreadOut] = Field(default_factory=list)
+    results: list[SearchResult] = Field(default_factory=list)
+    count: int = 0
+    cursor: str | None = None
+    page: int = 1
+    limit: int = 20
+    detail: Literal["low", "high"] = "low"
+    has_next_page: bool = False
+    has_prev_page: bool = False
+    truncated: bool = False
+    token_offset: int | None = Field(None, description="approximate tokens cut by the output budget")
+    part_index: int | None = None
+    next_char_offset: int | None = None
+    hint: str | None = None

@@ -1,0 +1,168 @@
+"""The litellm-backed model client: one attempt per `complete`, errors mapped
+to transient or not.
+
+litellm takes ~2.5 s to import and, unless told otherwise, fetches its model
+cost map from the network at import. So it is imported lazily, once, with the
+offline settings in place, and never at module import.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import anyio
+
+from om_mcp.models.base import Completion, ModelError, Usage, is_transient
+from om_mcp.models.settings import ModelSettings, ModelTarget
+
+# Sent when an OpenAI-compatible endpoint needs no key: litellm refuses to call
+# without one, and a dummy keeps a real OPENAI_API_KEY from leaking to it.
+DUMMY_API_KEY = "sk-no-key-required"
+
+# litellm providers that talk the OpenAI wire protocol to a configured api_base.
+OPENAI_COMPATIBLE_PREFIXES = ("openai/", "text-completion-openai/")
+
+_import_lock = threading.Lock()
+_litellm: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once (thread-safe) with network-free settings."""
+    global _litellm
+    if _litellm is None:
+        with _import_lock:
+            if _litellm is None:
+                # Use the bundled cost map instead of fetching it at import.
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                import litellm
+
+                litellm.suppress_debug_info = True  # no "Give Feedback" banner on errors
+                litellm.telemetry = False
+                _litellm = litellm
+    return _litellm
+
+
+class LiteLLMClient:
+    """ModelClient over `litellm.acompletion`; the router does all retrying."""
+
+    async def warm_up(self) -> None:
+        if _litellm is None:
+            # In a worker thread so a 2.5 s import does not stall the event loop.
+            await anyio.to_thread.run_sync(load_litellm)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        target: ModelTarget,
+        settings: ModelSettings,
+        timeout: float,
+    ) -> Completion:
+        kwargs = call_arguments(messages, target, settings, timeout)
+        litellm = load_litellm()
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except Exception as exc:
+            raise _model_error(exc, target) from exc
+        return _completion(litellm, response, target)
+
+
+def call_arguments(
+    messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
+) -> dict[str, Any]:
+    """The keyword arguments for litellm.acompletion (no litellm import needed)."""
+    kwargs: dict[str, Any] = dict(settings.provider_options)
+    kwargs.update(
+        model=target.model,
+        messages=messages,
+        timeout=timeout,
+        num_retries=0,  # the router retries; the openai SDK would otherwise retry twice more
+    )
+    if target.api_base:
+        kwargs["api_base"] = target.api_base
+    api_key = _api_key(target)
+    if api_key:
+        kwargs["api_key"] = api_key
+    if settings.temperature is not None:
+        kwargs["temperature"] = settings.temperature
+    if settings.max_output_tokens is not None:
+        kwargs["max_tokens"] = settings.max_output_tokens
+    return kwargs
+
+
+def _api_key(target: ModelTarget) -> str | None:
+    if target.api_key_env:
+        value = os.environ.get(target.api_key_env)
+        if not value:
+            raise ModelError(
+                f"environment variable {target.api_key_env} (api_key_env of model "
+                f"{target.model}) is not set or empty",
+                transient=False,
+                model=target.model,
+            )
+        return value
+    if target.api_base and target.model.startswith(OPENAI_COMPATIBLE_PREFIXES):
+        return DUMMY_API_KEY
+    return None  # litellm reads the provider's usual variable (GEMINI_API_KEY, ...)
+
+
+def _model_error(exc: Exception, target: ModelTarget) -> ModelError:
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    name = type(exc).__name__
+    # litellm's Timeout and APIConnectionError carry made-up status codes
+    # (408/500); the class says what happened, so trust it first.
+    transient = name in ("Timeout", "APITimeoutError", "APIConnectionError") or is_transient(exc)
+    text = str(exc).strip() or name
+    if len(text) > 1000:
+        text = text[:1000] + "..."
+    return ModelError(
+        f"{name}: {text}", transient=transient, status_code=status, model=target.model
+    )
+
+
+def _completion(litellm: Any, response: Any, target: ModelTarget) -> Completion:
+    choice = response.choices[0]
+    text = getattr(choice.message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    metadata: dict[str, Any] = {
+        "response_model": getattr(response, "model", None),
+        "response_id": getattr(response, "id", None),
+        "finish_reason": getattr(choice, "finish_reason", None),
+    }
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if hidden.get("custom_llm_provider"):
+        metadata["provider"] = hidden["custom_llm_provider"]
+    for detail_name, key, out in (
+        ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
+        ("prompt_tokens_details", "cached_tokens", "cached_input_tokens"),
+    ):
+        detail = getattr(usage, detail_name, None)
+        value = getattr(detail, key, None) if detail is not None else None
+        if value:
+            metadata[out] = value
+    return Completion(
+        text=text,
+        model=target.model,
+        usage=Usage(
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost=_cost(litellm, response, hidden),
+            provider_metadata={k: v for k, v in metadata.items() if v is not None},
+        ),
+        attempts=1,
+    )
+
+
+def _cost(litellm: Any, response: Any, hidden: dict[str, Any]) -> float | None:
+    cost = hidden.get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # unknown model or price: cost is simply not known
+            return None
+    try:
+        return float(cost)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,147 @@
+"""Route one logical model call over a model choice: pick by input size, walk
+the fallback list, retry transient errors, and keep the whole thing inside one
+time budget.
+
+This knows nothing of providers; it only sees `ModelClient.complete` and the
+`transient` flag of the errors it raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import anyio
+
+from om_mcp.models.base import Completion, ModelClient, ModelError, is_transient
+from om_mcp.models.settings import (
+    ByInputSize,
+    CallPolicy,
+    ModelSettings,
+    ModelTarget,
+    effective_max_output_tokens,
+    normalize_choice,
+)
+
+log = logging.getLogger(__name__)
+
+# Extra time past an attempt's timeout before the router cancels it, so the
+# client's own (cleaner) timeout error usually wins the race.
+CANCEL_GRACE_SECONDS = 0.25
+
+
+class ModelRouter:
+    """Calls the model(s) of one role (Observer or Reflector)."""
+
+    def __init__(
+        self,
+        choice: Any = None,
+        settings: ModelSettings | None = None,
+        policy: CallPolicy | None = None,
+        client: ModelClient | None = None,
+    ) -> None:
+        self.choice = normalize_choice(choice)
+        self.policy = policy or CallPolicy()
+        base = settings or ModelSettings()
+        # Resolved once: MD-11 depends on the choice, not on the tier picked.
+        self.settings = base.model_copy(
+            update={"max_output_tokens": effective_max_output_tokens(choice, base)}
+        )
+        if client is None:
+            from om_mcp.models.litellm_client import LiteLLMClient  # no litellm import here
+
+            client = LiteLLMClient()
+        self.client = client
+
+    def targets(self, input_tokens: int) -> list[ModelTarget]:
+        """Enabled targets to try for this input, in order; ModelSelectionError if none fits."""
+        if isinstance(self.choice, ByInputSize):
+            entry = self.choice.resolve(input_tokens)
+            targets = [entry if isinstance(entry, ModelTarget) else ModelTarget(model=entry)]
+        else:
+            targets = self.choice
+        return [t for t in targets if t.enabled]
+
+    def describe(self) -> str:
+        """Model names for logs and events, e.g. 'a -> b' or 'by size: <=8000 a, <=64000 b'."""
+        if isinstance(self.choice, ByInputSize):
+            tiers = ", ".join(
+                f"<={n} {_name(self.choice.up_to[n])}" for n in self.choice.thresholds()
+            )
+            return f"by size: {tiers}"
+        names = [t.model + ("" if t.enabled else " (disabled)") for t in self.choice]
+        return " -> ".join(names)
+
+    async def complete(self, messages: list[dict[str, Any]], input_tokens: int = 0) -> Completion:
+        targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
+        if not targets:
+            raise ModelError(f"no enabled model in {self.describe()}")
+
+        warm_up = getattr(self.client, "warm_up", None)
+        if warm_up is not None:
+            # One-time setup (litellm's slow import) must not eat the call budget.
+            await warm_up()
+
+        policy = self.policy
+        deadline = anyio.current_time() + policy.total_budget_seconds
+        attempts = 0
+        last: ModelError | None = None
+
+        for target in targets:
+            backoff = policy.backoff_initial_seconds
+            for retry in range(target.max_retries + 1):
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    break
+                timeout = min(policy.timeout_seconds, remaining)
+                attempts += 1
+                try:
+                    with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
+                        completion = await self.client.complete(
+                            messages, target, self.settings, timeout
+                        )
+                    return completion.model_copy(update={"attempts": attempts})
+                except ModelError as exc:
+                    last = exc
+                except Exception as exc:  # a timeout, or a client bug: the cycle fails cleanly
+                    text = f"timed out after {timeout:.1f}s" if isinstance(exc, TimeoutError) else (
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                    last = ModelError(text, transient=is_transient(exc), model=target.model)
+                log.warning(
+                    "model call failed (model=%s attempt=%d transient=%s): %s",
+                    target.model, attempts, last.transient, last.message,
+                )
+                if not last.transient or retry == target.max_retries:
+                    break  # next entry
+                pause = _jittered(backoff, policy.jitter)
+                if anyio.current_time() + pause >= deadline:
+                    break  # a retry could not finish in time; the next entry may
+                await anyio.sleep(pause)
+                backoff = min(backoff * 2, policy.backoff_max_seconds)
+            if deadline - anyio.current_time() <= 0:
+                break
+
+        if last is None:
+            raise ModelError(
+                f"model call budget of {policy.total_budget_seconds}s ran out before any attempt",
+                transient=True,
+                attempts=attempts,
+            )
+        raise ModelError(
+            f"model call failed after {attempts} attempt(s) ({self.describe()}): {last.message}",
+            last_error=last.last_error,
+            transient=last.transient,
+            status_code=last.status_code,
+            model=last.model,
+            attempts=attempts,
+        ) from last
+
+
+def _jittered(seconds: float, jitter: float) -> float:
+    return max(0.0, seconds * random.uniform(1 - jitter, 1 + jitter))
+
+
+def _name(entry: str | ModelTarget) -> str:
+    return entry.model if isinstance(entry, ModelTarget) else entry

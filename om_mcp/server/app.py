@@ -1,0 +1,214 @@
+"""The MCP adapter: tools and resources over a `Memory` engine.
+
+Each handler resolves the engine from the lifespan, calls one engine method and
+returns its pydantic result (the tool's structured output). Engine input
+errors become tool errors whose text names the field.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, AsyncIterator, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from om_mcp import __version__
+from om_mcp.config import Config
+from om_mcp.engine.errors import NotFound, StoreError
+from om_mcp.engine.memory import Memory
+from om_mcp.engine.messages import MessageIn
+from om_mcp.engine.results import (
+    AppendOutcome, ContextOut, DeleteOut, RecallOut, ThreadOut, WorkingMemoryOut,
+)
+from om_mcp.server import descriptions as text
+
+log = logging.getLogger(__name__)
+
+ThreadId = Annotated[str, Field(min_length=1, max_length=200, description="the conversation thread's id")]
+ResourceId = Annotated[
+    str | None,
+    Field(None, min_length=1, max_length=200, description="the user or project owning the thread; defaults to the"
+          " thread's own resource, or the configured default resource for a new thread"),
+]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+
+def _memory(ctx: Context) -> Memory:
+    return ctx.request_context.lifespan_context
+
+
+def _tool_errors(handler):
+    """Turn the engine's input errors into tool errors the caller can act on."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await handler(*args, **kwargs)
+        except StoreError as error:
+            prefix = f"{error.field}: " if error.field and not str(error).startswith(error.field) else ""
+            raise ToolError(prefix + str(error)) from None
+
+    return wrapper
+
+
+def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
+    """An MCP server over `memory`, or over one opened from `config` per lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[Memory]:
+        if memory is not None:
+            yield memory
+            return
+        opened = await Memory.open(config)
+        log.info("om-mcp %s ready; database %s", __version__, opened.store.db.path)
+        try:
+            yield opened
+        finally:
+            await opened.close()
+
+    mcp = MCPServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS, lifespan=lifespan)
+
+    @mcp.tool(description=text.APPEND_MESSAGES, annotations=APPEND)
+    @_tool_errors
+    async def append_messages(
+        thread_id: ThreadId,
+        messages: Annotated[list[MessageIn], Field(min_length=1, description="messages in the order they happened")],
+        ctx: Context,
+        resource_id: ResourceId = None,
+        thread_metadata: Annotated[
+            dict[str, Any] | None,
+            Field(None, description="metadata for a new thread (title, working_memory to seed its working memory)"),
+        ] = None,
+    ) -> AppendOutcome:
+        return await _memory(ctx).append_messages(thread_id, messages, resource_id, thread_metadata)
+
+    @mcp.tool(description=text.GET_CONTEXT, annotations=READ_ONLY)
+    @_tool_errors
+    async def get_context(
+        thread_id: ThreadId,
+        ctx: Context,
+        resource_id: ResourceId = None,
+        max_tokens: Annotated[
+            int | None, Field(None, ge=100, le=1_000_000, description="token budget for the whole result")
+        ] = None,
+    ) -> ContextOut:
+        return await _memory(ctx).get_context(thread_id, resource_id, max_tokens)
+
+    @mcp.tool(description=text.RECALL, annotations=READ_ONLY)
+    @_tool_errors
+    async def recall(
+        thread_id: ThreadId,
+        ctx: Context,
+        mode: Literal["messages", "threads", "search"] = "messages",
+        resource_id: ResourceId = None,
+        query: Annotated[str | None, Field(None, max_length=2000, description="search words (mode search)")] = None,
+        cursor: Annotated[
+            str | None, Field(None, description="a message id to page from (e.g. a range's start or end)")
+        ] = None,
+        target_thread_id: Annotated[
+            str | None, Field(None, description="another thread of the same resource to browse; 'current' = this one")
+        ] = None,
+        anchor: Literal["start", "end"] = "start",
+        page: Annotated[int, Field(ge=-1000, le=1000, description="+N forward from the cursor, -N backward")] = 1,
+        limit: Annotated[int, Field(ge=1, le=50)] = 20,
+        detail: Literal["low", "high"] = "low",
+        part_type: Literal["text", "tool-call", "tool-result", "reasoning", "image", "file"] | None = None,
+        tool_name: str | None = None,
+        part_index: Annotated[int | None, Field(None, ge=0)] = None,
+        char_offset: Annotated[int, Field(ge=0)] = 0,
+        before: Annotated[str | None, Field(None, description="threads created before this ISO date")] = None,
+        after: Annotated[str | None, Field(None, description="threads created after this ISO date")] = None,
+        scope: Literal["thread", "resource"] = "resource",
+    ) -> RecallOut:
+        return await _memory(ctx).recall(
+            thread_id, mode, resource_id=resource_id, query=query, cursor=cursor, target_thread_id=target_thread_id,
+            anchor=anchor, page=page, limit=limit, detail=detail, part_type=part_type, tool_name=tool_name,
+            part_index=part_index, char_offset=char_offset, before=before, after=after, scope=scope,
+        )
+
+    @mcp.tool(description=text.GET_WORKING_MEMORY, annotations=READ_ONLY)
+    @_tool_errors
+    async def get_working_memory(thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None) -> WorkingMemoryOut:
+        return await _memory(ctx).get_working_memory(thread_id, resource_id)
+
+    @mcp.tool(description=text.UPDATE_WORKING_MEMORY, annotations=UPDATE)
+    @_tool_errors
+    async def update_working_memory(
+        thread_id: ThreadId,
+        memory: Annotated[
+            str | dict[str, Any],
+            Field(description="template mode: the complete Markdown; schema mode: a partial JSON object to merge"),
+        ],
+        ctx: Context,
+        resource_id: ResourceId = None,
+        read_only: Annotated[bool, Field(description="refuse the write (for sub-agents that must not edit)")] = False,
+    ) -> WorkingMemoryOut:
+        return await _memory(ctx).update_working_memory(thread_id, memory, resource_id, read_only=read_only)
+
+    @mcp.tool(description=text.UPDATE_THREAD, annotations=UPDATE)
+    @_tool_errors
+    async def update_thread(
+        thread_id: ThreadId,
+        ctx: Context,
+        title: Annotated[str | None, Field(None, max_length=500)] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(None, description="keys to set; a null value removes a key")] = None,
+    ) -> ThreadOut:
+        return await _memory(ctx).update_thread(thread_id, title, metadata)
+
+    @mcp.tool(description=text.DELETE_THREAD, annotations=DELETE)
+    @_tool_errors
+    async def delete_thread(thread_id: ThreadId, ctx: Context) -> DeleteOut:
+        return await _memory(ctx).delete_thread(thread_id)
+
+    _register_resources(mcp)
+    return mcp
+
+
+def _register_resources(mcp: MCPServer) -> None:
+    async def read(call):
+        try:
+            result = await call
+        except NotFound as error:
+            raise ResourceNotFoundError(str(error)) from None
+        return json.dumps(result.model_dump(mode="json", by_alias=True), ensure_ascii=False, indent=2)
+
+    @mcp.resource("om://resources/{resource_id}/threads", mime_type="application/json",
+                  description="The resource's threads, newest first.")
+    async def resource_threads(resource_id: str, ctx: Context) -> str:
+        memory = _memory(ctx)
+        threads, _ = await memory.store.list_threads(resource_id, limit=50)
+        return json.dumps([t.__dict__ for t in threads], ensure_ascii=False, indent=2)
+
+    @mcp.resource("om://threads/{thread_id}/messages", mime_type="application/json",
+                  description="The thread's most recent messages (a page; use the recall tool for more).")
+    async def thread_messages(thread_id: str, ctx: Context) -> str:
+        memory = _memory(ctx)
+        thread = await memory.store.get_thread(thread_id)
+        if thread is None:
+            raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
+        return await read(memory.recall(thread_id, "messages", anchor="end", limit=20))
+
+    @mcp.resource("om://resources/{resource_id}/working-memory", mime_type="application/json",
+                  description="Resource-scoped working memory.")
+    async def resource_working_memory(resource_id: str, ctx: Context) -> str:
+        memory = _memory(ctx)
+        value = await memory.store.get_working_memory("resource", resource_id)
+        return json.dumps({"resource_id": resource_id, "memory": memory._decode_wm(value)}, ensure_ascii=False)
+
+    @mcp.resource("om://threads/{thread_id}/working-memory", mime_type="application/json",
+                  description="The working memory a thread sees (its resource's or its own, by scope).")
+    async def thread_working_memory(thread_id: str, ctx: Context) -> str:
+        memory = _memory(ctx)
+        if await memory.store.get_thread(thread_id) is None:
+            raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
+        return await read(memory.get_working_memory(thread_id))
