@@ -17,6 +17,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from om_mcp.engine.durations import parse_idle
+from om_mcp.engine.extractors import check_extractors
 from om_mcp.engine.working_memory import WorkingMemoryConfig
 from om_mcp.models.settings import CallPolicy, ModelChoice, ModelSettings
 
@@ -154,9 +155,9 @@ class ObservationalMemoryConfig(_Section):
             raise ValueError("observation.block_after must be above observation.message_tokens")
         if limits.reflection_block_after is not None and limits.reflection_block_after <= refl.observation_tokens:
             raise ValueError("reflection.block_after must be above reflection.observation_tokens")
-        for name in ("activate_after_idle",):
-            for owner in (self, obs, refl):
-                parse_idle(getattr(owner, name))  # raises ValueError naming the bad value
+        for owner in (self, obs, refl):
+            parse_idle(owner.activate_after_idle)  # raises ValueError naming the bad value
+        check_extractors([*obs.extract, *refl.extract])
         return self
 
     @property

@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
-from typing import Any, Literal
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta, timezone
+from typing import Any, AsyncIterator, Literal
+
+import anyio
 
 from pydantic import TypeAdapter, ValidationError
 
 from om_mcp.config import Config
 from om_mcp.engine import working_memory as wm
+from om_mcp.engine.context import build_blocks, fit_groups, render_groups
 from om_mcp.engine.errors import InputError, NotFound
 from om_mcp.engine.messages import MessageIn
+from om_mcp.engine.observational import CycleOutcome, Hooks, ObservationalMemory
+from om_mcp.engine.prompts import temporal_gap_text
 from om_mcp.engine.recall import fit_to_budget, part_matches, render_low, render_part
 from om_mcp.engine.results import (
     ActiveWindows, AppendOutcome, ContextOut, DeleteOut, MessageOut, RecallOut, SearchResult, Status,
@@ -28,6 +34,8 @@ from om_mcp.engine.results import (
 )
 from om_mcp.engine.search import fts_match, index_dates, index_text, query_terms
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
+from om_mcp.engine.worker import Worker
+from om_mcp.models import ModelClient
 from om_mcp.store import Message, Store, Thread, Transaction
 
 log = logging.getLogger(__name__)
@@ -35,21 +43,47 @@ log = logging.getLogger(__name__)
 _MESSAGES = TypeAdapter(list[MessageIn])
 MAX_RECALL_LIMIT = 20
 MAX_THREADS_LIMIT = 50
+TEMPORAL_GAP = timedelta(minutes=10)
 
 
 class Memory:
     """Long-term memory over one SQLite database."""
 
-    def __init__(self, store: Store, config: Config, counter: TokenCounter | None = None):
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        counter: TokenCounter | None = None,
+        *,
+        client: ModelClient | None = None,
+        hooks: Hooks | None = None,
+    ):
         self.store = store
         self.config = config
         self.counter = counter or get_token_counter()
+        self.worker = Worker()
+        self.om = ObservationalMemory(store, config, self.counter, client=client, hooks=hooks, worker=self.worker)
 
     @classmethod
-    async def open(cls, config: Config | None = None, db_path: str | None = None) -> "Memory":
+    async def open(
+        cls, config: Config | None = None, db_path: str | None = None, *, client: ModelClient | None = None,
+        hooks: Hooks | None = None,
+    ) -> "Memory":
+        """Open the database. Without `running()`, model work runs inline."""
         config = config or Config()
         path = db_path or str(config.resolved_db_path())
-        return cls(await Store.open(path), config)
+        return cls(await Store.open(path), config, client=client, hooks=hooks)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator["Memory"]:
+        """Run the background worker for as long as the block lasts."""
+        async with anyio.create_task_group() as group:
+            self.worker.attach(group)
+            try:
+                yield self
+            finally:
+                self.worker.attach(None)
+                group.cancel_scope.cancel()
 
     async def close(self) -> None:
         await self.store.close()
@@ -134,65 +168,166 @@ class Memory:
             if initial is not None:
                 await self._seed_working_memory(tx, thread.id, resource_id, initial)
 
+        if self.config.observational_memory.temporal_markers:
+            records = await self._with_gap_markers(thread_id, records)
         result = await self.store.append_messages(
             thread_id, resource_id, records, thread_metadata=thread_metadata, on_thread_created=seed_working_memory
         )
+        events = [
+            {"type": "data-om-temporal-gap", "thread_id": thread_id, "resource_id": resource_id,
+             "message_id": m.id, "text": m.parts[0]["text"], "created_at": m.created_at}
+            for m in result.appended if m.metadata.get("om_kind") == "temporal-gap"
+        ]
+        if events:
+            await self.om._emit(events)
+        if result.appended:
+            await self.om.after_append(thread_id, resource_id)
         return AppendOutcome(
-            appended=len(result.appended),
+            appended=len([m for m in result.appended if m.metadata.get("om_kind") != "temporal-gap"]),
             skipped_duplicates=result.skipped_duplicates,
             thread_id=thread_id,
             resource_id=resource_id,
             thread_created=result.thread_created,
             status=await self.status(thread_id, resource_id),
+            events=events,
         )
+
+    async def _with_gap_markers(self, thread_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Put a persisted reminder before a user message that comes 10+ minutes
+        after the previous message, so the Observer sees the pause."""
+        latest = await self.store.thread_messages(thread_id, newest_first=True, limit=1)
+        previous = datetime.fromisoformat(latest[0].created_at) if latest else None
+        out = []
+        for record in records:
+            created = datetime.fromisoformat(record["created_at"])
+            if record["role"] == "user" and previous is not None and created - previous >= TEMPORAL_GAP:
+                text = temporal_gap_text(created - previous)
+                gap = {
+                    "id": f"{record['id']}~gap", "role": "system", "parts": [{"type": "text", "text": text}],
+                    "created_at": record["created_at"], "metadata": {"om_kind": "temporal-gap"},
+                    "index_text": "", "index_dates": "",
+                }
+                gap["tokens"], gap["token_cache"] = self.counter.count_message(gap)
+                out.append(gap)
+            out.append(record)
+            previous = max(previous, created) if previous else created
+        return out
 
     # -- status and context ------------------------------------------------------
 
     async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
-        resource_id, thread = await self._resolve(thread_id, resource_id)
-        limits = self.config.observational_memory.limits()
-        messages = await self.store.thread_messages(thread_id) if thread else []
-        unobserved_tokens = sum(m.tokens for m in messages)
-        return Status(
-            record_id=f"thread:{thread_id}",
-            thread_id=thread_id,
-            resource_id=resource_id,
-            scope=self.config.observational_memory.scope,
-            message_count=len(messages),
-            unobserved_messages=len(messages),
-            windows=Windows(
-                active=ActiveWindows(
-                    messages=Window(tokens=unobserved_tokens, threshold=limits.message_tokens),
-                    observations=Window(tokens=0, threshold=limits.observation_tokens),
-                )
-            ),
-            observation_enabled=self.config.observational_memory.enabled,
-        )
+        resource_id, _ = await self._resolve(thread_id, resource_id)
+        return await self.om.status(thread_id, resource_id)
 
     async def get_context(
-        self, thread_id: str, resource_id: str | None = None, max_tokens: int | None = None
+        self, thread_id: str, resource_id: str | None = None, max_tokens: int | None = None,
+        actor_model: str | None = None,
     ) -> ContextOut:
-        """What the agent should see now: memory blocks, then the recent messages that fit."""
+        """What the agent should see now: memory blocks, then the unobserved
+        messages that fit. Runs what is due first (activation, reflection, and
+        a bounded synchronous observation only past block_after)."""
         budget = self._context_budget(max_tokens)
         resource_id, thread = await self._resolve(thread_id, resource_id)
-        wm_view = await self.get_working_memory(thread_id, resource_id)
-        blocks = []
+        om = self.config.observational_memory
+        if thread is not None:
+            await self.om.before_context(thread_id, resource_id, actor_model)
+        wm_text = ""
+        wm_value = None
         if self.config.working_memory.enabled:
-            blocks.append(wm.render_for_context(self._wm_config(), wm_view.memory))
-        system_text = "\n\n".join(b for b in blocks if b)
+            wm_value = (await self.get_working_memory(thread_id, resource_id)).memory
+            wm_text = wm.render_for_context(self._wm_config(), wm_value)
+        record = await self.om.record(thread_id, resource_id) if thread is not None else None
+        groups = await self.store.om.groups(record.key) if record else []
+        unobserved = await self.om.unobserved(thread_id, resource_id) if thread is not None else []
+        others = await self._other_threads(thread_id, resource_id) if om.scope == "resource" and record else None
+        obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+        retrieval = om.retrieval_config
+
+        def blocks_for(kept):
+            return build_blocks(
+                record, kept, working_memory=wm_text, retrieval=retrieval, scope=om.scope, obscure=obscure,
+                other_threads=others,
+            )
+
+        fixed = self.counter.count_text(blocks_for([]).system_text())
+        kept, dropped = fit_groups(groups, max(int((budget - fixed) * 0.7), 0))
+        blocks = blocks_for(kept)
+        if dropped:
+            blocks.observations = (
+                f"[{dropped} older observation groups omitted to fit max_tokens; raise max_tokens to see them]\n"
+                + blocks.observations
+            )
+        system_text = blocks.system_text()
         remaining = budget - self.counter.count_text(system_text)
-        messages = await self.store.thread_messages(thread_id) if thread else []
-        chosen, omitted = _newest_that_fit(messages, remaining)
+        chosen, omitted = _newest_that_fit(unobserved, remaining)
         return ContextOut(
             thread_id=thread_id,
             resource_id=resource_id,
             system_text=system_text,
-            working_memory=wm_view.memory,
+            observations=blocks.observations or None,
+            current_task=record.current_task if record else None,
+            suggested_response=record.suggested_response if record else None,
+            working_memory=wm_value,
             messages=[_message_out(m) for m in chosen],
             omitted_messages=omitted,
-            truncated=omitted > 0,
+            truncated=omitted > 0 or dropped > 0,
             status=await self.status(thread_id, resource_id),
         )
+
+    async def _other_threads(self, thread_id: str, resource_id: str) -> dict[str, list[Message]]:
+        out: dict[str, list[Message]] = {}
+        for message in await self.om.unobserved(thread_id, resource_id, all_threads=True):
+            if message.thread_id != thread_id:
+                out.setdefault(message.thread_id, []).append(message)
+        return out
+
+    # -- observation -----------------------------------------------------------------
+
+    async def observe(
+        self, thread_id: str, resource_id: str | None = None, instruction: str | None = None, progress=None
+    ) -> CycleOutcome:
+        """Observe the unobserved messages now (trigger 'manual')."""
+        resource_id, _ = await self._existing_thread(thread_id, resource_id)
+        return await self.om.observe(thread_id, resource_id, "manual", instruction, progress)
+
+    async def reflect(
+        self, thread_id: str, resource_id: str | None = None, instruction: str | None = None, progress=None
+    ) -> CycleOutcome:
+        """Condense the observation log now (trigger 'manual', compression level 0 first)."""
+        resource_id, _ = await self._existing_thread(thread_id, resource_id)
+        return await self.om.reflect(thread_id, resource_id, "manual", instruction, progress)
+
+    async def observations(self, thread_id: str, resource_id: str | None = None, history: bool = False) -> dict:
+        resource_id, _ = await self._resolve(thread_id, resource_id)
+        record = await self.om.record(thread_id, resource_id)
+        return await self.observations_for_key(record.key, history)
+
+    async def observations_for_key(self, key: str, history: bool = False) -> dict:
+        record = await self.store.om.record(key)
+        if record is None:
+            raise NotFound(f"no observations for {key!r}", field="key")
+        om = self.config.observational_memory
+        obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+
+        def view(groups):
+            return {
+                "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
+                "tokens": sum(g.tokens for g in groups),
+                "groups": [
+                    {"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id, "tokens": g.tokens}
+                    for g in groups
+                ],
+            }
+
+        if history:
+            generations = await self.store.om.generations(key)
+            return {"record_id": key, "generations": [{"generation": n, **view(gs)} for n, gs in generations]}
+        groups = await self.store.om.groups(key)
+        return {
+            "record_id": key, "generation": record.generation, "last_observed_at": record.last_observed_at,
+            "current_task": record.current_task, "suggested_response": record.suggested_response,
+            "extracted": record.extracted, **view(groups),
+        }
 
     def _context_budget(self, max_tokens: int | None) -> int:
         if max_tokens is None:

@@ -232,8 +232,8 @@ def _parse_body(text: str, slugs: Sequence[str], bare_is_log: bool) -> ParsedOut
     )
     if obs_blocks:
         # Hints are sometimes written inside the observations block; lift them out.
-        observations = "\n".join(_cut(b.content, _hints_in(b.content, hint_tags, stop)) for b in obs_blocks)
-        observations = _clean(observations)
+        pieces = (_clean(_cut(b.content, _hints_in(b.content, hint_tags, stop))) for b in obs_blocks)
+        observations = "\n".join(p for p in pieces if p)
     else:
         rest = _cut(text, hint_blocks)
         observations = _clean(rest) if bare_is_log else _list_lines_only(rest)
@@ -297,7 +297,9 @@ def parse_output(
             # Values outside every section (e.g. a title for the whole batch) still count.
             outside = _parse_body(_cut(text, sections), slugs, bare_is_log=False)
             outside.observations = "\n\n".join(
-                f'<thread id="{tid}">\n{p.observations}\n</thread>' for tid, p in threads.items() if p.observations
+                f'<thread id="{tid}">\n{p.observations}\n</thread>'
+                for tid, p in threads.items()
+                if p.observations
             )
             outside.threads = threads
             return outside

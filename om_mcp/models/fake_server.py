@@ -110,8 +110,12 @@ class FakeLLMServer:
         handler = type("Handler", (_Handler,), {"owner": self})
         self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
+        # A short poll interval keeps close() fast (shutdown waits for one poll).
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-llm-server",
+            daemon=True,
         )
         self._thread.start()
         return self

@@ -50,7 +50,10 @@ class LiteLLMClient:
     async def warm_up(self) -> None:
         if _litellm is None:
             # In a worker thread so a 2.5 s import does not stall the event loop.
-            await anyio.to_thread.run_sync(load_litellm)
+            try:
+                await anyio.to_thread.run_sync(load_litellm)
+            except ImportError as exc:
+                raise ModelError(f"litellm could not be imported: {exc}") from exc
 
     async def complete(
         self,

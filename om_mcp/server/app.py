@@ -130,7 +130,13 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
         after: Annotated[str | None, Field(None, description="threads created after this ISO date")] = None,
         scope: Literal["thread", "resource"] = "resource",
     ) -> RecallOut:
-        return await _memory(ctx).recall(
+        memory = _memory(ctx)
+        if mode == "messages" and cursor is None and target_thread_id in (None, "current"):
+            # Browsing a thread that does not exist is a mistake (a typo, or a deleted
+            # thread), not an empty page; say so instead of answering "No messages."
+            if await memory.store.get_thread(thread_id) is None:
+                raise ToolError(f"thread_id: unknown thread {thread_id!r}")
+        return await memory.recall(
             thread_id, mode, resource_id=resource_id, query=query, cursor=cursor, target_thread_id=target_thread_id,
             anchor=anchor, page=page, limit=limit, detail=detail, part_type=part_type, tool_name=tool_name,
             part_index=part_index, char_offset=char_offset, before=before, after=after, scope=scope,

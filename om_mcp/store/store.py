@@ -125,7 +125,10 @@ class Store:
     """The project's SQLite database."""
 
     def __init__(self, db: Database):
+        from om_mcp.store.om import OMStore
+
         self.db = db
+        self.om = OMStore(db)
 
     @classmethod
     async def open(cls, path: str | Path) -> "Store":
@@ -231,7 +234,7 @@ class Store:
             await tx.execute("UPDATE threads SET title = ? WHERE id = ?", (title, thread_id))
             return thread.title, True
 
-    async def delete_thread(self, thread_id: str, on_delete: Callable[[Transaction], Any] | None = None) -> int:
+    async def delete_thread(self, thread_id: str) -> int:
         """Delete a thread with its messages, index rows and working memory."""
         async with self.db.write() as tx:
             if await self._get_thread(tx, thread_id) is None:
@@ -241,8 +244,7 @@ class Store:
                 "DELETE FROM messages_fts WHERE rowid IN (SELECT seq FROM messages WHERE thread_id = ?)",
                 (thread_id,),
             )
-            if on_delete is not None:
-                await on_delete(tx)
+            await self.om.forget_thread(tx, thread_id)
             await tx.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
             await tx.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
             return count
