@@ -85,6 +85,12 @@ class Memory:
                 self.worker.attach(None)
                 group.cancel_scope.cancel()
 
+    def warm_up(self) -> None:
+        """Load the tokenizer in the background so the first append does not wait for it."""
+        group = self.worker.group
+        if group is not None:
+            group.start_soon(anyio.to_thread.run_sync, self.counter.count_text, "warm up")
+
     async def close(self) -> None:
         await self.store.close()
 
@@ -237,6 +243,10 @@ class Memory:
             wm_value = (await self.get_working_memory(thread_id, resource_id)).memory
             wm_text = wm.render_for_context(self._wm_config(), wm_value)
         record = await self.om.record(thread_id, resource_id) if thread is not None else None
+        if record is not None and om.scope == "resource":
+            # Continuation hints belong to the thread, even when the log is shared.
+            hints = thread.metadata.get("om") or {}
+            record.current_task, record.suggested_response = hints.get("current_task"), hints.get("suggested_response")
         groups = await self.store.om.groups(record.key) if record else []
         unobserved = await self.om.unobserved(thread_id, resource_id) if thread is not None else []
         others = await self._other_threads(thread_id, resource_id) if om.scope == "resource" and record else None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 import socket
 import time
 import uuid
@@ -40,6 +42,9 @@ Trigger = Literal["manual", "turn-sync", "async-buffer"]
 EventListener = Callable[[dict[str, Any]], Awaitable[None]]
 
 LEASE_TTL_SECONDS = 30.0
+# Events emitted while a caller's block runs are also handed to it (the MCP
+# adapter turns them into notifications for that request).
+_collector: ContextVar[list[dict[str, Any]] | None] = ContextVar("om_event_collector", default=None)
 MIN_REMAINING_TOKENS = 1000
 
 
@@ -744,11 +749,24 @@ class ObservationalMemory:
         kind = "buffering" if "buffering" in event_type else operation
         return CycleOutcome(kind, False, base.get("cycle_id"), error=str(error), tokens_in=tokens, events=[event])
 
+    @contextmanager
+    def collect(self):
+        """Gather the events emitted (in this task and tasks it starts) during the block."""
+        events: list[dict[str, Any]] = []
+        token = _collector.set(events)
+        try:
+            yield events
+        finally:
+            _collector.reset(token)
+
     async def _emit(self, events: list[dict[str, Any]], persisted: bool = False) -> None:
         """Persist (unless already persisted in a commit) and tell listeners;
         a failing listener or hook never affects the cycle."""
         if not persisted:
             await self.om_store.add_events(events)
+        collected = _collector.get()
+        if collected is not None:
+            collected.extend(events)
         for event in events:
             if event["type"].endswith("-start"):
                 name = "on_reflection_start" if event.get("operation_type") == "reflection" else "on_observation_start"

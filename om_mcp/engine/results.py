@@ -149,3 +149,15 @@ class RecallOut(BaseModel):
     part_index: int | None = None
     next_char_offset: int | None = None
     hint: str | None = None
+
+
+class CycleOut(BaseModel):
+    operation: str
+    ran: bool = Field(description="false when there was nothing to do, or the run failed (see error)")
+    cycle_id: str | None = None
+    reason: str | None = None
+    error: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    status: Status
+    events: list[dict[str, Any]] = Field(default_factory=list)

@@ -40,8 +40,8 @@ class Worker:
         self._limit = anyio.Semaphore(max_concurrent)
 
     @property
-    def running(self) -> bool:
-        return self._group is not None
+    def group(self) -> TaskGroup | None:
+        return self._group
 
     def attach(self, group: TaskGroup | None) -> None:
         self._group = group

@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import warnings
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, AsyncIterator, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.subscriptions import ResourceUpdated
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -24,7 +26,7 @@ from om_mcp.engine.errors import NotFound, StoreError
 from om_mcp.engine.memory import Memory
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.results import (
-    AppendOutcome, ContextOut, DeleteOut, RecallOut, ThreadOut, WorkingMemoryOut,
+    AppendOutcome, ContextOut, CycleOut, DeleteOut, RecallOut, ThreadOut, WorkingMemoryOut,
 )
 from om_mcp.server import descriptions as text
 
@@ -40,6 +42,7 @@ ResourceId = Annotated[
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+CYCLE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
@@ -47,18 +50,82 @@ def _memory(ctx: Context) -> Memory:
     return ctx.request_context.lifespan_context
 
 
+def event_uris(event: dict[str, Any]) -> list[str]:
+    """The resources a lifecycle event changes."""
+    uris = []
+    if event.get("thread_id"):
+        uris += [f"om://threads/{event['thread_id']}/events", f"om://threads/{event['thread_id']}/observations"]
+    if event.get("resource_id"):
+        uris.append(f"om://resources/{event['resource_id']}/observations")
+    return uris
+
+
+async def _notify(ctx: Context, events: list[dict[str, Any]]) -> None:
+    """Send a request's lifecycle events as log notifications and resource
+    updates. Delivery is best effort: the events resource keeps them all."""
+    seen: set[str] = set()
+    for event in events:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # logging is deprecated in 2026-07-28, still useful before
+                await ctx.log("info", event, logger_name="om-mcp.events")
+        except Exception as error:  # noqa: BLE001
+            log.debug("log notification not sent: %s", error)
+        for uri in event_uris(event):
+            if uri in seen:
+                continue
+            seen.add(uri)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    await ctx.session.send_resource_updated(uri)
+            except Exception as error:  # noqa: BLE001
+                log.debug("resource update not sent: %s", error)
+
+
 def _tool_errors(handler):
-    """Turn the engine's input errors into tool errors the caller can act on."""
+    """Run a tool: engine input errors become tool errors naming the field,
+    and the lifecycle events it caused are sent as notifications."""
 
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await handler(*args, **kwargs)
-        except StoreError as error:
-            prefix = f"{error.field}: " if error.field and not str(error).startswith(error.field) else ""
-            raise ToolError(prefix + str(error)) from None
+        ctx: Context = kwargs["ctx"]
+        memory = _memory(ctx)
+        with memory.om.collect() as events:
+            try:
+                result = await handler(*args, **kwargs)
+            except StoreError as error:
+                prefix = f"{error.field}: " if error.field and not str(error).startswith(error.field) else ""
+                raise ToolError(prefix + str(error)) from None
+        if events:
+            await _notify(ctx, events)
+            if hasattr(result, "events") and not result.events:
+                result.events = events
+        return result
 
     return wrapper
+
+
+def _progress(ctx: Context):
+    step = 0
+
+    async def report(message: str) -> None:
+        nonlocal step
+        step += 1
+        try:
+            await ctx.report_progress(step, None, message)
+        except Exception as error:  # noqa: BLE001 - progress is a courtesy
+            log.debug("progress not sent: %s", error)
+
+    return report
+
+
+async def _cycle_out(ctx: Context, thread_id: str, resource_id: str | None, outcome) -> CycleOut:
+    return CycleOut(
+        operation=outcome.operation, ran=outcome.ran, cycle_id=outcome.cycle_id, reason=outcome.reason,
+        error=outcome.error, tokens_in=outcome.tokens_in, tokens_out=outcome.tokens_out,
+        status=await _memory(ctx).status(thread_id, resource_id), events=outcome.events,
+    )
 
 
 def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
@@ -71,8 +138,17 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
             return
         opened = await Memory.open(config)
         log.info("om-mcp %s ready; database %s", __version__, opened.store.db.path)
+
+        async def publish(event: dict[str, Any]) -> None:
+            # Reaches 2026-07-28 `subscriptions/listen` streams, background cycles included.
+            for uri in event_uris(event):
+                await mcp._subscriptions.publish(ResourceUpdated(uri=uri))
+
+        opened.om.listeners.append(publish)
         try:
-            yield opened
+            async with opened.running():
+                opened.warm_up()
+                yield opened
         finally:
             await opened.close()
 
@@ -142,6 +218,28 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
             part_index=part_index, char_offset=char_offset, before=before, after=after, scope=scope,
         )
 
+    @mcp.tool(description=text.OBSERVE, annotations=CYCLE)
+    @_tool_errors
+    async def observe(
+        thread_id: ThreadId,
+        ctx: Context,
+        resource_id: ResourceId = None,
+        instruction: Annotated[str | None, Field(None, max_length=4000, description="extra guidance for this run")] = None,
+    ) -> CycleOut:
+        outcome = await _memory(ctx).observe(thread_id, resource_id, instruction, progress=_progress(ctx))
+        return await _cycle_out(ctx, thread_id, resource_id, outcome)
+
+    @mcp.tool(description=text.REFLECT, annotations=CYCLE)
+    @_tool_errors
+    async def reflect(
+        thread_id: ThreadId,
+        ctx: Context,
+        resource_id: ResourceId = None,
+        instruction: Annotated[str | None, Field(None, max_length=4000, description="what to keep or emphasise")] = None,
+    ) -> CycleOut:
+        outcome = await _memory(ctx).reflect(thread_id, resource_id, instruction, progress=_progress(ctx))
+        return await _cycle_out(ctx, thread_id, resource_id, outcome)
+
     @mcp.tool(description=text.GET_WORKING_MEMORY, annotations=READ_ONLY)
     @_tool_errors
     async def get_working_memory(thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None) -> WorkingMemoryOut:
@@ -180,6 +278,18 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
     return mcp
 
 
+async def _json_or_missing(memory: Memory, thread_id: str, read) -> str:
+    if await memory.store.get_thread(thread_id) is None:
+        raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
+    try:
+        data = await read(memory)
+    except NotFound as error:
+        raise ResourceNotFoundError(str(error)) from None
+    if hasattr(data, "model_dump"):
+        data = data.model_dump(mode="json")
+    return json.dumps(data, ensure_ascii=False, indent=2)
+
+
 def _register_resources(mcp: MCPServer) -> None:
     async def read(call):
         try:
@@ -210,6 +320,48 @@ def _register_resources(mcp: MCPServer) -> None:
         memory = _memory(ctx)
         value = await memory.store.get_working_memory("resource", resource_id)
         return json.dumps({"resource_id": resource_id, "memory": memory._decode_wm(value)}, ensure_ascii=False)
+
+    @mcp.resource("om://threads/{thread_id}/observations", mime_type="application/json",
+                  description="The thread's active observation log (its resource's, in resource scope).")
+    async def thread_observations(thread_id: str, ctx: Context) -> str:
+        return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.observations(thread_id))
+
+    @mcp.resource("om://threads/{thread_id}/observations/history", mime_type="application/json",
+                  description="Every generation of the thread's observation log, newest first.")
+    async def thread_observation_history(thread_id: str, ctx: Context) -> str:
+        return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.observations(thread_id, history=True))
+
+    @mcp.resource("om://resources/{resource_id}/observations", mime_type="application/json",
+                  description="The resource's shared observation log (resource scope).")
+    async def resource_observations(resource_id: str, ctx: Context) -> str:
+        try:
+            data = await _memory(ctx).observations_for_key(f"resource:{resource_id}")
+        except NotFound as error:
+            raise ResourceNotFoundError(str(error)) from None
+        return json.dumps(data, ensure_ascii=False, indent=2)
+
+    @mcp.resource("om://resources/{resource_id}/observations/history", mime_type="application/json",
+                  description="Every generation of the resource's observation log, newest first.")
+    async def resource_observation_history(resource_id: str, ctx: Context) -> str:
+        try:
+            data = await _memory(ctx).observations_for_key(f"resource:{resource_id}", history=True)
+        except NotFound as error:
+            raise ResourceNotFoundError(str(error)) from None
+        return json.dumps(data, ensure_ascii=False, indent=2)
+
+    @mcp.resource("om://threads/{thread_id}/events", mime_type="application/json",
+                  description="The thread's observation lifecycle events (newest 200).")
+    async def thread_events(thread_id: str, ctx: Context) -> str:
+        memory = _memory(ctx)
+        if await memory.store.get_thread(thread_id) is None:
+            raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
+        events = await memory.store.om.events(thread_id=thread_id, limit=200)
+        return json.dumps([{"id": e.id, **e.payload} for e in events], ensure_ascii=False, indent=2, default=str)
+
+    @mcp.resource("om://threads/{thread_id}/status", mime_type="application/json",
+                  description="The thread's memory status: message and observation windows, buffered work.")
+    async def thread_status(thread_id: str, ctx: Context) -> str:
+        return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.status(thread_id))
 
     @mcp.resource("om://threads/{thread_id}/working-memory", mime_type="application/json",
                   description="The working memory a thread sees (its resource's or its own, by scope).")

@@ -47,3 +47,12 @@ pinned: automatic titling will not change it."""
 DELETE_THREAD = """\
 Delete a thread for good: its messages, search index entries, observations and thread working memory. Nothing of \
 it can be found afterwards. This cannot be undone."""
+
+OBSERVE = """\
+Turn the thread's unobserved messages into observations now, instead of waiting for the token threshold \
+(this normally happens on its own). Optional instruction adds guidance for this run. Reports progress while the \
+model works; a model failure changes nothing and the messages stay unobserved."""
+
+REFLECT = """\
+Condense the thread's observation log now into a shorter new generation (this normally happens on its own when \
+the log passes its threshold; earlier generations stay readable). Optional instruction says what to keep."""
