@@ -250,10 +250,14 @@ def load_config(
             raise ConfigError(f"config file not found: {path}") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+    settings = []
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
             continue
         keys = ENV_ALIASES.get(name) or tuple(k.lower() for k in name[len(ENV_PREFIX):].split("__"))
+        settings.append((keys, value, name))
+    # Shallow keys first, so OM_OBSERVATIONAL_MEMORY=false cannot wipe out OM_MODEL.
+    for keys, value, name in sorted(settings, key=lambda item: len(item[0])):
         _set_path(data, keys, _env_value(value), source=name)
     for dotted, value in (overrides or {}).items():
         if value is not None:
@@ -284,7 +288,10 @@ def _set_path(data: dict[str, Any], keys: tuple[str, ...], value: Any, source: s
             raise ConfigError(f"{source}: {'.'.join(keys)} cannot be set because {key} is not a table")
         node[key] = child
         node = child
-    node[keys[-1]] = value
+    if isinstance(node.get(keys[-1]), dict) and isinstance(value, bool):
+        node[keys[-1]]["enabled"] = value  # `section = false` on a table that has other keys
+    else:
+        node[keys[-1]] = value
 
 
 def _describe(error: ValidationError) -> str:

@@ -35,7 +35,11 @@ def make_config(db_path: Path) -> Callable[..., Config]:
     """A config on the test's own database; keyword arguments are config keys."""
 
     def make(**options: Any) -> Config:
-        return Config.model_validate({"db_path": str(db_path), **options})
+        # Observation calls a model; these tests exercise the tool surface only,
+        # so they keep it off (and off the network) unless a test turns it on.
+        data = {"db_path": str(db_path), "observational_memory": {"enabled": False}}
+        data.update(options)
+        return Config.model_validate(data)
 
     return make
 

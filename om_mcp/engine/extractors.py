@@ -12,7 +12,6 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
-import jsonschema
 
 from om_mcp.engine.parsing import BUILTIN_TAGS
 
@@ -52,6 +51,8 @@ def check_extractors(extractors: Iterable[Any]) -> None:
         if slug in seen:
             raise ValueError(f"extractor {extractor.name!r}: slug {slug!r} is used twice")
         if extractor.schema_ is not None:
+            import jsonschema  # only when an extractor has a schema: it is slow to import
+
             try:
                 jsonschema.validators.validator_for(extractor.schema_).check_schema(extractor.schema_)
             except jsonschema.SchemaError as error:
@@ -116,6 +117,8 @@ class Extractors:
         value = _parse_json(completion.text)
         if value is None:
             return None
+        import jsonschema
+
         try:
             jsonschema.validate(value, extractor.schema_)
         except jsonschema.ValidationError as error:

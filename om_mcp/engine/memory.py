@@ -32,7 +32,8 @@ from om_mcp.engine.results import (
     ActiveWindows, AppendOutcome, ContextOut, DeleteOut, MessageOut, RecallOut, SearchResult, Status,
     ThreadOut, Window, Windows, WorkingMemoryOut,
 )
-from om_mcp.engine.search import fts_match, index_dates, index_text, query_terms
+from om_mcp.engine.retrieval import Retrieval
+from om_mcp.engine.search import index_text
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient
@@ -63,6 +64,7 @@ class Memory:
         self.counter = counter or get_token_counter()
         self.worker = Worker()
         self.om = ObservationalMemory(store, config, self.counter, client=client, hooks=hooks, worker=self.worker)
+        self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
 
     @classmethod
     async def open(
@@ -154,7 +156,6 @@ class Memory:
                 )
             record["tokens"], record["token_cache"] = self.counter.count_message(record)
             record["index_text"] = index_text(record["parts"], record["metadata"])
-            record["index_dates"] = index_dates(record["created_at"])
             records.append(record)
         return records
 
@@ -188,6 +189,10 @@ class Memory:
             await self.om._emit(events)
         if result.appended:
             await self.om.after_append(thread_id, resource_id)
+            if self.retrieval.embedder is not None:
+                await self.worker.submit(
+                    f"resource:{resource_id}", "embed", lambda: self.retrieval.index(resource_id), rerun=True
+                )
         return AppendOutcome(
             appended=len([m for m in result.appended if m.metadata.get("om_kind") != "temporal-gap"]),
             skipped_duplicates=result.skipped_duplicates,
@@ -211,7 +216,7 @@ class Memory:
                 gap = {
                     "id": f"{record['id']}~gap", "role": "system", "parts": [{"type": "text", "text": text}],
                     "created_at": record["created_at"], "metadata": {"om_kind": "temporal-gap"},
-                    "index_text": "", "index_dates": "",
+                    "index_text": "", "created_at_given": record.get("created_at_given", True),
                 }
                 gap["tokens"], gap["token_cache"] = self.counter.count_message(gap)
                 out.append(gap)
@@ -482,6 +487,14 @@ class Memory:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         if limit < 1:
             raise InputError("limit must be at least 1", field="limit")
+        retrieval = self.config.observational_memory.retrieval_config
+        if retrieval is not None and retrieval.scope == "thread":
+            # Configured to keep recall inside the current conversation.
+            if mode == "threads":
+                raise InputError("mode 'threads' is off: retrieval.scope is 'thread'", field="mode")
+            if target_thread_id not in (None, "current", thread_id):
+                raise InputError("other threads are off: retrieval.scope is 'thread'", field="target_thread_id")
+            scope = "thread"
         if mode == "threads":
             return await self._recall_threads(thread_id, resource_id, page, min(limit, MAX_THREADS_LIMIT), before, after)
         if mode == "search":
@@ -519,28 +532,19 @@ class Memory:
     async def _recall_search(
         self, thread_id: str, resource_id: str, query: str, limit: int, scope: str
     ) -> RecallOut:
-        terms = query_terms(query)
-        hits = await self.store.search(
-            resource_id, fts_match(terms), thread_id=thread_id if scope == "thread" else None, limit=limit
+        results = await self.retrieval.search(
+            resource_id, query, thread_id=thread_id if scope == "thread" else None, limit=limit
         )
-        results = [
-            SearchResult(
-                message_id=h.message.id, thread_id=h.message.thread_id, role=h.message.role,
-                created_at=h.message.created_at, score=round(h.score, 4), snippet=h.snippet,
-            )
-            for h in hits
-        ]
         blocks = [
-            f"{i}. [{r.message_id}] thread {r.thread_id}, {r.role}, {r.created_at} (score {r.score})\n   {r.snippet}"
+            f"{i}. [{r.message_id}] thread {r.thread_id}, {r.role}, {r.created_at}"
+            + (f", observation of {r.range}" if r.range else "") + f"\n   {r.snippet}"
             for i, r in enumerate(results, 1)
         ]
         kept, truncated, cut = fit_to_budget(blocks, self.config.output_token_budget, self.counter.count_text)
         results = results[: len(kept)]
-        text = "\n".join(kept) if kept else (
-            "No matches." if terms else "The query has no searchable words (only stop words or symbols)."
-        )
+        text = "\n".join(kept) if kept else "No matches."
         if results:
-            text += "\nTo read around a match: recall mode='messages' cursor=<message id> thread_id=<thread id>."
+            text += "\nTo read around a match: recall mode='messages' cursor=<message id> target_thread_id=<thread id>."
         return RecallOut(
             mode="search", text=text, results=results, count=len(results), limit=limit,
             truncated=truncated, token_offset=cut or None,

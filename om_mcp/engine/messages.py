@@ -107,6 +107,9 @@ class MessageIn(BaseModel):
             "parts": parts,
             "created_at": created.isoformat(),
             "metadata": self.metadata or {},
+            # A re-sent message without a timestamp gets a new "now"; it must
+            # still count as the same message.
+            "created_at_given": self.created_at is not None,
         }
 
 

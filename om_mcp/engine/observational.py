@@ -286,7 +286,7 @@ class ObservationalMemory:
         cycle_id = uuid.uuid4().hex
         tokens_in = sum(m.tokens for m in messages)
         groups = await self.om_store.groups(key)
-        base = self._event_base(cycle_id, record, thread_id)
+        base = {**self._event_base(cycle_id, record, thread_id), "trigger": trigger}
         started = time.monotonic()
         await self._emit([{
             **base, "type": "data-om-observation-start", "operation_type": "observation", "trigger": trigger,
@@ -376,7 +376,7 @@ class ObservationalMemory:
             if not on_idle and tokens_in < (self.limits.buffer_tokens or 0) / 2:
                 return CycleOutcome("buffering", False, reason="too little new content to buffer")
             cycle_id = uuid.uuid4().hex
-            base = self._event_base(cycle_id, record, thread_id)
+            base = {**self._event_base(cycle_id, record, thread_id), "trigger": "async-buffer"}
             started = time.monotonic()
             await self._emit([{
                 **base, "type": "data-om-buffering-start", "operation_type": "observation",
@@ -611,14 +611,13 @@ class ObservationalMemory:
                 return CycleOutcome("reflection", False, reason="no observations to reflect")
             tokens_in = sum(g.tokens for g in groups)
             cycle_id = uuid.uuid4().hex
-            base = self._event_base(cycle_id, record, thread_id)
+            base = {**self._event_base(cycle_id, record, thread_id), "trigger": trigger}
             started = time.monotonic()
             start_type = "data-om-buffering-start" if trigger == "async-buffer" else "data-om-observation-start"
             await self._emit([{
                 **base, "type": start_type, "operation_type": "reflection", "trigger": trigger,
                 "started_at": _now(), "tokens_to_observe": tokens_in, "config": self._config_snapshot(),
-            }])
-            await self._hook("on_reflection_start", base)
+            }])  # _emit calls on_reflection_start with this payload
             if progress:
                 await progress(f"reflecting over {tokens_in} observation tokens")
             target = (
@@ -813,9 +812,14 @@ class _LeaseRenewal:
                 self.key, self.op, self.engine.owner, self.engine.lease_ttl, self.cycle_id
             )
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, exc_type, exc, tb):
         self._group.cancel_scope.cancel()
-        return await self._group.__aexit__(*exc)
+        if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            # anyio wraps a body's exception in an ExceptionGroup when the group
+            # has child tasks; the cycle must see the plain ModelError/CycleFailed.
+            await self._group.__aexit__(None, None, None)
+            return False
+        return await self._group.__aexit__(exc_type, exc, tb)
 
 
 def _render_plain(groups: list[Group]) -> str:

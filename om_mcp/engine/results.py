@@ -129,6 +129,7 @@ class SearchResult(BaseModel):
     score: float
     snippet: str
     source: Literal["message", "observation"] = "message"
+    range: str | None = Field(None, description="for an observation: the message range it was made from")
 
 
 class RecallOut(BaseModel):

@@ -17,8 +17,6 @@ import copy
 import json
 from typing import Any, Literal
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Written as a checklist of facts worth keeping across conversations; the agent
@@ -89,6 +87,8 @@ class WorkingMemoryConfig(BaseModel):
     def _schema_is_object_schema(cls, value: dict | None) -> dict | None:
         if value is None:
             return value
+        from jsonschema.exceptions import SchemaError
+
         try:
             _validator_class(value).check_schema(value)
         except SchemaError as exc:
@@ -311,6 +311,9 @@ def deep_merge(base: dict, patch: dict) -> dict:
 
 
 def _validator_class(schema: dict) -> type:
+    # Imported here: jsonschema costs ~0.2 s, and start-up must stay quick.
+    import jsonschema
+
     # Honour an explicit $schema; otherwise use the current draft.
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
 

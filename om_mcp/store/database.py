@@ -49,7 +49,11 @@ class Database:
         path = str(path)
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        pending = aiosqlite.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        # A connection someone forgot to close must not keep the process alive
+        # at exit (aiosqlite's worker thread is not a daemon by default).
+        pending._thread.daemon = True
+        conn = await pending
         conn.row_factory = sqlite3.Row
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))

@@ -481,8 +481,13 @@ class OMStore:
 
     async def forget_thread(self, tx: Transaction, thread_id: str) -> None:
         """Remove what observational memory derived from a deleted thread."""
+        await tx.execute(
+            "DELETE FROM om_groups_fts WHERE group_id IN (SELECT id FROM om_groups WHERE thread_id = ?"
+            " OR record_key = ?)", (thread_id, f"thread:{thread_id}"),
+        )
         await tx.execute("DELETE FROM om_records WHERE key = ?", (f"thread:{thread_id}",))
         await tx.execute("DELETE FROM om_groups WHERE thread_id = ?", (thread_id,))
+        await tx.execute("DELETE FROM embeddings WHERE thread_id = ?", (thread_id,))
         await tx.execute("DELETE FROM om_chunks WHERE thread_id = ?", (thread_id,))
         await tx.execute("DELETE FROM om_cursors WHERE thread_id = ?", (thread_id,))
         await tx.execute("DELETE FROM om_events WHERE thread_id = ?", (thread_id,))
@@ -517,13 +522,17 @@ class OMStore:
         stamp = now_iso()
         for group in groups:
             position += 1
+            group_id = uuid.uuid4().hex[:16]
             await tx.execute(
                 "INSERT INTO om_groups (id, record_key, generation, position, kind, thread_id, first_seq, last_seq,"
                 " first_message_id, last_message_id, text, tokens, observed_at, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (uuid.uuid4().hex[:16], key, generation, position, group.kind, group.thread_id, group.first_seq,
+                (group_id, key, generation, position, group.kind, group.thread_id, group.first_seq,
                  group.last_seq, group.first_message_id, group.last_message_id, group.text, group.tokens,
                  group.observed_at, stamp),
+            )
+            await tx.execute(
+                "INSERT INTO om_groups_fts (group_id, record_key, text) VALUES (?, ?, ?)", (group_id, key, group.text)
             )
 
     @staticmethod

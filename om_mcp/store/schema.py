@@ -43,8 +43,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX messages_by_resource ON messages(resource_id, seq);
     CREATE INDEX messages_by_id ON messages(resource_id, id);
     -- rowid = messages.seq; written in the same transaction as the message.
+    -- prev1/prev2 hold the two earlier messages of the thread, so a reply can
+    -- be found by the words of the question it answers.
     CREATE VIRTUAL TABLE messages_fts USING fts5(
-        body, dates, tokenize = 'porter unicode61 remove_diacritics 2'
+        body, prev1, prev2, tokenize = 'porter unicode61 remove_diacritics 2'
     );
     """,
     # 2: observational memory state. Cursors are message seqs, never timestamps.
@@ -146,5 +148,21 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX om_events_by_thread ON om_events(thread_id, id);
     CREATE INDEX om_events_by_cycle ON om_events(cycle_id);
+    """,
+    # 3: search over observation groups, and vectors for semantic recall.
+    """
+    CREATE VIRTUAL TABLE om_groups_fts USING fts5(
+        group_id UNINDEXED, record_key UNINDEXED, text, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE embeddings (
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        resource_id TEXT NOT NULL,
+        thread_id TEXT,
+        embedder TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (kind, ref, embedder)
+    );
+    CREATE INDEX embeddings_by_resource ON embeddings(resource_id, embedder);
     """,
 ]

@@ -78,9 +78,10 @@ class SearchHit:
 
 
 def content_hash(record: dict[str, Any]) -> str:
-    """What makes a re-sent message 'the same': role, parts, time, metadata."""
+    """What makes a re-sent message 'the same': role, parts, metadata (the
+    time is compared separately, and only when the client gave one)."""
     payload = json.dumps(
-        [record["role"], record["parts"], record["created_at"], record.get("metadata") or {}],
+        [record["role"], record["parts"], record.get("metadata") or {}],
         sort_keys=True,
         ensure_ascii=False,
     )
@@ -273,6 +274,12 @@ class Store:
             thread, result.thread_created = await self._ensure_thread(tx, thread_id, resource_id, thread_metadata)
             if result.thread_created and on_thread_created is not None:
                 await on_thread_created(tx, thread)
+            recent = await tx.all(
+                "SELECT f.body FROM messages m JOIN messages_fts f ON f.rowid = m.seq"
+                " WHERE m.thread_id = ? AND f.body != '' ORDER BY m.seq DESC LIMIT 2",
+                (thread_id,),
+            )
+            previous_bodies = tuple([r[0] for r in recent] + ["", ""])[:2]
             for index, record in enumerate(records):
                 digest = content_hash(record)
                 if record["id"] in seen:
@@ -284,9 +291,15 @@ class Store:
                     result.skipped_duplicates += 1
                     continue
                 seen[record["id"]] = digest
-                existing = await tx.value(
-                    "SELECT content_hash FROM messages WHERE thread_id = ? AND id = ?", (thread_id, record["id"])
+                row = await tx.one(
+                    "SELECT content_hash, created_at FROM messages WHERE thread_id = ? AND id = ?",
+                    (thread_id, record["id"]),
                 )
+                existing = row["content_hash"] if row else None
+                if row is not None and record.get("created_at_given", True) and (
+                    datetime.fromisoformat(row["created_at"]) != datetime.fromisoformat(record["created_at"])
+                ):
+                    existing = "(different time)"
                 if existing is not None:
                     if existing != digest:
                         raise StoreError(
@@ -308,10 +321,13 @@ class Store:
                     ),
                 )
                 seq = cursor.lastrowid
+                body = record.get("index_text", "")
                 await tx.execute(
-                    "INSERT INTO messages_fts (rowid, body, dates) VALUES (?, ?, ?)",
-                    (seq, record.get("index_text", ""), record.get("index_dates", "")),
+                    "INSERT INTO messages_fts (rowid, body, prev1, prev2) VALUES (?, ?, ?, ?)",
+                    (seq, body, *previous_bodies),
                 )
+                if body:
+                    previous_bodies = (body, previous_bodies[0])
                 result.appended.append(
                     Message(seq, record["id"], thread_id, resource_id, record["role"], record["parts"],
                             record["created_at"], record.get("metadata") or {}, record["tokens"])
@@ -381,9 +397,10 @@ class Store:
         *,
         thread_id: str | None = None,
         limit: int = 20,
-        weights: tuple[float, float] = (1.0, 0.3),
+        weights: tuple[float, float, float] = (1.0, 0.5, 0.4),
     ) -> list[SearchHit]:
-        """BM25-ranked messages for an FTS5 MATCH expression (already escaped)."""
+        """BM25-ranked messages for an FTS5 MATCH expression (already escaped);
+        `snippet` is the matching message's own text, marked."""
         if not match:
             return []
         where, params = ["messages_fts MATCH ?", "m.resource_id = ?"], [match, resource_id]
@@ -393,7 +410,7 @@ class Store:
         async with self.db.read() as tx:
             rows = await tx.all(
                 f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))},"
-                f" bm25(messages_fts, {weights[0]}, {weights[1]}) AS rank,"
+                f" bm25(messages_fts, {weights[0]}, {weights[1]}, {weights[2]}) AS rank,"
                 " snippet(messages_fts, 0, '[', ']', ' … ', 16) AS snip"
                 " FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid"
                 f" WHERE {' AND '.join(where)} ORDER BY rank LIMIT ?",

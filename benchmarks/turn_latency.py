@@ -1,0 +1,283 @@
+"""Added latency per turn: async buffering versus synchronous observation.
+
+Starts the fake OpenAI-compatible model as its own process (answering every
+request after a fixed delay, 2 s by default), then, for each mode, starts
+`python -m om_mcp serve --db <temp file>` over stdio pointed at it and drives a
+long scripted conversation: N turns (default 2000) of alternating user /
+assistant messages taken from the LoCoMo dev conversations (evaluation data,
+used here only as realistic text). Each turn is `append_messages` (one message)
+followed by `get_context`, and the round trip of the pair is timed.
+
+Modes:
+  * buffered: observation.message_tokens = 3000 (so the run crosses many
+    thresholds), buffer_tokens / block_after / activation at their defaults;
+  * sync:     the same with observation.buffer_tokens = false.
+
+Before timing, a warm-up thread runs one manual `observe`, so the server has
+imported litellm (seconds) before the first timed threshold in both modes.
+
+Prints p50 / p90 / p99 / max per mode, the model calls the fake server saw, the
+OM events the server recorded, and the p99 ratio (sync / buffered). No
+assertions: figures only. The issue's target: buffered p99 under 50 ms while
+the synchronous mode pays the model's delay at each threshold.
+
+    .venv/bin/python benchmarks/turn_latency.py [--turns 2000] [--delay 2]
+        [--message-tokens 3000] [--modes buffered,sync]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import selectors
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")
+THREAD, RESOURCE = "bench", "bench-user"
+
+# The fake model as a process: FakeLLMServer with its default Observer reply,
+# counting every chat request it receives (one line per request in a file).
+FAKE_LLM = """
+import sys, threading, signal
+from om_mcp.models.fake_server import FakeLLMServer, default_responder
+seen = open(sys.argv[2], "a", buffering=1)
+def responder(request):
+    seen.write("request\\n")
+    return default_responder(request)
+server = FakeLLMServer(responder, delay=float(sys.argv[1]), port=int(sys.argv[3])).start()
+print(f"fake LLM server listening on {server.base_url}", flush=True)
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+stop.wait()
+server.close()
+"""
+
+
+class RpcError(RuntimeError):
+    pass
+
+
+class StdioServer:
+    """`python -m om_mcp serve` over stdio, spoken to with raw JSON-RPC."""
+
+    def __init__(self, db: Path, env: dict[str, str], stderr: Path):
+        self._stderr = open(stderr, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=REPO,
+        )
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+        self._id = 0
+        self.request("initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "turn-latency-benchmark", "version": "0"},
+        })
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict, timeout: float = 120.0) -> dict:
+        self._id += 1
+        request_id = self._id
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if message.get("id") == request_id and ("result" in message or "error" in message):
+                    if "error" in message:
+                        raise RpcError(f"{method} failed: {message['error']}")
+                    return message["result"]
+                continue  # notifications (events, progress)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RpcError(f"no answer to {method} within {timeout} s")
+            if self._selector.select(remaining):
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    raise RpcError("the server closed stdout")
+                self._buffer += chunk
+
+    def tool(self, name: str, **arguments: Any) -> dict:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        if result.get("isError"):
+            raise RpcError(f"{name}: {result['content'][0]['text'] if result.get('content') else result}")
+        return result.get("structuredContent") or {}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+
+
+def conversation(turns: int) -> list[dict[str, str]]:
+    """Alternating user / assistant messages from the LoCoMo dev sessions, cycling if needed."""
+    lines: list[str] = []
+    if LOCOMO.exists():
+        for sample in json.loads(LOCOMO.read_text()):
+            conv = sample["conversation"]
+            for key in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+                lines += [t["text"] for t in conv[key] if t.get("text")]
+    if not lines:  # no data set: varied synthetic text
+        lines = [("we talked about the trip, the budget and the museum. " * (1 + i % 7)).strip() for i in range(97)]
+    out = []
+    for i in range(turns):
+        out.append({"id": f"msg-{i}", "role": "user" if i % 2 == 0 else "assistant", "content": lines[i % len(lines)]})
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def start_fake_llm(delay: float, seen: Path, log: Path) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(seen), "0"],
+        stdout=subprocess.PIPE, stderr=open(log, "wb"), cwd=REPO,
+    )
+    line = proc.stdout.readline().decode()
+    match = re.search(r":(\d+)/v1", line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"the fake LLM server did not start: {line!r} (see {log})")
+    return proc, int(match.group(1))
+
+
+def seen_count(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    env.update(
+        HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+        OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(args.message_tokens),
+    )
+    if mode == "sync":
+        env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = "false"
+    db = workdir / f"{mode}.db"
+    server = StdioServer(db, env, workdir / f"{mode}.stderr.log")
+    try:
+        # Warm-up on another thread: the first model call imports litellm.
+        server.tool("append_messages", thread_id="warm-up", resource_id="warm-up",
+                    messages=[{"role": "user", "content": "warming up"}])
+        server.tool("observe", thread_id="warm-up", resource_id="warm-up")
+        calls_before = seen_count(seen)
+        messages = conversation(args.turns)
+        latencies: list[float] = []
+        slow: list[tuple[int, float]] = []
+        started = time.perf_counter()
+        for index, message in enumerate(messages):
+            t0 = time.perf_counter()
+            server.tool("append_messages", thread_id=THREAD, resource_id=RESOURCE, messages=[message])
+            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE)
+            elapsed = time.perf_counter() - t0
+            latencies.append(elapsed)
+            if elapsed > 0.5:
+                slow.append((index, elapsed))
+            if args.progress and (index + 1) % args.progress == 0:
+                print(f"  {mode}: {index + 1} turns, last {elapsed * 1000:.1f} ms,"
+                      f" unobserved {context.get('status', {}).get('unobserved_messages')}", file=sys.stderr)
+        wall = time.perf_counter() - started
+        status = context.get("status", {})
+    finally:
+        server.stop()
+    with sqlite3.connect(db) as conn:
+        events = Counter(r[0] for r in conn.execute(
+            "SELECT type FROM om_events WHERE thread_id = ?", (THREAD,)))
+    return {
+        "mode": mode, "latencies": latencies, "wall": wall, "calls": seen_count(seen) - calls_before,
+        "events": dict(events), "slow": slow, "status": status,
+    }
+
+
+def report(result: dict[str, Any]) -> None:
+    ms = [x * 1000 for x in result["latencies"]]
+    print(f"\n{result['mode']}: {len(ms)} turns in {result['wall']:.1f} s")
+    print(f"  append_messages + get_context round trip (ms): p50 {percentile(ms, .5):.1f}  p90 {percentile(ms, .9):.1f}"
+          f"  p99 {percentile(ms, .99):.1f}  p99.9 {percentile(ms, .999):.1f}  max {max(ms):.1f}"
+          f"  mean {statistics.fmean(ms):.1f}")
+    first, last = ms[: len(ms) // 10], ms[-(len(ms) // 10):]
+    print(f"  p50 of the first / last 10% of turns: {percentile(first, .5):.1f} / {percentile(last, .5):.1f} ms")
+    print(f"  model calls seen by the fake server: {result['calls']}")
+    print(f"  turns over 500 ms (a model call waited on): {len(result['slow'])}"
+          + (f" (first: {', '.join(f'#{i} {s:.2f}s' for i, s in result['slow'][:8])})" if result["slow"] else ""))
+    print(f"  events: {result['events']}")
+    windows = (result["status"].get("windows") or {}).get("active") or {}
+    print(f"  final status: unobserved {result['status'].get('unobserved_messages')},"
+          f" message tokens {windows.get('messages', {}).get('tokens')},"
+          f" observation tokens {windows.get('observations', {}).get('tokens')},"
+          f" generation {result['status'].get('generation_count')}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--delay", type=float, default=2.0, help="seconds the fake model takes per reply")
+    parser.add_argument("--message-tokens", type=int, default=3000)
+    parser.add_argument("--modes", default="buffered,sync")
+    parser.add_argument("--progress", type=int, default=0, help="print a line every N turns (stderr)")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="om-turn-latency-") as tmp:
+        workdir = Path(tmp)
+        seen = workdir / "llm-requests.txt"
+        llm, port = start_fake_llm(args.delay, seen, workdir / "llm.log")
+        print(f"fake model on port {port}, delay {args.delay} s; {args.turns} turns per mode;"
+              f" message_tokens {args.message_tokens}")
+        results = {}
+        try:
+            for mode in args.modes.split(","):
+                results[mode] = run_mode(mode, args, workdir, port, seen)
+                report(results[mode])
+        finally:
+            llm.terminate()
+            try:
+                llm.wait(10)
+            except subprocess.TimeoutExpired:
+                llm.kill()
+        if "buffered" in results and "sync" in results:
+            b = percentile([x * 1000 for x in results["buffered"]["latencies"]], .99)
+            s = percentile([x * 1000 for x in results["sync"]["latencies"]], .99)
+            print(f"\np99 ratio sync / buffered: {s / b:.1f}x  (buffered p99 {b:.1f} ms; target < 50 ms:"
+                  f" {'met' if b < 50 else 'NOT met'})")
+            slow_b, slow_s = len(results["buffered"]["slow"]), len(results["sync"]["slow"])
+            print(f"turns that waited on the model: buffered {slow_b}, sync {slow_s}"
+                  " (when thresholds are under 1% of turns, p99 does not show them: see p99.9 and max)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Search over a resource's memory: raw messages and observation groups, by
+words always and by meaning when `retrieval.vector` is on.
+
+Search never waits for a model: words are indexed with the message, vectors
+are built by the background worker, and a query only uses what is indexed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from om_mcp.engine.results import SearchResult
+from om_mcp.engine.search import CANDIDATES, COLUMN_WEIGHTS, Candidate, parse_query, rerank
+from om_mcp.models.embeddings import Embedder, make_embedder
+from om_mcp.store import Store
+from om_mcp.store.vectors import VectorStore
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+DENSE_WEIGHT = 0.5  # dense retrieval is weaker than BM25 on conversational memory; it fills gaps
+GROUP_WEIGHT = 0.5
+EMBED_BATCH = 32
+
+
+class Retrieval:
+    def __init__(self, store: Store, retrieval_config, embedder: Embedder | None = None):
+        self.store = store
+        self.vectors = VectorStore(store.db)
+        self.config = retrieval_config
+        if embedder is None and retrieval_config is not None and retrieval_config.vector:
+            embedder = make_embedder(retrieval_config.embedder)
+        self.embedder = embedder
+
+    async def index(self, resource_id: str) -> int:
+        """Embed what has no vector yet (background work); returns how many."""
+        if self.embedder is None:
+            return 0
+        done = 0
+        while True:
+            pending = await self.vectors.pending(resource_id, self.embedder.name, limit=EMBED_BATCH)
+            if not pending:
+                return done
+            vectors = await self.embedder.embed([p.text for p in pending])
+            await self.vectors.put(resource_id, self.embedder.name, list(zip(pending, vectors)))
+            done += len(pending)
+
+    async def search(
+        self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20,
+        now: datetime | None = None,
+    ) -> list[SearchResult]:
+        query = parse_query(text, now)
+        hits = await self.store.search(
+            resource_id, query.match, thread_id=thread_id, limit=CANDIDATES, weights=COLUMN_WEIGHTS
+        )
+        by_seq = {h.message.seq: h for h in hits}
+        candidates = [
+            Candidate(
+                key=h.message.seq, score=h.score, thread_id=h.message.thread_id,
+                created_at=datetime.fromisoformat(h.message.created_at),
+                text=_plain(h.message.parts), author=h.message.metadata.get("speaker"),
+            )
+            for h in hits
+        ]
+        lexical = [c.key for c, _ in rerank(candidates, query)]
+        lists: list[tuple[float, list[tuple[str, object]]]] = [(1.0, [("message", k) for k in lexical])]
+        groups = await self.vectors.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit)
+        group_rows = {row["id"]: (row, score) for row, score in groups}
+        if groups:
+            lists.append((GROUP_WEIGHT, [("group", row["id"]) for row, _ in groups]))
+        if self.embedder is not None and text.strip():
+            try:
+                [vector] = await self.embedder.embed([text], query=True)
+                nearest = await self.vectors.nearest(
+                    resource_id, self.embedder.name, vector, thread_id=thread_id, limit=CANDIDATES
+                )
+                lists.append((DENSE_WEIGHT, [(kind, int(ref) if kind == "message" else ref) for kind, ref, _ in nearest]))
+            except Exception as error:  # noqa: BLE001 - search falls back to words alone
+                log.warning("semantic search unavailable: %s", error)
+        fused = _fuse(lists) if len(lists) > 1 else [(key, 1.0 / (RRF_K + i + 1)) for i, key in enumerate(lists[0][1])]
+        return await self._results(fused[:limit], by_seq, group_rows)
+
+    async def _results(self, fused, by_seq, group_rows) -> list[SearchResult]:
+        missing = [ref for (kind, ref), _ in fused if kind == "message" and ref not in by_seq]
+        extra = await self.store.messages_by_seq(missing)
+        unseen = [ref for (kind, ref), _ in fused if kind == "group" and ref not in group_rows]
+        group_rows = {**group_rows, **{k: (v, 0.0) for k, v in (await self.vectors.groups_by_id(unseen)).items()}}
+        results = []
+        for (kind, ref), score in fused:
+            if kind == "message":
+                hit = by_seq.get(ref)
+                message = hit.message if hit else extra.get(ref)
+                if message is None:
+                    continue
+                snippet = hit.snippet if hit else _plain(message.parts)[:200]
+                results.append(SearchResult(
+                    message_id=message.id, thread_id=message.thread_id, role=message.role,
+                    created_at=message.created_at, score=round(score, 6), snippet=snippet,
+                ))
+            else:
+                row, _ = group_rows.get(ref, (None, 0))
+                if row is None:
+                    continue
+                results.append(SearchResult(
+                    message_id=row["first_message_id"] or "", thread_id=row["thread_id"] or "", role="observation",
+                    created_at=row["observed_at"] or row["created_at"], score=round(score, 6),
+                    snippet=row["text"][:300], source="observation",
+                    range=f"{row['first_message_id']}:{row['last_message_id']}",
+                ))
+        return results
+
+
+def _fuse(lists: list[tuple[float, list]]) -> list[tuple[object, float]]:
+    """Weighted reciprocal-rank fusion."""
+    scores: dict[object, float] = {}
+    for weight, keys in lists:
+        for rank, key in enumerate(keys):
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank + 1)
+    return sorted(scores.items(), key=lambda pair: -pair[1])
+
+
+def _plain(parts: list[dict]) -> str:
+    from om_mcp.engine.messages import message_text
+
+    return message_text(parts)

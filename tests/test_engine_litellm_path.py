@@ -1,0 +1,205 @@
+"""The engine over litellm's real HTTP path, against the scripted
+OpenAI-compatible server on loopback (no network, no keys).
+
+The model is configured the way a user would: a {model, api_base} table in a
+TOML file or as JSON in an OM_ variable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from om_mcp.config import load_config
+from om_mcp.engine.memory import Memory
+from om_mcp.models.fake_server import FakeLLMServer, FakeReply, request_text
+
+pytestmark = pytest.mark.anyio
+
+FAST_POLICY = """
+[observational_memory.call_policy]
+timeout_seconds = {timeout}
+total_budget_seconds = {budget}
+backoff_initial_seconds = 0.01
+backoff_max_seconds = 0.02
+"""
+
+
+def observer_or_reflector(request: dict) -> str:
+    """Observer: one line per message id of the transcript. Reflector: one summary line."""
+    system = request["messages"][0]["content"]
+    if system.startswith("You keep the long-term memory"):
+        return "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) reflected summary\n</observations>"
+    second = request["messages"][-1]["content"]
+    ids = list(dict.fromkeys(re.findall(r"\bm\d+\b", second)))
+    lines = "\n".join(f"* 🔴 (10:00) saw {i}" for i in ids)
+    return (
+        f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>\n"
+        "<current-task>help with the trip</current-task>"
+    )
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer(observer_or_reflector) as s:
+        yield s
+
+
+def write_config(tmp_path: Path, model_toml: str, *, timeout: float = 5, budget: float = 10, extra: str = "") -> Path:
+    path = tmp_path / "om.toml"
+    path.write_text(
+        "[observational_memory]\n" + model_toml + "\n"
+        "[observational_memory.observation]\nbuffer_tokens = false\nmessage_tokens = 120\n" + extra
+        + FAST_POLICY.format(timeout=timeout, budget=budget)
+    )
+    return path
+
+
+def msg(n: int, role: str | None = None) -> dict:
+    return {"id": f"m{n}", "role": role or ("user" if n % 2 == 0 else "assistant"), "content": f"m{n} " + "words " * 20}
+
+
+async def events(mem: Memory, type_: str) -> list[dict]:
+    return [e.payload for e in await mem.store.om.events(thread_id="t", limit=500) if e.type == type_]
+
+
+async def test_observation_and_reflection_over_http(server, tmp_path):
+    server.responder = lambda request: FakeReply(
+        observer_or_reflector(request), usage={"prompt_tokens": 1234, "completion_tokens": 56}
+    )
+    path = write_config(tmp_path, f'model = {{ model = "openai/fake", api_base = "{server.base_url}" }}')
+    mem = await Memory.open(load_config(path, env={}), db_path=str(tmp_path / "om.db"))
+    await mem.append_messages("t", [msg(n) for n in range(6)])  # crosses 120 tokens: the turn observes
+    assert len(server.requests) == 1
+    request = server.requests[0]
+    assert request["model"] == "fake"
+    assert [m["role"] for m in request["messages"]] == ["system", "user", "user"]
+    assert request["temperature"] == pytest.approx(0.3)
+    assert "m0 words" in request_text(request) and "<conversation>" in request["messages"][2]["content"]
+
+    ctx = await mem.get_context("t")
+    assert "saw m0" in ctx.observations and "saw m3" in ctx.observations
+    assert [m.id for m in ctx.messages] == ["m4", "m5"]
+    assert ctx.current_task == "help with the trip"
+    end = (await events(mem, "data-om-observation-end"))[0]
+    assert end["usage"]["input_tokens"] == 1234 and end["usage"]["output_tokens"] == 56
+    assert end["model"] == "openai/fake"
+
+    outcome = await mem.reflect("t")
+    assert outcome.ran and len(server.requests) == 2
+    assert server.requests[1]["temperature"] == 0
+    assert "<memory-log>" in server.requests[1]["messages"][1]["content"]
+    assert "reflected summary" in (await mem.observations("t"))["text"]
+    await mem.close()
+
+
+async def test_model_table_from_an_env_variable(server, tmp_path):
+    env = {
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MODEL": json.dumps(
+            {"model": "openai/observer-model", "api_base": server.base_url}
+        ),
+        "OM_OBSERVATIONAL_MEMORY__REFLECTION__MODEL": json.dumps(
+            {"model": "openai/reflector-model", "api_base": server.base_url}
+        ),
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+    }
+    mem = await Memory.open(load_config(env=env), db_path=":memory:")
+    await mem.append_messages("t", [msg(0), msg(1)])
+    assert (await mem.observe("t")).ran
+    assert (await mem.reflect("t")).ran
+    assert [r["model"] for r in server.requests] == ["observer-model", "reflector-model"]
+    await mem.close()
+
+
+async def test_a_stalled_server_fails_the_cycle_within_the_budget(server, tmp_path):
+    server.delay = 5.0
+    path = write_config(
+        tmp_path, f'model = {{ model = "openai/slow", api_base = "{server.base_url}", max_retries = 3 }}',
+        timeout=0.3, budget=0.8,
+    )
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(0), msg(1)])  # below the threshold: no call
+    assert server.requests == []
+    start = time.monotonic()
+    outcome = await mem.observe("t")
+    elapsed = time.monotonic() - start
+    assert not outcome.ran and outcome.error and "timed out" in outcome.error
+    assert elapsed < 0.8 + 0.25 + 0.6, elapsed
+    assert 1 <= len(server.requests) <= 3
+    status = await mem.status("t")
+    assert status.unobserved_messages == 2 and status.windows.active.observations.tokens == 0
+    assert (await mem.observations("t"))["groups"] == []
+    failed = await events(mem, "data-om-observation-failed")
+    assert len(failed) == 1 and failed[0]["cycle_id"] == outcome.cycle_id and "timed out" in failed[0]["error"]
+
+    # The turn path gives up as cleanly (the append itself does not fail).
+    start = time.monotonic()
+    await mem.append_messages("t", [msg(n) for n in range(2, 6)])
+    assert time.monotonic() - start < 0.8 + 0.25 + 0.6
+    assert (await mem.status("t")).unobserved_messages == 6
+    assert len(await events(mem, "data-om-observation-failed")) == 2
+
+    server.delay = 0.0
+    outcome = await mem.observe("t")
+    assert outcome.ran
+    assert (await mem.status("t")).unobserved_messages == 0
+    text = (await mem.observations("t"))["text"]
+    assert all(f"saw m{n}" in text for n in range(6))
+    await mem.close()
+
+
+async def test_fallback_to_the_second_model_after_http_500(server, tmp_path):
+    def responder(request):
+        if request["model"] == "first":
+            return 500, "upstream exploded"
+        return observer_or_reflector(request)
+
+    server.responder = responder
+    path = write_config(
+        tmp_path,
+        f'model = [{{ model = "openai/first", api_base = "{server.base_url}", max_retries = 1 }},'
+        f' {{ model = "openai/second", api_base = "{server.base_url}" }}]',
+    )
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(0), msg(1)])
+    outcome = await mem.observe("t")
+    assert outcome.ran
+    assert [r["model"] for r in server.requests] == ["first", "first", "second"]
+    end = (await events(mem, "data-om-observation-end"))[0]
+    assert end["model"] == "openai/second"
+    assert "saw m0" in (await mem.observations("t"))["text"]
+    await mem.close()
+
+
+async def test_every_fallback_failing_commits_nothing(server, tmp_path):
+    server.responder = lambda request: (503, f"down: {request['model']}")
+    path = write_config(
+        tmp_path,
+        f'model = [{{ model = "openai/a", api_base = "{server.base_url}", max_retries = 0 }},'
+        f' {{ model = "openai/b", api_base = "{server.base_url}", max_retries = 0 }}]',
+    )
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(0)])
+    outcome = await mem.observe("t")
+    assert not outcome.ran and "down: b" in outcome.error
+    assert [r["model"] for r in server.requests] == ["a", "b"]
+    assert (await mem.status("t")).unobserved_messages == 1
+    await mem.close()
+
+
+async def test_input_above_the_largest_tier_fails_without_a_call(server, tmp_path):
+    path = write_config(
+        tmp_path, f'model = {{ up_to = {{ "50" = {{ model = "openai/tiny", api_base = "{server.base_url}" }} }} }}'
+    )
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(0)])
+    outcome = await mem.observe("t")
+    assert not outcome.ran and "largest up_to threshold" in outcome.error
+    assert server.requests == []
+    assert (await mem.status("t")).unobserved_messages == 1
+    assert len(await events(mem, "data-om-observation-failed")) == 1
+    await mem.close()
