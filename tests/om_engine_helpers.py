@@ -135,3 +135,8 @@ def msg(n: int, role: str | None = None, words: int = 20, at: datetime | None = 
 
 def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
+
+
+DEGENERATE_REPLY = (
+    "<observations>\n" + "* 🔴 (10:00) the very same line, again and again and again\n" * 80 + "</observations>"
+)

@@ -127,7 +127,7 @@ def test_two_processes_append_concurrently(tmp_path):
         # both writers' messages are findable through the index
         for name in names:
             hits = conn.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                                (f'"word{name}{ROUNDS - 1}"',)).fetchone()[0]
+                                (f'body : "word{name}{ROUNDS - 1}"',)).fetchone()[0]
             assert hits == 1
         owners = dict(conn.execute("SELECT id, resource_id FROM threads").fetchall())
         assert owners == {"shared": "team", "own-A": "team", "own-B": "team", "common": "team", "batches": "team"}

@@ -65,7 +65,9 @@ async def exercise(client: Client, thread_id: str) -> None:
     assert context["messages"][0]["created_at"] == "2024-05-01T10:00:00+02:00"
     found = await ok(client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain",
                       scope="thread")
-    assert [r["message_id"] for r in found["results"]] == ["m1"]
+    # m1 holds the words; m2 may follow it (a message is indexed with the ones before it)
+    assert found["results"][0]["message_id"] == "m1"
+    assert {r["message_id"] for r in found["results"]} <= {"m1", "m2"}
 
 
 async def test_stdio_servers_share_the_default_database(tmp_path):

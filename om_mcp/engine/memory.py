@@ -33,7 +33,7 @@ from om_mcp.engine.results import (
     ThreadOut, Window, Windows, WorkingMemoryOut,
 )
 from om_mcp.engine.retrieval import Retrieval
-from om_mcp.engine.search import index_text
+from om_mcp.engine.search import index_text, parse_query
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _MESSAGES = TypeAdapter(list[MessageIn])
 MAX_RECALL_LIMIT = 20
+MAX_SEARCH_LIMIT = 50
 MAX_THREADS_LIMIT = 50
 TEMPORAL_GAP = timedelta(minutes=10)
 
@@ -500,7 +501,7 @@ class Memory:
         if mode == "search":
             if not query or not query.strip():
                 raise InputError("mode 'search' needs a query", field="query")
-            return await self._recall_search(thread_id, resource_id, query, min(limit, MAX_RECALL_LIMIT), scope)
+            return await self._recall_search(thread_id, resource_id, query, min(limit, MAX_SEARCH_LIMIT), scope)
         return await self._recall_messages(
             thread_id, resource_id, cursor=cursor, target_thread_id=target_thread_id, anchor=anchor, page=page,
             limit=min(limit, MAX_RECALL_LIMIT), detail=detail, part_type=part_type, tool_name=tool_name,
@@ -542,7 +543,10 @@ class Memory:
         ]
         kept, truncated, cut = fit_to_budget(blocks, self.config.output_token_budget, self.counter.count_text)
         results = results[: len(kept)]
-        text = "\n".join(kept) if kept else "No matches."
+        searchable = bool(parse_query(query).terms)
+        text = "\n".join(kept) if kept else (
+            "No matches." if searchable else "The query has no searchable words (only stop words or symbols)."
+        )
         if results:
             text += "\nTo read around a match: recall mode='messages' cursor=<message id> target_thread_id=<thread id>."
         return RecallOut(
