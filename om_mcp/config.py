@@ -121,6 +121,12 @@ class ObservationalMemoryConfig(_Section):
     activate_on_provider_change: bool = False
     retrieval: bool | RetrievalConfig = True
     call_policy: CallPolicy = Field(default_factory=CallPolicy)
+    turn_wait_seconds: float = Field(
+        10.0, ge=0, description="longest a tool call waits for a synchronous cycle; it then goes on in the background"
+    )
+    lease_seconds: float = Field(
+        30.0, gt=0, description="how long a cycle's lease lives without renewal (a crashed process's work is retaken after it)"
+    )
 
     @model_validator(mode="before")
     @classmethod

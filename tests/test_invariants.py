@@ -36,7 +36,7 @@ pytestmark = pytest.mark.anyio
 ID = re.compile(r"\bm\d+\b")
 THREAD = "t"
 KEY = f"thread:{THREAD}"
-STEPS = 110  # appends of 1-4 messages each: about 275 messages per run
+STEPS = 75  # appends of 1-6 messages each: about 260 messages per run
 OPS = ("buffer", "observe", "reflect", "reflect-buffer")
 
 
@@ -131,7 +131,7 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
         nonlocal n
         for _ in range(STEPS):
             batch = []
-            for _ in range(rng.randint(1, 4)):
+            for _ in range(rng.randint(1, 6)):
                 role = rng.choice(("user", "assistant")) if rng.random() < 0.3 else ("user" if n % 2 == 0 else "assistant")
                 batch.append(msg(n, role, words=rng.randint(1, 70)))
                 appended.append(f"m{n}")

@@ -189,7 +189,7 @@ class Memory:
         if events:
             await self.om._emit(events)
         if result.appended:
-            await self.om.after_append(thread_id, resource_id)
+            await self.om.after_append(thread_id, resource_id, turn_ended=result.appended[-1].role == "assistant")
             if self.retrieval.embedder is not None:
                 await self.worker.submit(
                     f"resource:{resource_id}", "embed", lambda: self.retrieval.index(resource_id), rerun=True

@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 Trigger = Literal["manual", "turn-sync", "async-buffer"]
 EventListener = Callable[[dict[str, Any]], Awaitable[None]]
 
-LEASE_TTL_SECONDS = 30.0
 # Events emitted while a caller's block runs are also handed to it (the MCP
 # adapter turns them into notifications for that request).
 _collector: ContextVar[list[dict[str, Any]] | None] = ContextVar("om_event_collector", default=None)
@@ -106,8 +105,8 @@ class ObservationalMemory:
         self.worker = worker or Worker()
         self.listeners: list[EventListener] = []
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lease_ttl = LEASE_TTL_SECONDS
-        self.turn_wait_seconds = 10.0
+        self.lease_ttl = self.om.lease_seconds
+        self.turn_wait_seconds = self.om.turn_wait_seconds
         self.extractors = Extractors(self.om, counter)
         obs, refl = self.om.observation, self.om.reflection
         self.observer = Observer(
@@ -196,7 +195,7 @@ class ObservationalMemory:
 
     # -- the turn: what append_messages and get_context trigger ---------------------------
 
-    async def after_append(self, thread_id: str, resource_id: str) -> list[dict]:
+    async def after_append(self, thread_id: str, resource_id: str, turn_ended: bool = False) -> list[dict]:
         """Never waits for a model: schedules buffering, or a sync observation
         in the background when buffering is off."""
         if not self.om.enabled:
@@ -209,6 +208,11 @@ class ObservationalMemory:
             if self._should_buffer(record, pending, threshold):
                 await self.worker.submit(
                     record.key, "buffer", lambda: self.buffer(thread_id, resource_id), rerun=True
+                )
+            elif self.om.observation.buffer_on_idle and turn_ended:
+                # The agent replied and is now idle: buffer what is there, however little.
+                await self.worker.submit(
+                    record.key, "buffer", lambda: self.buffer(thread_id, resource_id, on_idle=True), rerun=True
                 )
             await self._maybe_buffer_reflection(thread_id, resource_id, record, observation_tokens)
         elif pending >= threshold:

