@@ -115,6 +115,7 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
     script = Script(
         observer=flaky(tracing_observer, model_rng, 0.12),
         reflector=flaky(keep_ids_reflector, model_rng, 0.12),
+        delay=0.003 if buffering else 0.0,  # model calls overlap appends and other cycles
     )
     options = dict(
         observation__message_tokens=300,

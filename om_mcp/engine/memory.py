@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, AsyncIterator, Literal
@@ -37,6 +39,7 @@ from om_mcp.engine.search import index_text, parse_query
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient
+from om_mcp.models.litellm_client import load_litellm
 from om_mcp.store import Message, Store, Thread, Transaction
 
 log = logging.getLogger(__name__)
@@ -89,10 +92,20 @@ class Memory:
                 group.cancel_scope.cancel()
 
     def warm_up(self) -> None:
-        """Load the tokenizer in the background so the first append does not wait for it."""
-        group = self.worker.group
-        if group is not None:
-            group.start_soon(anyio.to_thread.run_sync, self.counter.count_text, "warm up")
+        """Load the tokenizer, then the model library, in the background, so
+        the first append and the first cycle do not pay for them. A daemon
+        thread: a server told to stop must not wait for it."""
+
+        def load() -> None:
+            self.counter.count_text("warm up")
+            if self.config.observational_memory.enabled:
+                time.sleep(1.0)  # let the MCP handshake finish before the heavy import
+                try:
+                    load_litellm()
+                except Exception as error:  # noqa: BLE001 - the first real call reports it
+                    log.debug("model library warm-up failed: %s", error)
+
+        threading.Thread(target=load, daemon=True, name="om-warm-up").start()
 
     async def close(self) -> None:
         await self.store.close()
@@ -304,14 +317,27 @@ class Memory:
     ) -> CycleOutcome:
         """Observe the unobserved messages now (trigger 'manual')."""
         resource_id, _ = await self._existing_thread(thread_id, resource_id)
-        return await self.om.observe(thread_id, resource_id, "manual", instruction, progress)
+        return await self._single_flight(
+            thread_id, resource_id, "observe", lambda: self.om.observe(thread_id, resource_id, "manual", instruction, progress)
+        )
 
     async def reflect(
         self, thread_id: str, resource_id: str | None = None, instruction: str | None = None, progress=None
     ) -> CycleOutcome:
         """Condense the observation log now (trigger 'manual', compression level 0 first)."""
         resource_id, _ = await self._existing_thread(thread_id, resource_id)
-        return await self.om.reflect(thread_id, resource_id, "manual", instruction, progress)
+        return await self._single_flight(
+            thread_id, resource_id, "reflect", lambda: self.om.reflect(thread_id, resource_id, "manual", instruction, progress)
+        )
+
+    async def _single_flight(self, thread_id: str, resource_id: str, op: str, run) -> CycleOutcome:
+        """Run a manual cycle through the worker, so it never races a background
+        cycle of the same kind in this process (it joins it instead)."""
+        job = await self.worker.submit(self.om.record_key(thread_id, resource_id), op, run)
+        await job.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
 
     async def observations(self, thread_id: str, resource_id: str | None = None, history: bool = False) -> dict:
         resource_id, _ = await self._resolve(thread_id, resource_id)
@@ -499,7 +525,7 @@ class Memory:
         if mode == "threads":
             return await self._recall_threads(thread_id, resource_id, page, min(limit, MAX_THREADS_LIMIT), before, after)
         if mode == "search":
-            if not query or not query.strip():
+            if query is None:
                 raise InputError("mode 'search' needs a query", field="query")
             return await self._recall_search(thread_id, resource_id, query, min(limit, MAX_SEARCH_LIMIT), scope)
         return await self._recall_messages(

@@ -34,7 +34,7 @@ from om_mcp.engine.tokens import TokenCounter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient, ModelError, ModelRouter
 from om_mcp.store import Message, Store
-from om_mcp.store.om import Chunk, Group, NewGroup, Record
+from om_mcp.store.om import Chunk, Group, NewGroup, Record, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -146,37 +146,41 @@ class ObservationalMemory:
         total = self.limits.message_tokens + self.limits.observation_tokens
         return max(total - observation_tokens, self.limits.message_tokens)
 
-    async def status(self, thread_id: str, resource_id: str) -> Status:
-        record = await self.record(thread_id, resource_id)
-        key = record.key
-        unobserved = await self.unobserved(thread_id, resource_id, all_threads=True)
-        pending = sum(m.tokens for m in unobserved)
-        groups = await self.om_store.groups(key)
-        observation_tokens = sum(g.tokens for g in groups)
-        chunks = await self.om_store.chunks(key)
-        buffered = await self.om_store.buffered_reflection(key)
-        threshold = self.message_threshold(observation_tokens)
-        buffering = self.worker.busy(key, "buffer")
-        reflecting = self.worker.busy(key, "reflect-buffer")
-        thread = await self.store.get_thread(thread_id)
+    async def snapshot(self, thread_id: str, resource_id: str) -> Snapshot:
+        """The record and its windows, in one read (pending counts every thread
+        of the resource in resource scope)."""
+        key = self.record_key(thread_id, resource_id)
+        scope_thread = None if self.om.scope == "resource" else thread_id
+        snap = await self.om_store.snapshot(key, resource_id, scope_thread, thread_id)
+        if snap is None:
+            await self.record(thread_id, resource_id)
+            snap = await self.om_store.snapshot(key, resource_id, scope_thread, thread_id)
+        return snap
+
+    async def status(self, thread_id: str, resource_id: str, snap: Snapshot | None = None) -> Status:
+        snap = snap or await self.snapshot(thread_id, resource_id)
+        record, chunks, buffered = snap.record, snap.chunks, snap.buffered_reflection
+        threshold = self.message_threshold(snap.observation_tokens)
+        buffering = self.worker.busy(record.key, "buffer")
+        reflecting = self.worker.busy(record.key, "reflect-buffer")
         return Status(
-            record_id=key,
+            record_id=record.key,
             thread_id=thread_id,
             resource_id=resource_id,
             scope=self.om.scope,
-            message_count=thread.message_count if thread else 0,
-            unobserved_messages=len(unobserved),
+            message_count=snap.message_count,
+            unobserved_messages=snap.pending_messages,
             windows=Windows(
                 active=ActiveWindows(
-                    messages=Window(tokens=pending, threshold=threshold),
-                    observations=Window(tokens=observation_tokens, threshold=self.limits.observation_tokens),
+                    messages=Window(tokens=snap.pending_tokens, threshold=threshold),
+                    observations=Window(tokens=snap.observation_tokens, threshold=self.limits.observation_tokens),
                 ),
                 buffered=BufferedWindows(
                     observations=BufferedObservations(
                         chunks=len(chunks),
                         message_tokens=sum(c.message_tokens for c in chunks),
                         projected_message_removal=sum(
-                            c.message_tokens for c in self._activation_prefix(chunks, pending, threshold)
+                            c.message_tokens for c in self._activation_prefix(chunks, snap.pending_tokens, threshold)
                         ),
                         observation_tokens=sum(c.observation_tokens for c in chunks),
                         status="running" if buffering else ("complete" if chunks else "idle"),
@@ -200,9 +204,8 @@ class ObservationalMemory:
         in the background when buffering is off."""
         if not self.om.enabled:
             return []
-        record = await self.record(thread_id, resource_id)
-        pending = sum(m.tokens for m in await self.unobserved(thread_id, resource_id, all_threads=True))
-        observation_tokens = sum(g.tokens for g in await self.om_store.groups(record.key))
+        snap = await self.snapshot(thread_id, resource_id)
+        record, pending, observation_tokens = snap.record, snap.pending_tokens, snap.observation_tokens
         threshold = self.message_threshold(observation_tokens)
         if self.limits.buffer_tokens is not None:
             if self._should_buffer(record, pending, threshold):
@@ -214,7 +217,7 @@ class ObservationalMemory:
                 await self.worker.submit(
                     record.key, "buffer", lambda: self.buffer(thread_id, resource_id, on_idle=True), rerun=True
                 )
-            await self._maybe_buffer_reflection(thread_id, resource_id, record, observation_tokens)
+            await self._maybe_buffer_reflection(thread_id, resource_id, record, observation_tokens, snap)
         elif pending >= threshold:
             await self.worker.submit(
                 record.key, "observe", lambda: self.observe(thread_id, resource_id, "turn-sync"), rerun=True
@@ -227,23 +230,24 @@ class ObservationalMemory:
         at most `turn_wait_seconds` (the cycle goes on in the background)."""
         if not self.om.enabled:
             return
-        record = await self.record(thread_id, resource_id)
+        snap = await self.snapshot(thread_id, resource_id)
+        record, pending = snap.record, snap.pending_tokens
         key = record.key
-        observation_tokens = sum(g.tokens for g in await self.om_store.groups(key))
-        pending = sum(m.tokens for m in await self.unobserved(thread_id, resource_id, all_threads=True))
-        threshold = self.message_threshold(observation_tokens)
+        threshold = self.message_threshold(snap.observation_tokens)
         if self.limits.buffer_tokens is not None:
-            trigger = await self._activation_trigger(thread_id, record, pending, threshold, actor_model)
+            trigger = await self._activation_trigger(thread_id, record, snap.chunks, pending, threshold, actor_model)
             if trigger is not None:
                 await self.activate(thread_id, resource_id, trigger)
-                pending = sum(m.tokens for m in await self.unobserved(thread_id, resource_id, all_threads=True))
+                snap = await self.snapshot(thread_id, resource_id)
+                pending = snap.pending_tokens
             needs_sync = self.limits.block_after is not None and pending >= self.limits.block_after
         else:
             needs_sync = pending >= threshold
         if needs_sync:
             job = await self.worker.submit(key, "observe", lambda: self.observe(thread_id, resource_id, "turn-sync"))
             await job.wait(self.turn_wait_seconds)
-        await self._maybe_reflect(thread_id, resource_id, wait=True)
+            snap = await self.snapshot(thread_id, resource_id)
+        await self._maybe_reflect(thread_id, resource_id, wait=True, snap=snap)
 
     # -- observation -----------------------------------------------------------------
 
@@ -472,9 +476,9 @@ class ObservationalMemory:
         return chunks[:count]
 
     async def _activation_trigger(
-        self, thread_id: str, record: Record, pending: int, threshold: int, actor_model: str | None
+        self, thread_id: str, record: Record, chunks: list[Chunk], pending: int, threshold: int,
+        actor_model: str | None,
     ) -> str | None:
-        chunks = await self.om_store.chunks(record.key)
         if not chunks:
             return None
         if pending >= threshold:
@@ -563,19 +567,21 @@ class ObservationalMemory:
             return 0
         return 2 if "gemini-2.5-flash" in self.reflector.router.describe() else 1
 
-    async def _maybe_reflect(self, thread_id: str, resource_id: str, wait: bool) -> None:
-        record = await self.record(thread_id, resource_id)
-        groups = await self.om_store.groups(record.key)
-        tokens = sum(g.tokens for g in groups)
+    async def _maybe_reflect(
+        self, thread_id: str, resource_id: str, wait: bool, snap: Snapshot | None = None
+    ) -> None:
+        snap = snap or await self.snapshot(thread_id, resource_id)
+        record, tokens = snap.record, snap.observation_tokens
         if tokens < self.limits.observation_tokens:
             return
         if self.limits.reflection_buffer_at is not None:
-            buffered = await self.om_store.buffered_reflection(record.key)
+            buffered = snap.buffered_reflection
             if buffered is not None and buffered.generation == record.generation:
+                groups = await self.om_store.groups(record.key)
                 await self._activate_reflection(thread_id, resource_id, record, buffered, groups)
                 return
             if self.limits.reflection_block_after is not None and tokens < self.limits.reflection_block_after:
-                await self._maybe_buffer_reflection(thread_id, resource_id, record, tokens)
+                await self._maybe_buffer_reflection(thread_id, resource_id, record, tokens, snap)
                 return
         if record.reflection_blocked_at == tokens:
             return  # the last sync reflection could not get below the threshold; wait for new content
@@ -586,12 +592,12 @@ class ObservationalMemory:
             await job.wait(self.turn_wait_seconds)
 
     async def _maybe_buffer_reflection(
-        self, thread_id: str, resource_id: str, record: Record, observation_tokens: int
+        self, thread_id: str, resource_id: str, record: Record, observation_tokens: int, snap: Snapshot
     ) -> None:
         at = self.limits.reflection_buffer_at
         if at is None or observation_tokens < at or self.worker.busy(record.key, "reflect-buffer"):
             return
-        buffered = await self.om_store.buffered_reflection(record.key)
+        buffered = snap.buffered_reflection
         if buffered is not None and buffered.generation == record.generation:
             return
         await self.worker.submit(

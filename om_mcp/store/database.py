@@ -82,7 +82,10 @@ class Database:
     async def write(self) -> AsyncIterator["Transaction"]:
         """A write transaction: BEGIN IMMEDIATE ... COMMIT, rolled back on error."""
         async with self._lock:
-            await _retry_locked(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+            # Shielded: a BEGIN cancelled mid-flight still runs on aiosqlite's
+            # thread, and would leave a transaction (and the write lock) open.
+            with anyio.CancelScope(shield=True):
+                await _retry_locked(lambda: self._conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield Transaction(self._conn)
             except BaseException:
@@ -97,7 +100,8 @@ class Database:
     async def read(self) -> AsyncIterator["Transaction"]:
         """A consistent read snapshot (BEGIN DEFERRED)."""
         async with self._lock:
-            await self._conn.execute("BEGIN")
+            with anyio.CancelScope(shield=True):
+                await self._conn.execute("BEGIN")
             try:
                 yield Transaction(self._conn)
             finally:

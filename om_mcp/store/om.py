@@ -23,6 +23,12 @@ from om_mcp.store.store import Message, _MESSAGE_COLUMNS, _message, now_iso
 # The separator between observation groups in the rendered log: cache-stable
 # split points, and a marker a reflection removes.
 GROUP_SEPARATOR = "\n\n"
+# Messages after their thread's cursor. System messages are never observed,
+# except the temporal-gap markers the engine writes.
+_UNOBSERVED_WHERE = (
+    "m.resource_id = ? AND m.seq > COALESCE(c.seq, 0)"
+    " AND (m.role != 'system' OR json_extract(m.metadata, '$.om_kind') = 'temporal-gap')"
+)
 
 
 @dataclass
@@ -106,6 +112,19 @@ class BufferedReflection:
 
 
 @dataclass
+class Snapshot:
+    """Everything status and the turn logic need, read in one transaction."""
+
+    record: Record
+    pending_tokens: int
+    pending_messages: int
+    observation_tokens: int
+    chunks: list[Chunk]
+    buffered_reflection: "BufferedReflection | None"
+    message_count: int
+
+
+@dataclass
 class Event:
     id: int
     type: str
@@ -178,6 +197,35 @@ class OMStore:
             )
             return await self._record(tx, key)
 
+    async def snapshot(self, key: str, resource_id: str, thread_id: str | None, count_thread: str) -> Snapshot | None:
+        """The record and its windows; `thread_id` None counts every thread of
+        the resource as pending (resource scope)."""
+        where, params = _UNOBSERVED_WHERE, [key, resource_id]
+        if thread_id is not None:
+            where += " AND m.thread_id = ?"
+            params.append(thread_id)
+        async with self.db.read() as tx:
+            record = await self._record(tx, key)
+            if record is None:
+                return None
+            pending = await tx.one(
+                f"SELECT COALESCE(SUM(m.tokens), 0), COUNT(*) FROM messages m"
+                f" LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id WHERE {where}",
+                params,
+            )
+            observation_tokens = await tx.value(
+                "SELECT COALESCE(SUM(tokens), 0) FROM om_groups WHERE record_key = ? AND generation = ?",
+                (key, record.generation),
+            )
+            chunks = await self._chunks(tx, key)
+            row = await tx.one("SELECT * FROM om_buffered_reflections WHERE record_key = ?", (key,))
+            count = await tx.value("SELECT COUNT(*) FROM messages WHERE thread_id = ?", (count_thread,))
+        buffered = None if row is None else BufferedReflection(
+            cycle_id=row["cycle_id"], generation=row["generation"], covered=row["covered"],
+            input_tokens=row["input_tokens"], text=row["text"], tokens=row["tokens"], hints=json.loads(row["hints"]),
+        )
+        return Snapshot(record, pending[0], pending[1], observation_tokens, chunks, buffered, count)
+
     async def groups(self, key: str, generation: int | None = None) -> list[Group]:
         async with self.db.read() as tx:
             return await self._groups(tx, key, generation)
@@ -229,9 +277,7 @@ class OMStore:
         never observed, except the temporal-gap markers the engine writes."""
         sql = (
             f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))} FROM messages m"
-            " LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id"
-            " WHERE m.resource_id = ? AND m.seq > COALESCE(c.seq, 0)"
-            " AND (m.role != 'system' OR json_extract(m.metadata, '$.om_kind') = 'temporal-gap')"
+            f" LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id WHERE {_UNOBSERVED_WHERE}"
         )
         params: list[Any] = [key, resource_id]
         if thread_id is not None:
@@ -302,6 +348,8 @@ class OMStore:
             generation = await tx.value("SELECT generation FROM om_records WHERE key = ?", (key,))
             await self._append_groups(tx, key, generation, groups)
             await self._set_cursors(tx, key, new_cursors)
+            # Buffering intervals count from what is still unobserved.
+            await tx.execute("UPDATE om_records SET last_buffered_at_tokens = 0 WHERE key = ?", (key,))
             # A chunk overlapping what was just observed would observe it twice.
             for thread_id, seq in new_cursors.items():
                 await tx.execute(
@@ -375,6 +423,11 @@ class OMStore:
             generation = await tx.value("SELECT generation FROM om_records WHERE key = ?", (key,))
             await self._append_groups(tx, key, generation, groups)
             await self._set_cursors(tx, key, {thread_id: prefix[-1].last_seq})
+            # The buffering high-water mark drops with the tokens that left the window.
+            await tx.execute(
+                "UPDATE om_records SET last_buffered_at_tokens = MAX(0, last_buffered_at_tokens - ?) WHERE key = ?",
+                (sum(c.message_tokens for c in prefix), key),
+            )
             await tx.execute(
                 f"DELETE FROM om_chunks WHERE id IN ({','.join('?' * len(chunk_ids))})", chunk_ids
             )

@@ -282,15 +282,19 @@ class Store:
             previous_bodies = tuple([r[0] for r in recent] + ["", ""])[:2]
             for index, record in enumerate(records):
                 digest = content_hash(record)
+                if record.get("created_at_given", True):
+                    digest_in_batch = digest + record["created_at"]
+                else:
+                    digest_in_batch = digest
                 if record["id"] in seen:
-                    if seen[record["id"]] != digest:
+                    if seen[record["id"]] != digest_in_batch:
                         raise StoreError(
                             f"messages[{index}].id {record['id']!r} appears twice in the batch with different content",
                             field=f"messages[{index}].id",
                         )
                     result.skipped_duplicates += 1
                     continue
-                seen[record["id"]] = digest
+                seen[record["id"]] = digest_in_batch
                 row = await tx.one(
                     "SELECT content_hash, created_at FROM messages WHERE thread_id = ? AND id = ?",
                     (thread_id, record["id"]),

@@ -48,7 +48,10 @@ class VectorStore:
                 (resource_id, embedder, limit),
             )
             groups = await tx.all(
-                "SELECT g.id, g.thread_id, g.text FROM om_groups g JOIN om_records r ON r.key = g.record_key"
+                # A thread-scope reflection group has no thread_id of its own: it belongs to the
+                # record's thread, so deleting that thread deletes its vector too.
+                "SELECT g.id, COALESCE(g.thread_id, r.thread_id), g.text FROM om_groups g"
+                " JOIN om_records r ON r.key = g.record_key"
                 " AND r.generation = g.generation WHERE r.resource_id = ? AND NOT EXISTS ("
                 "  SELECT 1 FROM embeddings e WHERE e.kind = 'group' AND e.ref = g.id AND e.embedder = ?)"
                 " LIMIT ?",
@@ -72,10 +75,16 @@ class VectorStore:
         limit: int = 50,
     ) -> list[tuple[str, str, float]]:
         """(kind, ref, cosine) of the most similar vectors (vectors are unit length)."""
-        sql = "SELECT kind, ref, vector FROM embeddings WHERE resource_id = ? AND embedder = ?"
+        # Only groups of the active generation: a group a reflection replaced keeps its
+        # vector (history), but it must not come back as a search result.
+        sql = (
+            "SELECT e.kind, e.ref, e.vector FROM embeddings e WHERE e.resource_id = ? AND e.embedder = ?"
+            " AND (e.kind != 'group' OR EXISTS (SELECT 1 FROM om_groups g JOIN om_records r"
+            " ON r.key = g.record_key AND r.generation = g.generation WHERE g.id = e.ref))"
+        )
         params: list = [resource_id, embedder]
         if thread_id is not None:
-            sql += " AND thread_id = ?"
+            sql += " AND e.thread_id = ?"
             params.append(thread_id)
         async with self.db.read() as tx:
             rows = await tx.all(sql, params)
