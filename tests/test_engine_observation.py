@@ -104,6 +104,27 @@ async def test_the_in_flight_user_turn_stays_raw():
     await mem.close()
 
 
+async def test_the_turn_path_never_splits_a_tool_call_from_its_result():
+    per = await per_message_tokens()
+    script = Script()
+    mem = await open_memory(script, observation__message_tokens=2 * per)
+    call = {"id": "m2", "role": "assistant", "content": [
+        {"type": "text", "text": "m2 " + "words " * 15},
+        {"type": "tool-call", "tool_name": "search", "args": {"q": "Lisbon"}, "tool_call_id": "c1"},
+    ]}
+    await mem.append_messages("t", [msg(0), msg(1), call])
+    assert len(script.observer_calls) == 1 and seen_ids(script.observer_calls[0]) == ["m0", "m1"]
+    assert [m.id for m in (await mem.get_context("t")).messages] == ["m2"]
+    result = {"id": "m3", "role": "tool", "content": [
+        {"type": "tool-result", "tool_name": "search", "result": "m3 two flights", "tool_call_id": "c1"},
+    ]}
+    await mem.append_messages("t", [result, msg(4, "assistant")])
+    assert seen_ids(script.observer_calls[-1]) == ["m2", "m3", "m4"]
+    ends = await events(mem, type_="data-om-observation-end")
+    assert [e["message_ids"] for e in ends] == [["m0", "m1"], ["m2", "m3", "m4"]]
+    await mem.close()
+
+
 async def test_a_single_oversized_message_is_observed_on_the_turn_path():
     per = await per_message_tokens()
     script = Script()

@@ -109,6 +109,30 @@ async def check_invariants(mem: Memory, appended: list[str]) -> None:
         previous_end = chunk.last_seq
 
 
+async def check_tool_pairs_and_system_messages(
+    mem: Memory, pairs: dict[str, list[str]], system_ids: list[str]
+) -> None:
+    """System messages are never observed; only a manual run may split a tool
+    call from its result (the turn and background paths wait for the result)."""
+    log = " ".join(g.text for g in await mem.store.om.groups(KEY))
+    raw = {m.id for m in await mem.om.unobserved(THREAD, "default")}
+    for mid in system_ids:
+        assert not re.search(rf"\b{mid}\b", log) and mid not in raw, f"system message {mid} was observed"
+    cycles = []
+    for event in await mem.store.om.events(thread_id=THREAD, limit=100_000):
+        payload = event.payload
+        if payload.get("operation_type") != "observation":
+            continue
+        if event.type == "data-om-observation-end":
+            cycles.append((payload["trigger"], set(payload["message_ids"])))
+        elif event.type == "data-om-buffering-end":
+            cycles.append(("async-buffer", set(payload["message_ids"])))
+    for call_id, (call, *result) in pairs.items():
+        for trigger, ids in cycles:
+            if call in ids and (not result or result[0] not in ids):
+                assert trigger == "manual", f"a {trigger} cycle split {call} from its tool result {result}"
+
+
 async def run(seed: int, buffering: bool) -> dict[str, int]:
     rng = random.Random(seed)
     model_rng = random.Random(seed * 7919 + 1)
@@ -124,25 +148,48 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
     )
     cfg = config(buffering=buffering, **options)
     mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
-    appended: list[str] = []
+    appended: list[str] = []  # every message that may be observed
+    system_ids: list[str] = []  # never observed
+    pairs: dict[str, list[str]] = {}  # tool_call_id -> [call message id, result message id]
+    pending: str | None = None
     cursors: list[int] = [0]
     n = 0
 
+    def next_message() -> dict:
+        nonlocal n, pending
+        mid = f"m{n}"
+        n += 1
+        roll = rng.random()
+        if pending is not None:  # a result follows its call, possibly in a later append
+            pairs[pending].append(mid)
+            result = {"type": "tool-result", "tool_name": "search", "result": f"{mid} found", "tool_call_id": pending}
+            pending = None
+            appended.append(mid)
+            return {"id": mid, "role": "tool", "content": [result]}
+        if pending is None and roll < 0.1:
+            pending = f"call-{mid}"
+            pairs[pending] = [mid]
+            appended.append(mid)
+            return {"id": mid, "role": "assistant", "content": [
+                {"type": "text", "text": f"{mid} let me look that up"},
+                {"type": "tool-call", "tool_name": "search", "args": {"q": "flights"}, "tool_call_id": pending},
+            ]}
+        if roll > 0.97:
+            system_ids.append(mid)
+            return {"id": mid, "role": "system", "content": f"{mid} system note"}
+        appended.append(mid)
+        role = rng.choice(("user", "assistant")) if rng.random() < 0.3 else ("user" if n % 2 else "assistant")
+        return msg(n - 1, role, words=rng.randint(1, 70))
+
     async def steps() -> None:
-        nonlocal n
         for _ in range(STEPS):
-            batch = []
-            for _ in range(rng.randint(1, 6)):
-                role = rng.choice(("user", "assistant")) if rng.random() < 0.3 else ("user" if n % 2 == 0 else "assistant")
-                batch.append(msg(n, role, words=rng.randint(1, 70)))
-                appended.append(f"m{n}")
-                n += 1
-            await mem.append_messages(THREAD, batch)
+            await mem.append_messages(THREAD, [next_message() for _ in range(rng.randint(1, 6))])
             roll = rng.random()
             if roll < 0.3:
                 ctx = await mem.get_context(THREAD)
+                raw = [m.id for m in await mem.om.unobserved(THREAD, "default")]
                 shown = [m.id for m in ctx.messages]
-                assert shown == [m.id for m in await mem.om.unobserved(THREAD, "default")][-len(shown):] if shown else True
+                assert shown == raw[len(raw) - len(shown):], "context shows other than the newest raw messages"
             elif roll < 0.36:
                 await mem.observe(THREAD)
             elif roll < 0.39:
@@ -161,6 +208,7 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
         await steps()
     assert await cursor(mem) >= cursors[-1]
     await check_invariants(mem, appended)
+    await check_tool_pairs_and_system_messages(mem, pairs, system_ids)
 
     # Drain: with a working model, everything can still be observed; nothing was lost.
     script.handlers["observer"] = tracing_observer

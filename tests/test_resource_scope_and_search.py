@@ -564,10 +564,18 @@ async def test_search_finds_an_answer_by_the_question_before_it():
         await memory.append_messages("noise", [
             say(f"z{i}", f"unrelated chatter about trains and timetables {i}") for i in range(6)
         ], "u1")
+        # messages that share one query word in their own text
+        await memory.append_messages("names", [
+            say("w1", "the street name changed last year"),
+            say("w2", "please print a name badge for the conference", "assistant"),
+        ], "u1")
         out = await memory.recall("pets", "search", resource_id="u1", query="puppy name")
         ids = [r.message_id for r in out.results]
         assert "a1" in ids, "the reply is found through the question it answers"
         assert ids.index("a1") <= 1
+        assert ids.index("a1") < ids.index("w1") and ids.index("a1") < ids.index("w2")
+        # the question two messages back counts less than the one just before
+        assert ids.index("a1") < ids.index("n1")
         assert not {"z0", "z1", "z2"} & set(ids)
         # the answer's own words rank it first
         assert (await memory.recall("pets", "search", resource_id="u1", query="Biscuit")).results[0].message_id == "a1"
@@ -807,5 +815,77 @@ async def test_delete_thread_leaves_no_trace(scope):
             assert [g["thread_id"] for g in groups] == ["kept"]
             ctx = await memory.get_context("kept", "u1")
             assert thread_label("doomed", True) not in ctx.system_text
+    finally:
+        await memory.close()
+
+
+async def test_search_resolves_last_month_against_today():
+    memory = await _search_memory()
+    try:
+        now = datetime.now(timezone.utc)
+        year = now.year if 6 < now.month else now.year - 1  # the most recent June that has ended or is past
+        # the older June has the better word match; only the date can put the recent one first
+        await memory.append_messages("a", [say("old", "hiking trip today", created_at=_at(year - 1, 6, 10))], "u1")
+        await memory.append_messages("b", [say("new", "hiking trip with friends", created_at=_at(year, 6, 10))], "u1")
+        assert (await memory.recall("a", "search", resource_id="u1", query="hiking")).results[0].message_id == "old"
+        out = await memory.recall("a", "search", resource_id="u1", query="hiking last June")
+        assert out.results[0].message_id == "new"
+    finally:
+        await memory.close()
+
+
+async def test_vector_search_ignores_queries_without_searchable_words():
+    cfg = make_config(om={"enabled": False, "retrieval": {"vector": True, "embedder": "hashing"}})
+    memory = await Memory.open(cfg, db_path=":memory:")
+    try:
+        await memory.append_messages("t1", [say("a", "the cat sat on the mat and the dog"), say("b", "of the")], "u1")
+        await memory.retrieval.index("u1")
+        assert await count(memory, "SELECT COUNT(*) FROM embeddings") == 2
+        for query in ("the and of", "*", '"', "of the"):
+            out = await memory.recall("t1", "search", resource_id="u1", query=query)
+            assert out.count == 0 and "no searchable words" in out.text, query
+        assert (await memory.recall("t1", "search", resource_id="u1", query="cat")).results[0].message_id == "a"
+    finally:
+        await memory.close()
+
+
+async def test_indexing_stops_on_an_embedder_that_answers_short():
+    import anyio
+
+    class Short:
+        name = "short-1"
+
+        async def embed(self, texts, *, query=False):
+            return [[1.0, 0.0]] * (len(texts) - 1)
+
+    memory = await _search_memory()
+    try:
+        await memory.append_messages("t1", [say("a", "one"), say("b", "two")], "u1")
+        retrieval = Retrieval(memory.store, memory.config.observational_memory.retrieval_config, Short())
+        with anyio.fail_after(5):
+            with pytest.raises(RuntimeError, match="returned 1 vectors for 2 texts"):
+                await retrieval.index("u1")
+    finally:
+        await memory.close()
+
+
+async def test_vectors_of_a_thread_deleted_while_embedding_are_not_stored():
+    memory = await _search_memory()
+    try:
+        await memory.append_messages("doomed", [say("a", "zeppelin plans")], "u1")
+        await memory.append_messages("kept", [say("b", "garden plans")], "u1")
+        inner = HashingEmbedder(32)
+
+        class Racing:
+            name = inner.name
+
+            async def embed(self, texts, *, query=False):
+                await memory.delete_thread("doomed")  # the user deletes it while vectors are built
+                return await inner.embed(texts, query=query)
+
+        retrieval = Retrieval(memory.store, memory.config.observational_memory.retrieval_config, Racing())
+        await retrieval.index("u1")
+        assert await count(memory, "SELECT COUNT(*) FROM embeddings WHERE thread_id = 'doomed'") == 0
+        assert await count(memory, "SELECT COUNT(*) FROM embeddings WHERE thread_id = 'kept'") == 1
     finally:
         await memory.close()

@@ -213,7 +213,7 @@ class Memory:
             thread_id=thread_id,
             resource_id=resource_id,
             thread_created=result.thread_created,
-            status=await self.status(thread_id, resource_id),
+            status=await self.om.status(thread_id, resource_id),
             events=events,
         )
 
@@ -254,20 +254,21 @@ class Memory:
         budget = self._context_budget(max_tokens)
         resource_id, thread = await self._resolve(thread_id, resource_id)
         om = self.config.observational_memory
-        if thread is not None:
-            await self.om.before_context(thread_id, resource_id, actor_model)
+        if thread is None:
+            snap = None
+        else:
+            snap = await self.om.before_context(thread_id, resource_id, actor_model)
         wm_text = ""
         wm_value = None
         if self.config.working_memory.enabled:
-            wm_value = (await self.get_working_memory(thread_id, resource_id)).memory
+            wm_value = await self._read_working_memory(thread_id, resource_id)
             wm_text = wm.render_for_context(self._wm_config(), wm_value)
-        record = await self.om.record(thread_id, resource_id) if thread is not None else None
+        record = snap.record if snap else None
         if record is not None and om.scope == "resource":
             # Continuation hints belong to the thread, even when the log is shared.
             hints = thread.metadata.get("om") or {}
             record.current_task, record.suggested_response = hints.get("current_task"), hints.get("suggested_response")
-        groups = await self.store.om.groups(record.key) if record else []
-        unobserved = await self.om.unobserved(thread_id, resource_id) if thread is not None else []
+        groups = await self.store.om.groups(record.key) if record and snap.observation_tokens else []
         others = await self._other_threads(thread_id, resource_id) if om.scope == "resource" and record else None
         obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
         retrieval = om.retrieval_config
@@ -288,7 +289,10 @@ class Memory:
             )
         system_text = blocks.system_text()
         remaining = budget - self.counter.count_text(system_text)
-        chosen, omitted = _newest_that_fit(unobserved, remaining)
+        if record is not None:
+            chosen, omitted = await self.store.om.unobserved_tail(record.key, resource_id, thread_id, remaining)
+        else:
+            chosen, omitted = [], 0
         return ContextOut(
             thread_id=thread_id,
             resource_id=resource_id,
@@ -300,7 +304,7 @@ class Memory:
             messages=[_message_out(m) for m in chosen],
             omitted_messages=omitted,
             truncated=omitted > 0 or dropped > 0,
-            status=await self.status(thread_id, resource_id),
+            status=await self.om.status(thread_id, resource_id, snap) if snap else await self.status(thread_id, resource_id),
         )
 
     async def _other_threads(self, thread_id: str, resource_id: str) -> dict[str, list[Message]]:
@@ -421,10 +425,12 @@ class Memory:
     async def get_working_memory(self, thread_id: str, resource_id: str | None = None) -> WorkingMemoryOut:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         self._require_wm()
+        return self._wm_out(thread_id, resource_id, await self._read_working_memory(thread_id, resource_id))
+
+    async def _read_working_memory(self, thread_id: str, resource_id: str) -> str | dict:
         scope, key = self._wm_key(thread_id, resource_id)
         stored = self._decode_wm(await self.store.get_working_memory(scope, key))
-        memory = stored if stored is not None else wm.initial_value(self.config.working_memory)
-        return self._wm_out(thread_id, resource_id, memory)
+        return stored if stored is not None else wm.initial_value(self.config.working_memory)
 
     async def update_working_memory(
         self, thread_id: str, memory: Any, resource_id: str | None = None, read_only: bool | None = None
@@ -687,19 +693,6 @@ class Memory:
 
 
 _UNION_LABELS = {"str", "list[tagged-union[TextPart,ReasoningPart,ToolCallPart,ToolResultPart,ImagePart,FilePart]]"}
-
-
-def _newest_that_fit(messages: list[Message], budget: int) -> tuple[list[Message], int]:
-    chosen, used = [], 0
-    for message in reversed(messages):
-        if used + message.tokens > budget and chosen:
-            break
-        if used + message.tokens > budget:
-            break
-        chosen.append(message)
-        used += message.tokens
-    chosen.reverse()
-    return chosen, len(messages) - len(chosen)
 
 
 def _message_out(message: Message) -> MessageOut:

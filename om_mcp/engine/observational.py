@@ -224,13 +224,13 @@ class ObservationalMemory:
             )
         return []
 
-    async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> None:
+    async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> Snapshot:
         """The step before the agent's model call: activate what is due, and only
         past block_after (or with buffering off) observe synchronously, waiting
         at most `turn_wait_seconds` (the cycle goes on in the background)."""
-        if not self.om.enabled:
-            return
         snap = await self.snapshot(thread_id, resource_id)
+        if not self.om.enabled:
+            return snap
         record, pending = snap.record, snap.pending_tokens
         key = record.key
         threshold = self.message_threshold(snap.observation_tokens)
@@ -247,7 +247,9 @@ class ObservationalMemory:
             job = await self.worker.submit(key, "observe", lambda: self.observe(thread_id, resource_id, "turn-sync"))
             await job.wait(self.turn_wait_seconds)
             snap = await self.snapshot(thread_id, resource_id)
-        await self._maybe_reflect(thread_id, resource_id, wait=True, snap=snap)
+        if await self._maybe_reflect(thread_id, resource_id, wait=True, snap=snap):
+            snap = await self.snapshot(thread_id, resource_id)
+        return snap
 
     # -- observation -----------------------------------------------------------------
 
@@ -279,7 +281,8 @@ class ObservationalMemory:
             record = await self.record(thread_id, resource_id)
             messages = await self.unobserved(thread_id, resource_id)
             if trigger != "manual":
-                messages = self._select_for_turn(messages)
+                # OM-18: wait for a pending tool call's result, never split them.
+                messages = _safe_prefix(self._select_for_turn(messages))
             if not messages:
                 return CycleOutcome("observation", False, reason="no unobserved messages")
             return await self._observe_messages(record, thread_id, resource_id, messages, trigger, instruction, progress)
@@ -569,27 +572,29 @@ class ObservationalMemory:
 
     async def _maybe_reflect(
         self, thread_id: str, resource_id: str, wait: bool, snap: Snapshot | None = None
-    ) -> None:
+    ) -> bool:
+        """Reflect or activate a buffered reflection when due; True if it may have changed the log."""
         snap = snap or await self.snapshot(thread_id, resource_id)
         record, tokens = snap.record, snap.observation_tokens
         if tokens < self.limits.observation_tokens:
-            return
+            return False
         if self.limits.reflection_buffer_at is not None:
             buffered = snap.buffered_reflection
             if buffered is not None and buffered.generation == record.generation:
                 groups = await self.om_store.groups(record.key)
                 await self._activate_reflection(thread_id, resource_id, record, buffered, groups)
-                return
+                return True
             if self.limits.reflection_block_after is not None and tokens < self.limits.reflection_block_after:
                 await self._maybe_buffer_reflection(thread_id, resource_id, record, tokens, snap)
-                return
+                return False
         if record.reflection_blocked_at == tokens:
-            return  # the last sync reflection could not get below the threshold; wait for new content
+            return False  # the last sync reflection could not get below the threshold; wait for new content
         job = await self.worker.submit(
             record.key, "reflect", lambda: self.reflect(thread_id, resource_id, "turn-sync")
         )
         if wait:
             await job.wait(self.turn_wait_seconds)
+        return True
 
     async def _maybe_buffer_reflection(
         self, thread_id: str, resource_id: str, record: Record, observation_tokens: int, snap: Snapshot

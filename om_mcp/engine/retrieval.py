@@ -8,7 +8,7 @@ are built by the background worker, and a query only uses what is indexed.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timezone
 
 from om_mcp.engine.results import SearchResult
 from om_mcp.engine.search import CANDIDATES, COLUMN_WEIGHTS, Candidate, parse_query, rerank
@@ -43,6 +43,11 @@ class Retrieval:
             if not pending:
                 return done
             vectors = await self.embedder.embed([p.text for p in pending])
+            if len(vectors) != len(pending):
+                # Storing a partial answer would leave the rest pending forever: the loop would spin.
+                raise RuntimeError(
+                    f"embedder {self.embedder.name!r} returned {len(vectors)} vectors for {len(pending)} texts"
+                )
             await self.vectors.put(resource_id, self.embedder.name, list(zip(pending, vectors)))
             done += len(pending)
 
@@ -50,7 +55,8 @@ class Retrieval:
         self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20,
         now: datetime | None = None,
     ) -> list[SearchResult]:
-        query = parse_query(text, now)
+        # "last June" needs today's date to name a year.
+        query = parse_query(text, now or datetime.now(timezone.utc))
         hits = await self.store.search(
             resource_id, query.match, thread_id=thread_id, limit=CANDIDATES, weights=COLUMN_WEIGHTS
         )
@@ -69,7 +75,8 @@ class Retrieval:
         group_rows = {row["id"]: (row, score) for row, score in groups}
         if groups:
             lists.append((GROUP_WEIGHT, [("group", row["id"]) for row, _ in groups]))
-        if self.embedder is not None and text.strip():
+        if self.embedder is not None and query.terms:
+            # Only stop words or symbols: every vector would be a near-random match.
             try:
                 [vector] = await self.embedder.embed([text], query=True)
                 nearest = await self.vectors.nearest(

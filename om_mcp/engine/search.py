@@ -31,7 +31,7 @@ THREAD_BLEND = 0.15  # share of the best score given according to the thread's s
 THREAD_TOP = 3  # a thread's strength: the sum of its 3 best message scores
 DATE_BOOST = 0.5
 DATE_SLACK_DAYS = 1
-AUTHOR_BOOST = 0.0
+AUTHOR_BOOST = 0.1
 MAX_TERMS = 32
 
 _WORD = re.compile(r"\w+", re.UNICODE)

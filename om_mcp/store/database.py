@@ -97,9 +97,14 @@ class Database:
                     await _retry_locked(self._conn.commit)
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator["Transaction"]:
-        """A consistent read snapshot (BEGIN DEFERRED)."""
+    async def read(self, consistent: bool = False) -> AsyncIterator["Transaction"]:
+        """Run reads. A single statement is atomic on its own; `consistent`
+        wraps several in one snapshot (BEGIN ... ROLLBACK), at two more
+        round trips to the database thread."""
         async with self._lock:
+            if not consistent:
+                yield Transaction(self._conn)
+                return
             with anyio.CancelScope(shield=True):
                 await self._conn.execute("BEGIN")
             try:

@@ -173,7 +173,7 @@ class OMStore:
     # -- reads -----------------------------------------------------------------
 
     async def record(self, key: str) -> Record | None:
-        async with self.db.read() as tx:
+        async with self.db.read(consistent=True) as tx:
             return await self._record(tx, key)
 
     async def _record(self, tx: Transaction, key: str) -> Record | None:
@@ -204,7 +204,7 @@ class OMStore:
         if thread_id is not None:
             where += " AND m.thread_id = ?"
             params.append(thread_id)
-        async with self.db.read() as tx:
+        async with self.db.read(consistent=True) as tx:
             record = await self._record(tx, key)
             if record is None:
                 return None
@@ -232,9 +232,11 @@ class OMStore:
 
     async def _groups(self, tx: Transaction, key: str, generation: int | None = None) -> list[Group]:
         if generation is None:
-            generation = await tx.value("SELECT generation FROM om_records WHERE key = ?", (key,))
-            if generation is None:
-                return []
+            rows = await tx.all(
+                "SELECT g.* FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
+                " WHERE g.record_key = ? ORDER BY g.position", (key,)
+            )
+            return [_group(r) for r in rows]
         rows = await tx.all(
             "SELECT * FROM om_groups WHERE record_key = ? AND generation = ? ORDER BY position", (key, generation)
         )
@@ -292,6 +294,34 @@ class OMStore:
             params.append(limit)
         async with self.db.read() as tx:
             return [_message(r) for r in await tx.all(sql, params)]
+
+    async def unobserved_tail(
+        self, key: str, resource_id: str, thread_id: str, budget: int
+    ) -> tuple[list[Message], int]:
+        """The newest unobserved messages of a thread whose tokens fit `budget`
+        (at least one), oldest first, and how many older ones were left out.
+        Chosen on the stored token counts, so only the kept rows are decoded."""
+        where = _UNOBSERVED_WHERE + " AND m.thread_id = ?"
+        params = [key, resource_id, thread_id]
+        join = " FROM messages m LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id"
+        async with self.db.read(consistent=True) as tx:
+            sizes = await tx.all(f"SELECT m.seq, m.tokens{join} WHERE {where} ORDER BY m.seq DESC", params)
+            used, first = 0, None
+            for row in sizes:
+                if first is not None and used + row[1] > budget:
+                    break
+                if first is None and row[1] > budget:
+                    break
+                used += row[1]
+                first = row[0]
+            if first is None:
+                return [], len(sizes)
+            rows = await tx.all(
+                f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))}{join}"
+                f" WHERE {where} AND m.seq >= ? ORDER BY m.seq",
+                [*params, first],
+            )
+        return [_message(r) for r in rows], len(sizes) - len(rows)
 
     # -- leases ----------------------------------------------------------------
 

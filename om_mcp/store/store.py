@@ -140,16 +140,14 @@ class Store:
 
     # -- threads -------------------------------------------------------------
 
-    async def get_thread(self, thread_id: str) -> Thread | None:
+    async def get_thread(self, thread_id: str, count: bool = False) -> Thread | None:
         async with self.db.read() as tx:
-            return await self._get_thread(tx, thread_id)
+            return await self._get_thread(tx, thread_id, count)
 
-    async def _get_thread(self, tx: Transaction, thread_id: str) -> Thread | None:
-        row = await tx.one(
-            "SELECT t.*, (SELECT COUNT(*) FROM messages m WHERE m.thread_id = t.id) AS message_count"
-            " FROM threads t WHERE t.id = ?",
-            (thread_id,),
-        )
+    async def _get_thread(self, tx: Transaction, thread_id: str, count: bool = False) -> Thread | None:
+        # Counting messages scans the thread's index: only when asked.
+        counted = ", (SELECT COUNT(*) FROM messages m WHERE m.thread_id = t.id) AS message_count" if count else ""
+        row = await tx.one(f"SELECT t.*{counted} FROM threads t WHERE t.id = ?", (thread_id,))
         return _thread(row) if row else None
 
     async def _ensure_thread(
@@ -224,7 +222,7 @@ class Store:
                 " title_pinned = COALESCE(?, title_pinned) WHERE id = ?",
                 (title, json.dumps(merged), now_iso(), None if pin_title is None else int(pin_title), thread_id),
             )
-            return await self._get_thread(tx, thread_id)
+            return await self._get_thread(tx, thread_id, count=True)
 
     async def set_generated_title(self, thread_id: str, title: str) -> tuple[str | None, bool]:
         """Set a model-proposed title unless the title is pinned; returns (old, changed)."""

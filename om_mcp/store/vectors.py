@@ -64,10 +64,16 @@ class VectorStore:
     async def put(self, resource_id: str, embedder: str, items: list[tuple[Pending, list[float]]]) -> None:
         async with self.db.write() as tx:
             for item, vector in items:
+                # The source may have been deleted while the embedder ran (delete_thread):
+                # a vector for it would be an orphan that deletion never sees again.
+                exists = (
+                    "SELECT 1 FROM messages WHERE seq = CAST(? AS INTEGER)" if item.kind == "message"
+                    else "SELECT 1 FROM om_groups WHERE id = ?"
+                )
                 await tx.execute(
                     "INSERT OR REPLACE INTO embeddings (kind, ref, resource_id, thread_id, embedder, vector)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (item.kind, item.ref, resource_id, item.thread_id, embedder, pack(vector)),
+                    f" SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS ({exists})",
+                    (item.kind, item.ref, resource_id, item.thread_id, embedder, pack(vector), item.ref),
                 )
 
     async def nearest(
