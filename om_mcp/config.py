@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from om_mcp.engine.durations import parse_idle
 from om_mcp.engine.extractors import check_extractors
@@ -67,6 +67,16 @@ class ObservationConfig(_Section):
     block_after: float | None = None
     activate_after_idle: int | str | Literal[False] | None = None
     activate_on_provider_change: bool | None = None
+
+    @field_validator("buffer_tokens", mode="before")
+    @classmethod
+    def _buffer_tokens(cls, value: Any) -> Any:
+        # `false` turns buffering off; 0 is not a synonym for it (a bool is an int in Python).
+        if value is True:
+            raise ValueError("buffer_tokens takes a number or false, not true")
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and value <= 0:
+            raise ValueError("buffer_tokens must be > 0 (a fraction < 1 or absolute tokens) or false")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> "ObservationConfig":
@@ -161,9 +171,15 @@ class ObservationalMemoryConfig(_Section):
             raise ValueError("observation.block_after must be above observation.message_tokens")
         if limits.reflection_block_after is not None and limits.reflection_block_after <= refl.observation_tokens:
             raise ValueError("reflection.block_after must be above reflection.observation_tokens")
-        for owner in (self, obs, refl):
-            parse_idle(owner.activate_after_idle)  # raises ValueError naming the bad value
-        check_extractors([*obs.extract, *refl.extract])
+        for owner, path in ((self, ""), (obs, "observation."), (refl, "reflection.")):
+            try:
+                parse_idle(owner.activate_after_idle)
+            except ValueError as error:
+                raise ValueError(f"{path}{error}") from None
+        try:
+            check_extractors([*obs.extract, *refl.extract])
+        except ValueError as error:
+            raise ValueError(f"observation.extract / reflection.extract: {error}") from None
         return self
 
     @property

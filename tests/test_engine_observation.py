@@ -890,12 +890,10 @@ def test_bad_activate_after_idle(where):
     load_config(env=om_env(**{where: "5m"}))
 
 
-@pytest.mark.xfail(strict=True, reason="OM-02: the error names observational_memory, not the full key path")
 def test_bad_activate_after_idle_names_the_full_key_path():
     assert "observation.activate_after_idle" in config_error(observation__activate_after_idle="soonish")
 
 
-@pytest.mark.xfail(strict=True, reason="OM-23: buffer_tokens = 0 is read as false (buffering off), not rejected")
 def test_zero_buffer_tokens_is_rejected():
     assert "buffer_tokens" in config_error(observation__message_tokens=400, observation__buffer_tokens=0)
 

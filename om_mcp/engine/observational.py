@@ -218,10 +218,12 @@ class ObservationalMemory:
                     record.key, "buffer", lambda: self.buffer(thread_id, resource_id, on_idle=True), rerun=True
                 )
             await self._maybe_buffer_reflection(thread_id, resource_id, record, observation_tokens, snap)
-        elif pending >= threshold:
-            await self.worker.submit(
-                record.key, "observe", lambda: self.observe(thread_id, resource_id, "turn-sync"), rerun=True
-            )
+        else:
+            if pending >= threshold:
+                await self.worker.submit(
+                    record.key, "observe", lambda: self.observe(thread_id, resource_id, "turn-sync"), rerun=True
+                )
+            await self._maybe_reflect(thread_id, resource_id, wait=False, snap=snap)
         return []
 
     async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> Snapshot:
