@@ -9,7 +9,7 @@ used here only as realistic text). Each turn is `append_messages` (one message)
 followed by `get_context`, and the round trip of the pair is timed.
 
 Modes:
-  * buffered: observation.message_tokens = 3000 (so the run crosses many
+  * buffered: observation.message_tokens = 10000 (so the run crosses several
     thresholds), buffer_tokens / block_after / activation at their defaults;
   * sync:     the same with observation.buffer_tokens = false.
 
@@ -22,7 +22,7 @@ assertions: figures only. The issue's target: buffered p99 under 50 ms while
 the synchronous mode pays the model's delay at each threshold.
 
     .venv/bin/python benchmarks/turn_latency.py [--turns 2000] [--delay 2]
-        [--message-tokens 3000] [--modes buffered,sync]
+        [--message-tokens 10000] [--modes buffered,sync]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-LOCOMO = Path("/work/shared/data/locomo/locomo_dev.json")
+LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 THREAD, RESOURCE = "bench", "bench-user"
 
 # The fake model as a process: FakeLLMServer with its default Observer reply,
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the fake model takes per reply")
-    parser.add_argument("--message-tokens", type=int, default=3000)
+    parser.add_argument("--message-tokens", type=int, default=10000)
     parser.add_argument("--modes", default="buffered,sync")
     parser.add_argument("--progress", type=int, default=0, help="print a line every N turns (stderr)")
     args = parser.parse_args(argv)

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from om_engine_helpers import (
-    Script, at, config, conversation_of, level_of, memory_log_of, msg, observer_reply, om_env, text_of,
+    Script, at, config, conversation_of, level_of, memory_log_of, msg, om_env, text_of,
     tracing_observer,
 )
 from om_mcp.config import ConfigError, load_config

@@ -31,8 +31,8 @@ from om_mcp.engine.observational import CycleOutcome, Hooks, ObservationalMemory
 from om_mcp.engine.prompts import temporal_gap_text
 from om_mcp.engine.recall import fit_to_budget, part_matches, render_low, render_part
 from om_mcp.engine.results import (
-    ActiveWindows, AppendOutcome, ContextOut, DeleteOut, MessageOut, RecallOut, SearchResult, Status,
-    ThreadOut, Window, Windows, WorkingMemoryOut,
+    AppendOutcome, ContextOut, DeleteOut, MessageOut, RecallOut, Status,
+    ThreadOut, WorkingMemoryOut,
 )
 from om_mcp.engine.retrieval import Retrieval
 from om_mcp.engine.search import index_text, parse_query
@@ -426,6 +426,10 @@ class Memory:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         self._require_wm()
         return self._wm_out(thread_id, resource_id, await self._read_working_memory(thread_id, resource_id))
+
+    async def resource_working_memory(self, resource_id: str) -> str | dict | None:
+        """The stored resource-scoped working memory, or None."""
+        return self._decode_wm(await self.store.get_working_memory("resource", resource_id))
 
     async def _read_working_memory(self, thread_id: str, resource_id: str) -> str | dict:
         scope, key = self._wm_key(thread_id, resource_id)

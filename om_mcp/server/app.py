@@ -317,9 +317,8 @@ def _register_resources(mcp: MCPServer) -> None:
     @mcp.resource("om://resources/{resource_id}/working-memory", mime_type="application/json",
                   description="Resource-scoped working memory.")
     async def resource_working_memory(resource_id: str, ctx: Context) -> str:
-        memory = _memory(ctx)
-        value = await memory.store.get_working_memory("resource", resource_id)
-        return json.dumps({"resource_id": resource_id, "memory": memory._decode_wm(value)}, ensure_ascii=False)
+        memory = await _memory(ctx).resource_working_memory(resource_id)
+        return json.dumps({"resource_id": resource_id, "memory": memory}, ensure_ascii=False)
 
     @mcp.resource("om://threads/{thread_id}/observations", mime_type="application/json",
                   description="The thread's active observation log (its resource's, in resource scope).")
