@@ -320,6 +320,11 @@ async def test_random_interleavings_with_crashes(tmp_path: Path, seed: int) -> N
     assert driver.tracer.calls > 0
 
 
+def _expire_leases(path: Path) -> None:
+    with sqlite3.connect(path, timeout=30) as conn:
+        conn.execute("UPDATE om_leases SET expires_at = 0")
+
+
 async def test_two_owners_racing_observe_never_both_commit(tmp_path: Path) -> None:
     path = tmp_path / "om.db"
     tracer = TracingModel()
@@ -348,8 +353,9 @@ async def test_two_owners_racing_observe_never_both_commit(tmp_path: Path) -> No
                 async with anyio.create_task_group() as group:
                     group.start_soon(run, first)
                     await anyio.sleep(MODEL_DELAY / 4)
-                    with sqlite3.connect(path) as conn:  # simulates the lease running out
-                        conn.execute("UPDATE om_leases SET expires_at = 0")
+                    # Simulates the lease running out. In a thread: blocking the event
+                    # loop here would stall the other connection mid-transaction.
+                    await anyio.to_thread.run_sync(_expire_leases, path)
                     group.start_soon(run, second)
             committed = [o for o in outcomes if o.ran]
             assert len(committed) == 1, outcomes
