@@ -363,7 +363,7 @@ async def test_isolation_between_resources_in_the_engine():
             await memory.recall("alice-1", resource_id="alice", cursor="Z9")
         # a clashing id resolves inside the caller's resource
         page = await memory.recall("alice-1", resource_id="alice", cursor="X1")
-        assert [m["id"] for m in page.messages] == ["X2"]
+        assert [m["id"] for m in page.messages] == ["X1", "X2"]
         assert "Biscuit" in page.text and "Pepper" not in page.text
         with pytest.raises(NotFound):
             await memory.recall("alice-1", resource_id="alice", target_thread_id="bob-1")
@@ -454,12 +454,12 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
         assert prompts.RECALL_INSTRUCTIONS in ctx.system_text
         assert ctx.system_text.index(prompts.RECALL_INSTRUCTIONS) < ctx.system_text.index(extra)
 
-        # cursor = the range's start reads forward from it, in order
+        # cursor = the range's start reads forward from it (inclusive), in order
         start, end = ranges[0]
         forward = await memory.recall("t1", cursor=start, limit=20)
-        assert [m["id"] for m in forward.messages] == ["m2", "m3", "m4", "m5", "m6"]
+        assert [m["id"] for m in forward.messages] == ["m1", "m2", "m3", "m4", "m5", "m6"]
         backward = await memory.recall("t1", cursor=end, page=-1, limit=20)
-        assert [m["id"] for m in backward.messages] == ["m1", "m2", "m3", "m4", "m5"]
+        assert [m["id"] for m in backward.messages] == ["m1", "m2", "m3", "m4", "m5", "m6"]
 
         # a whole range as cursor: a hint naming both ends, not a bare failure
         with pytest.raises(InputError) as error:
@@ -484,7 +484,7 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
         assert "reflected: everything so far" in ctx.system_text
         assert extra in ctx.system_text
         back = await memory.recall("t1", cursor="m10", page=-1, limit=3)
-        assert [m["id"] for m in back.messages] == ["m7", "m8", "m9"]
+        assert [m["id"] for m in back.messages] == ["m8", "m9", "m10"]
 
         # through MCP: the range hint is the tool's error text
         server = build_server(memory.config, memory=memory)
@@ -507,10 +507,6 @@ async def test_resource_scope_instructions_present_before_any_group():
         await memory.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: ObservationalMemory.reflect takes first/last from groups[0]/groups[-1] in commit order;"
-    " parallel resource-scope batches commit out of message order, so the range runs backwards"
-))
 async def test_resource_scope_reflection_range_spans_every_covered_message():
     """Batches commit in whatever order they finish; the reflection's range must
     still start at the earliest covered message and end at the latest."""

@@ -281,20 +281,21 @@ async def test_recall_pages_from_cursor_and_anchor(server, mode):
         assert ids(last) == ["m7", "m8", "m9"]
         assert (last["has_prev_page"], last["has_next_page"]) == (True, False)
 
+        # the cursor message itself is part of page 1 and of page -1
         forward = await ok(client, "recall", thread_id="t1", cursor="m5", page=1, limit=3)
-        assert ids(forward) == ["m6", "m7", "m8"]
-        assert (await ok(client, "recall", thread_id="t1", cursor="m5", page=2, limit=3))["messages"][0]["id"] == "m9"
+        assert ids(forward) == ["m5", "m6", "m7"]
+        assert (await ok(client, "recall", thread_id="t1", cursor="m5", page=2, limit=3))["messages"][0]["id"] == "m8"
 
         back = await ok(client, "recall", thread_id="t1", cursor="m5", page=-1, limit=3)
-        assert ids(back) == ["m2", "m3", "m4"]
+        assert ids(back) == ["m3", "m4", "m5"]
         assert back["has_prev_page"] is True
         back2 = await ok(client, "recall", thread_id="t1", cursor="m5", page=-2, limit=3)
-        assert ids(back2) == ["m0", "m1"]
+        assert ids(back2) == ["m0", "m1", "m2"]
         assert back2["has_prev_page"] is False
 
         # the last page from the end, then paging backward from its first message
         back_from_end = await ok(client, "recall", thread_id="t1", cursor=ids(last)[0], page=-1, limit=3)
-        assert ids(back_from_end) == ["m4", "m5", "m6"]
+        assert ids(back_from_end) == ["m5", "m6", "m7"]
 
         # the whole thread, read in pages forward from the start, is complete and in order
         seen, cursor = [], None
@@ -304,7 +305,7 @@ async def test_recall_pages_from_cursor_and_anchor(server, mode):
             seen += ids(page)
             if not page["has_next_page"]:
                 break
-            cursor = ids(page)[-1]
+            cursor, seen = ids(page)[-1], seen[:-1]  # the cursor message opens the next page
         assert seen == [f"m{i}" for i in range(10)]
 
 
@@ -430,7 +431,7 @@ async def test_search_ranks_the_more_relevant_message_first(server, mode):
 
         # the search hint leads to recall around the match
         around = await ok(client, "recall", thread_id="t2", cursor="strong", page=-1)
-        assert ids(around) == ["weak", "noise"]
+        assert ids(around) == ["weak", "noise", "strong"]
 
 
 @ERAS
@@ -470,11 +471,12 @@ async def test_outputs_respect_the_token_budget(make_server):
         assert 0 < page["count"] < 20
         assert page["has_next_page"] is True
         last = ids(page)[-1]
-        assert f"cursor={last!r}" in page["text"]
+        next_id = f"m{int(last[1:]) + 1}"
+        assert f"cursor={next_id!r}" in page["text"]
         assert counter.count_text(page["text"]) <= budget + 50
         # the hint's cursor continues exactly where the page stopped
-        following = await ok(client, "recall", thread_id="t1", cursor=last, limit=20)
-        assert int(ids(following)[0][1:]) == int(last[1:]) + 1
+        following = await ok(client, "recall", thread_id="t1", cursor=next_id, limit=20)
+        assert ids(following)[0] == next_id
 
         found = await ok(client, "recall", thread_id="t1", mode="search", query="billing deployment", limit=20)
         assert found["truncated"] is True

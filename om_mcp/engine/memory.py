@@ -633,8 +633,9 @@ class Memory:
         )
         rendered = rendered[: len(kept)]
         text = "\n\n".join(kept) if kept else "No messages."
-        if truncated:
-            text += f"\n\n(output budget reached; continue with cursor={rendered[-1].id!r} page=1)" if rendered else ""
+        if truncated and rendered:
+            next_id = messages[len(rendered)].id
+            text += f"\n\n(output budget reached; continue with cursor={next_id!r} page=1)"
             has_next = True
         return RecallOut(
             mode="messages", text=text, messages=[r.__dict__ for r in rendered], count=len(rendered),
@@ -651,13 +652,15 @@ class Memory:
         if part_type or tool_name:
             all_messages = [m for m in all_messages if any(part_matches(p, part_type, tool_name) for p in m.parts)]
         if cursor is not None:
+            # The cursor message is included: page 1 starts with it, page -1 ends with it,
+            # so a range read from its first id (or back from its last) misses nothing.
             position = next((i for i, m in enumerate(all_messages) if m.seq >= cursor.seq), len(all_messages))
             if page > 0:
-                start = position + (1 if position < len(all_messages) and all_messages[position].seq == cursor.seq else 0)
-                start += (page - 1) * limit
+                start = position + (page - 1) * limit
             else:
-                start = max(position - (-page) * limit, 0)
-                limit = min(limit, position - (-page - 1) * limit - start)
+                end = position + 1 if position < len(all_messages) and all_messages[position].seq == cursor.seq else position
+                start = max(end - (-page) * limit, 0)
+                limit = max(min(limit, end - (-page - 1) * limit - start), 0)
         elif anchor == "end":
             end = len(all_messages) - (abs(page) - 1) * limit
             start = max(end - limit, 0)

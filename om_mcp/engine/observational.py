@@ -662,12 +662,7 @@ class ObservationalMemory:
             except (ModelError, CycleFailed) as error:
                 failed_type = "data-om-buffering-failed" if trigger == "async-buffer" else "data-om-observation-failed"
                 return await self._failed(base, "reflection", failed_type, error, tokens_in, started)
-            group = NewGroup(
-                text=result.parsed.observations.strip(), tokens=result.output_tokens,
-                first_seq=groups[0].first_seq, last_seq=groups[-1].last_seq,
-                first_message_id=groups[0].first_message_id, last_message_id=groups[-1].last_message_id,
-                kind="reflection", observed_at=groups[-1].observed_at,
-            )
+            group = _reflection_group(result.parsed.observations.strip(), result.output_tokens, groups)
             hints = {"suggested_response": result.parsed.suggested_response, "extracted": extracted}
             end = {
                 **base, "type": "data-om-buffering-end" if trigger == "async-buffer" else "data-om-observation-end",
@@ -705,12 +700,7 @@ class ObservationalMemory:
             await self.om_store.release_lease(key, op, self.owner)
 
     async def _activate_reflection(self, thread_id, resource_id, record: Record, buffered, groups: list[Group]) -> None:
-        covered = groups[: buffered.covered]
-        group = NewGroup(
-            text=buffered.text, tokens=buffered.tokens, first_seq=covered[0].first_seq, last_seq=covered[-1].last_seq,
-            first_message_id=covered[0].first_message_id, last_message_id=covered[-1].last_message_id,
-            kind="reflection", observed_at=covered[-1].observed_at,
-        )
+        group = _reflection_group(buffered.text, buffered.tokens, groups[: buffered.covered])
         cycle_id = buffered.cycle_id
         event = {
             **self._event_base(cycle_id, record, thread_id), "type": "data-om-activation",
@@ -837,6 +827,18 @@ class _LeaseRenewal:
             await self._group.__aexit__(None, None, None)
             return False
         return await self._group.__aexit__(exc_type, exc, tb)
+
+
+def _reflection_group(text: str, tokens: int, covered: list[Group]) -> NewGroup:
+    """One group standing for `covered`, its range spanning all of theirs (in
+    resource scope, groups are committed per batch, not in message order)."""
+    first = min(covered, key=lambda g: g.first_seq)
+    last = max(covered, key=lambda g: g.last_seq)
+    return NewGroup(
+        text=text, tokens=tokens, first_seq=first.first_seq, last_seq=last.last_seq,
+        first_message_id=first.first_message_id, last_message_id=last.last_message_id,
+        kind="reflection", observed_at=last.observed_at,
+    )
 
 
 def _render_plain(groups: list[Group]) -> str:

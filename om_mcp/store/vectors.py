@@ -41,7 +41,10 @@ class VectorStore:
         """Messages and active observation groups of a resource with no vector yet."""
         async with self.db.read() as tx:
             messages = await tx.all(
-                "SELECT m.seq, m.thread_id, f.body FROM messages m JOIN messages_fts f ON f.rowid = m.seq"
+                # The previous message rides along, as in the word index: a reply
+                # alone rarely says what it answers.
+                "SELECT m.seq, m.thread_id, CASE WHEN f.prev1 != '' THEN f.prev1 || char(10) || f.body"
+                " ELSE f.body END FROM messages m JOIN messages_fts f ON f.rowid = m.seq"
                 " WHERE m.resource_id = ? AND m.role != 'system' AND f.body != '' AND NOT EXISTS ("
                 "  SELECT 1 FROM embeddings e WHERE e.kind = 'message' AND e.ref = CAST(m.seq AS TEXT)"
                 "  AND e.embedder = ?) ORDER BY m.seq LIMIT ?",
@@ -78,9 +81,9 @@ class VectorStore:
 
     async def nearest(
         self, resource_id: str, embedder: str, query: list[float], *, thread_id: str | None = None,
-        limit: int = 50,
+        limit: int | None = None,
     ) -> list[tuple[str, str, float]]:
-        """(kind, ref, cosine) of the most similar vectors (vectors are unit length)."""
+        """(kind, ref, cosine), most similar first (vectors are unit length); all when no limit."""
         # Only groups of the active generation: a group a reflection replaced keeps its
         # vector (history), but it must not come back as a search result.
         sql = (
