@@ -9,6 +9,7 @@ manual runs, activation and reflection differ only in selection and commit.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from contextlib import contextmanager
@@ -114,7 +115,7 @@ class ObservationalMemory:
             counter,
             instruction=obs.instruction,
             thread_title=obs.thread_title,
-            extractors=self.extractors.inline("observation"),
+            extractors=self.extractors.inline("observation") + self._working_memory_extractor(),
             previous_tokens=obs.previous_observer_tokens,
             observe_attachments=obs.observe_attachments,
         )
@@ -358,6 +359,7 @@ class ObservationalMemory:
             )
         events = [end]
         events += await self._maybe_retitle(thread_id, result, cycle_id, base)
+        await self._maybe_update_working_memory(thread_id, resource_id, result)
         await self._emit(events, persisted=True)
         await self._hook("on_observation_end", end)
         return CycleOutcome("observation", True, cycle_id, tokens_in=tokens_in, tokens_out=result.output_tokens,
@@ -443,6 +445,7 @@ class ObservationalMemory:
                     CycleFailed("discarded: the messages were observed meanwhile"), tokens_in, started,
                 )
             events = [end] + await self._maybe_retitle(thread_id, result, cycle_id, base)
+            await self._maybe_update_working_memory(thread_id, resource_id, result)
             await self._emit(events, persisted=True)
             await self._hook("on_observation_end", end)
             return CycleOutcome("buffering", True, cycle_id, tokens_in=tokens_in, tokens_out=result.output_tokens,
@@ -715,6 +718,47 @@ class ObservationalMemory:
             await self._emit([event], persisted=True)
         else:
             await self.om_store.discard_buffered_reflection(record.key)
+
+    # -- working memory kept by the Observer (observation.manage_working_memory) -----------
+
+    WORKING_MEMORY_SLUG = "working-memory"
+
+    def _working_memory_extractor(self) -> list[tuple[str, str]]:
+        wm_config = self.config.working_memory
+        if not (self.om.observation.manage_working_memory and wm_config.enabled):
+            return []
+        if wm_config.mode == "schema":
+            how = ("a JSON object with only the fields to change (null deletes a field), matching this schema: "
+                   + json.dumps(wm_config.schema_, ensure_ascii=False))
+        else:
+            how = "the complete updated Markdown note, following this template:\n" + (wm_config.effective_template or "")
+        return [(self.WORKING_MEMORY_SLUG,
+                 "Only when this conversation taught something durable about the user or the task, write the "
+                 f"working memory as {how}. Leave the tag out when nothing changed.")]
+
+    async def _maybe_update_working_memory(self, thread_id: str, resource_id: str, result: AgentResult) -> None:
+        update = result.parsed.extracted.get(self.WORKING_MEMORY_SLUG)
+        if not update or not self._working_memory_extractor():
+            return
+        from om_mcp.engine import working_memory as wm
+
+        wm_config = self.config.working_memory.model_copy(update={"read_only": False})
+        scope = wm_config.scope
+        key = resource_id if scope == "resource" else thread_id
+
+        def apply(current: str | None) -> str | None:
+            value = current
+            if wm_config.mode == "schema" and current:
+                value = json.loads(current)
+            outcome = wm.apply_update(wm_config, value, update)
+            if not outcome.changed:
+                return None
+            return outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False)
+
+        try:
+            await self.store.update_working_memory(scope, key, apply, resource_id=resource_id)
+        except (ValueError, wm.WorkingMemoryError) as error:  # a bad update is logged, never fatal
+            log.warning("observer's working-memory update refused: %s", error)
 
     # -- helpers -------------------------------------------------------------------------
 
