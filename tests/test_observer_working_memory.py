@@ -74,3 +74,20 @@ async def test_off_by_default_no_tag_requested():
         assert "Porto" not in str((await memory.get_working_memory("t")).memory)
     finally:
         await memory.close()
+
+
+async def test_an_extractor_with_its_own_metadata_key_path(tmp_path):
+    config_file = tmp_path / "om.toml"
+    config_file.write_text(
+        "[observational_memory.observation]\nbuffer_tokens = false\n"
+        "[[observational_memory.observation.extract]]\n"
+        'name = "Mood"\ninstructions = "the user\'s mood"\nmetadata_key_path = "profile.mood"\n'
+    )
+    memory, prompts = await _observe(load_config(config_file, env={}), LOG + "<mood>cheerful</mood>")
+    try:
+        assert "<mood>" in prompts[0]
+        thread = await memory.store.get_thread("t")
+        assert thread.metadata["om"]["profile"]["mood"] == "cheerful"
+        assert (await memory.observations("t"))["extracted"]["mood"] == "cheerful"
+    finally:
+        await memory.close()

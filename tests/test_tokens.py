@@ -332,3 +332,29 @@ def test_count_messages_uses_caches(counter, monkeypatch):
     assert counter.count_messages(messages, caches) == expected
     with pytest.raises(AssertionError, match="re-encoded"):
         counter.count_messages(messages)  # without caches it must encode
+
+
+def test_stored_counts_from_another_tokenizer_are_recounted(tmp_path):
+    import json
+    import sqlite3
+
+    import anyio
+
+    from om_mcp.config import Config
+    from om_mcp.engine.memory import Memory
+
+    async def run():
+        memory = await Memory.open(Config(), db_path=str(tmp_path / "m.db"))
+        try:
+            await memory.append_messages("t", [{"role": "user", "content": "hello there, counted twice"}])
+            right = (await memory.store.thread_messages("t"))[0].tokens
+            with sqlite3.connect(tmp_path / "m.db") as conn:  # as if counted by an older version
+                conn.execute("UPDATE messages SET tokens = 1, token_cache = ?",
+                             (json.dumps({"tokenizer": "old@0", "parts": [1]}),))
+            assert await memory.recount_tokens() == 1
+            assert (await memory.store.thread_messages("t"))[0].tokens == right
+            assert await memory.recount_tokens() == 0
+        finally:
+            await memory.close()
+
+    anyio.run(run)

@@ -68,6 +68,17 @@ class Extractors:
         }
         self.counter = counter
 
+    def custom_paths(self, values: dict[str, Any]) -> dict[str, Any]:
+        """{dot path: value} for extracted values whose extractor names its own
+        metadata_key_path (the default path is the record's extracted map)."""
+        out = {}
+        for extractor in (*self.by_role["observation"], *self.by_role["reflection"]):
+            slug = slugify(extractor.name)
+            path = extractor.metadata_key_path
+            if isinstance(path, str) and path and path != f"extracted.{slug}" and slug in values:
+                out[path] = values[slug]
+        return out
+
     def inline(self, role: str) -> list[tuple[str, str]]:
         return [(slugify(e.name), e.instructions) for e in self.by_role[role] if e.schema_ is None]
 

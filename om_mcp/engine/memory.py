@@ -107,6 +107,21 @@ class Memory:
 
         threading.Thread(target=load, daemon=True, name="om-warm-up").start()
 
+    async def recount_tokens(self) -> int:
+        """Recount messages whose stored counts came from another tokenizer or
+        cache version (per-part counts still valid are reused). Returns how many."""
+        done = 0
+        while True:
+            stale = await self.store.stale_token_counts(self.counter.cache_key)
+            if not stale:
+                return done
+            counts = []
+            for row in stale:
+                tokens, cache = await anyio.to_thread.run_sync(self.counter.count_message, row, row["token_cache"])
+                counts.append((row["seq"], tokens, cache))
+            await self.store.set_token_counts(counts)
+            done += len(counts)
+
     async def close(self) -> None:
         await self.store.close()
 

@@ -360,6 +360,7 @@ class ObservationalMemory:
         events = [end]
         events += await self._maybe_retitle(thread_id, result, cycle_id, base)
         await self._maybe_update_working_memory(thread_id, resource_id, result)
+        await self._store_custom_paths(thread_id, extracted)
         await self._emit(events, persisted=True)
         await self._hook("on_observation_end", end)
         return CycleOutcome("observation", True, cycle_id, tokens_in=tokens_in, tokens_out=result.output_tokens,
@@ -446,6 +447,7 @@ class ObservationalMemory:
                 )
             events = [end] + await self._maybe_retitle(thread_id, result, cycle_id, base)
             await self._maybe_update_working_memory(thread_id, resource_id, result)
+            await self._store_custom_paths(thread_id, extracted)
             await self._emit(events, persisted=True)
             await self._hook("on_observation_end", end)
             return CycleOutcome("buffering", True, cycle_id, tokens_in=tokens_in, tokens_out=result.output_tokens,
@@ -759,6 +761,26 @@ class ObservationalMemory:
             await self.store.update_working_memory(scope, key, apply, resource_id=resource_id)
         except (ValueError, wm.WorkingMemoryError) as error:  # a bad update is logged, never fatal
             log.warning("observer's working-memory update refused: %s", error)
+
+    async def _store_custom_paths(self, thread_id: str, extracted: dict[str, Any]) -> None:
+        """Values whose extractor sets metadata_key_path also go to that dot path
+        under the thread's `om` metadata."""
+        paths = self.extractors.custom_paths(extracted)
+        if not paths:
+            return
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            return
+        om_meta = dict(thread.metadata.get("om") or {})
+        for path, value in paths.items():
+            node = om_meta
+            *parents, leaf = path.split(".")
+            for part in parents:
+                if not isinstance(node.get(part), dict):
+                    node[part] = {}
+                node = node[part]
+            node[leaf] = value
+        await self.store.update_thread(thread_id, metadata={"om": om_meta})
 
     # -- helpers -------------------------------------------------------------------------
 

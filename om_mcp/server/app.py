@@ -148,6 +148,8 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
         try:
             async with opened.running():
                 opened.warm_up()
+                # Counts made by an older tokenizer are refreshed in the background.
+                await opened.worker.submit("tokens", "recount", opened.recount_tokens)
                 yield opened
         finally:
             await opened.close()

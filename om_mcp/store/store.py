@@ -390,6 +390,28 @@ class Store:
             )
         return {r["seq"]: _message(r) for r in rows}
 
+    async def stale_token_counts(self, tokenizer: str, limit: int = 500) -> list[dict[str, Any]]:
+        """Messages counted by another tokenizer (or version) than `tokenizer`."""
+        async with self.db.read() as tx:
+            rows = await tx.all(
+                "SELECT seq, role, parts, token_cache FROM messages"
+                " WHERE json_extract(token_cache, '$.tokenizer') IS NOT ? LIMIT ?",
+                (tokenizer, limit),
+            )
+        return [
+            {"seq": r["seq"], "role": r["role"], "parts": json.loads(r["parts"]),
+             "token_cache": json.loads(r["token_cache"]) if r["token_cache"] else None}
+            for r in rows
+        ]
+
+    async def set_token_counts(self, counts: list[tuple[int, int, dict[str, Any]]]) -> None:
+        """(seq, tokens, token_cache) for each recounted message."""
+        async with self.db.write() as tx:
+            await tx.executemany(
+                "UPDATE messages SET tokens = ?, token_cache = ? WHERE seq = ?",
+                [(tokens, json.dumps(cache), seq) for seq, tokens, cache in counts],
+            )
+
     # -- search --------------------------------------------------------------
 
     async def search(
