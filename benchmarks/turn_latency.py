@@ -9,6 +9,8 @@ used here only as realistic text). Each turn is `append_messages` (one message)
 followed by `get_context`, and the round trip of the pair is timed.
 
 Modes:
+  * off:      observational memory disabled: the cost of storing a message and
+    returning the context, the baseline the other modes are compared with;
   * buffered: observation.message_tokens = 10000 (so the run crosses several
     thresholds), buffer_tokens / block_after / activation at their defaults;
   * sync:     the same with observation.buffer_tokens = false.
@@ -22,7 +24,7 @@ assertions: figures only. The issue's target: buffered p99 under 50 ms while
 the synchronous mode pays the model's delay at each threshold.
 
     .venv/bin/python benchmarks/turn_latency.py [--turns 2000] [--delay 2]
-        [--message-tokens 10000] [--modes buffered,sync]
+        [--message-tokens 10000] [--modes off,buffered,sync]
 """
 
 from __future__ import annotations
@@ -188,13 +190,16 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
     )
     if mode == "sync":
         env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = "false"
+    if mode == "off":  # the baseline: storing and returning context with no observation at all
+        env["OM_OBSERVATIONAL_MEMORY__ENABLED"] = "false"
     db = workdir / f"{mode}.db"
     server = StdioServer(db, env, workdir / f"{mode}.stderr.log")
     try:
         # Warm-up on another thread: the first model call imports litellm.
         server.tool("append_messages", thread_id="warm-up", resource_id="warm-up",
                     messages=[{"role": "user", "content": "warming up"}])
-        server.tool("observe", thread_id="warm-up", resource_id="warm-up")
+        if mode != "off":
+            server.tool("observe", thread_id="warm-up", resource_id="warm-up")
         calls_before = seen_count(seen)
         messages = conversation(args.turns)
         latencies: list[float] = []
@@ -248,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the fake model takes per reply")
     parser.add_argument("--message-tokens", type=int, default=10000)
-    parser.add_argument("--modes", default="buffered,sync")
+    parser.add_argument("--modes", default="off,buffered,sync")
     parser.add_argument("--progress", type=int, default=0, help="print a line every N turns (stderr)")
     args = parser.parse_args(argv)
 
@@ -274,6 +279,14 @@ def main(argv: list[str] | None = None) -> None:
             s = percentile([x * 1000 for x in results["sync"]["latencies"]], .99)
             print(f"\np99 ratio sync / buffered: {s / b:.1f}x  (buffered p99 {b:.1f} ms; target < 50 ms:"
                   f" {'met' if b < 50 else 'NOT met'})")
+            if "off" in results:
+                for name in ("buffered", "sync"):
+                    added = [
+                        percentile([x * 1000 for x in results[name]["latencies"]], q)
+                        - percentile([x * 1000 for x in results["off"]["latencies"]], q)
+                        for q in (0.5, 0.99)
+                    ]
+                    print(f"added by observational memory ({name} - off): p50 {added[0]:+.1f} ms, p99 {added[1]:+.1f} ms")
             slow_b, slow_s = len(results["buffered"]["slow"]), len(results["sync"]["slow"])
             print(f"turns that waited on the model: buffered {slow_b}, sync {slow_s}"
                   " (when thresholds are under 1% of turns, p99 does not show them: see p99.9 and max)")

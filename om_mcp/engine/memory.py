@@ -49,6 +49,7 @@ MAX_RECALL_LIMIT = 20
 MAX_SEARCH_LIMIT = 50
 MAX_THREADS_LIMIT = 50
 TEMPORAL_GAP = timedelta(minutes=10)
+WARM_UP_DELAY_SECONDS = 1.0
 
 
 class Memory:
@@ -97,9 +98,10 @@ class Memory:
         thread: a server told to stop must not wait for it."""
 
         def load() -> None:
+            # Let the MCP handshake finish first: this thread competes with it for the GIL.
+            time.sleep(WARM_UP_DELAY_SECONDS)
             self.counter.count_text("warm up")
             if self.config.observational_memory.enabled:
-                time.sleep(1.0)  # let the MCP handshake finish before the heavy import
                 try:
                     load_litellm()
                 except Exception as error:  # noqa: BLE001 - the first real call reports it

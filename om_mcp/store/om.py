@@ -305,23 +305,33 @@ class OMStore:
         params = [key, resource_id, thread_id]
         join = " FROM messages m LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id"
         async with self.db.read(consistent=True) as tx:
-            sizes = await tx.all(f"SELECT m.seq, m.tokens{join} WHERE {where} ORDER BY m.seq DESC", params)
-            used, first = 0, None
-            for row in sizes:
-                if first is not None and used + row[1] > budget:
+            # Newest first, a page at a time: only as many rows as fit are read.
+            used, first, seen, before = 0, None, 0, None
+            while True:
+                page_where = where + ("" if before is None else f" AND m.seq < {int(before)}")
+                sizes = await tx.all(
+                    f"SELECT m.seq, m.tokens{join} WHERE {page_where} ORDER BY m.seq DESC LIMIT 256", params
+                )
+                stop = not sizes
+                for seq, tokens in sizes:
+                    if used + tokens > budget:
+                        stop = True
+                        break
+                    used += tokens
+                    first = seq
+                    seen += 1
+                if stop or len(sizes) < 256:
                     break
-                if first is None and row[1] > budget:
-                    break
-                used += row[1]
-                first = row[0]
+                before = sizes[-1][0]
+            total = await tx.value(f"SELECT COUNT(*){join} WHERE {where}", params)
             if first is None:
-                return [], len(sizes)
+                return [], total
             rows = await tx.all(
                 f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))}{join}"
                 f" WHERE {where} AND m.seq >= ? ORDER BY m.seq",
                 [*params, first],
             )
-        return [_message(r) for r in rows], len(sizes) - len(rows)
+        return [_message(r) for r in rows], total - len(rows)
 
     # -- leases ----------------------------------------------------------------
 
