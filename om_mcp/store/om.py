@@ -23,12 +23,19 @@ from om_mcp.store.store import Message, _MESSAGE_COLUMNS, _message, now_iso
 # The separator between observation groups in the rendered log: cache-stable
 # split points, and a marker a reflection removes.
 GROUP_SEPARATOR = "\n\n"
-# Messages after their thread's cursor. System messages are never observed,
-# except the temporal-gap markers the engine writes.
-_UNOBSERVED_WHERE = (
-    "m.resource_id = ? AND m.seq > COALESCE(c.seq, 0)"
-    " AND (m.role != 'system' OR json_extract(m.metadata, '$.om_kind') = 'temporal-gap')"
-)
+# System messages are never observed, except the temporal-gap markers the engine writes.
+_OBSERVABLE = "(m.role != 'system' OR json_extract(m.metadata, '$.om_kind') = 'temporal-gap')"
+
+
+def _unobserved_filter(key: str, resource_id: str, thread_id: str | None) -> tuple[str, str, list[Any]]:
+    """FROM and WHERE for messages after their thread's cursor. For one thread
+    the cursor is a constant, so SQLite walks (thread_id, seq) from it instead
+    of scanning every message of the resource."""
+    if thread_id is not None:
+        cursor = "(SELECT COALESCE(MAX(seq), 0) FROM om_cursors WHERE record_key = ? AND thread_id = ?)"
+        return " FROM messages m", f"m.thread_id = ? AND m.seq > {cursor} AND {_OBSERVABLE}", [thread_id, key, thread_id]
+    join = " FROM messages m LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id"
+    return join, f"m.resource_id = ? AND m.seq > COALESCE(c.seq, 0) AND {_OBSERVABLE}", [key, resource_id]
 
 
 @dataclass
@@ -200,19 +207,12 @@ class OMStore:
     async def snapshot(self, key: str, resource_id: str, thread_id: str | None, count_thread: str) -> Snapshot | None:
         """The record and its windows; `thread_id` None counts every thread of
         the resource as pending (resource scope)."""
-        where, params = _UNOBSERVED_WHERE, [key, resource_id]
-        if thread_id is not None:
-            where += " AND m.thread_id = ?"
-            params.append(thread_id)
+        source, where, params = _unobserved_filter(key, resource_id, thread_id)
         async with self.db.read(consistent=True) as tx:
             record = await self._record(tx, key)
             if record is None:
                 return None
-            pending = await tx.one(
-                f"SELECT COALESCE(SUM(m.tokens), 0), COUNT(*) FROM messages m"
-                f" LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id WHERE {where}",
-                params,
-            )
+            pending = await tx.one(f"SELECT COALESCE(SUM(m.tokens), 0), COUNT(*){source} WHERE {where}", params)
             observation_tokens = await tx.value(
                 "SELECT COALESCE(SUM(tokens), 0) FROM om_groups WHERE record_key = ? AND generation = ?",
                 (key, record.generation),
@@ -277,14 +277,8 @@ class OMStore:
     ) -> list[Message]:
         """Messages after their thread's cursor, oldest first. System messages are
         never observed, except the temporal-gap markers the engine writes."""
-        sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))} FROM messages m"
-            f" LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id WHERE {_UNOBSERVED_WHERE}"
-        )
-        params: list[Any] = [key, resource_id]
-        if thread_id is not None:
-            sql += " AND m.thread_id = ?"
-            params.append(thread_id)
+        source, where, params = _unobserved_filter(key, resource_id, thread_id)
+        sql = f"SELECT {', '.join('m.' + c.strip() for c in _MESSAGE_COLUMNS.split(','))}{source} WHERE {where}"
         if after_seq is not None:
             sql += " AND m.seq > ?"
             params.append(after_seq)
@@ -301,9 +295,7 @@ class OMStore:
         """The newest unobserved messages of a thread whose tokens fit `budget`
         (at least one), oldest first, and how many older ones were left out.
         Chosen on the stored token counts, so only the kept rows are decoded."""
-        where = _UNOBSERVED_WHERE + " AND m.thread_id = ?"
-        params = [key, resource_id, thread_id]
-        join = " FROM messages m LEFT JOIN om_cursors c ON c.record_key = ? AND c.thread_id = m.thread_id"
+        join, where, params = _unobserved_filter(key, resource_id, thread_id)
         async with self.db.read(consistent=True) as tx:
             # Newest first, a page at a time: only as many rows as fit are read.
             used, first, seen, before = 0, None, 0, None
