@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Role = Literal["user", "assistant", "system", "tool"]
-PART_TYPES = ("text", "tool-call", "tool-result", "reasoning", "image", "file")
 
 
 class _Part(BaseModel):
@@ -111,12 +110,6 @@ class MessageIn(BaseModel):
             # still count as the same message.
             "created_at_given": self.created_at is not None,
         }
-
-
-def parse_time(value: str) -> datetime:
-    """Parse a stored ISO timestamp (always time-zone aware once stored)."""
-    dt = datetime.fromisoformat(value)
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
 def part_text(part: dict[str, Any]) -> str:

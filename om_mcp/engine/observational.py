@@ -385,7 +385,7 @@ class ObservationalMemory:
             tail = await self.om_store.tail(key, thread_id)
             candidates = await self.om_store.unobserved(key, resource_id, thread_id, after_seq=tail)
             candidates = _safe_prefix(candidates)
-            pending = sum(m.tokens for m in await self.unobserved(thread_id, resource_id))
+            pending = (await self.snapshot(thread_id, resource_id)).pending_tokens
             tokens_in = sum(m.tokens for m in candidates)
             if not candidates:
                 return CycleOutcome("buffering", False, reason="nothing new to buffer")
@@ -527,11 +527,9 @@ class ObservationalMemory:
         return bool(current and previous and current != previous)
 
     async def activate(self, thread_id: str, resource_id: str, trigger: str = "threshold") -> CycleOutcome:
-        record = await self.record(thread_id, resource_id)
-        chunks = await self.om_store.chunks(record.key)
-        pending = sum(m.tokens for m in await self.unobserved(thread_id, resource_id))
-        groups = await self.om_store.groups(record.key)
-        threshold = self.message_threshold(sum(g.tokens for g in groups))
+        snap = await self.snapshot(thread_id, resource_id)
+        record, chunks, pending = snap.record, snap.chunks, snap.pending_tokens
+        threshold = self.message_threshold(snap.observation_tokens)
         force = self.limits.block_after is not None and pending >= self.limits.block_after
         prefix = chunks if trigger == "all" else self._activation_prefix(chunks, pending, threshold, force)
         return await self._activate(record, thread_id, prefix, "threshold" if trigger == "all" else trigger)

@@ -20,9 +20,6 @@ from typing import Any, Iterable
 from om_mcp.store.database import Database, Transaction
 from om_mcp.store.store import Message, _MESSAGE_COLUMNS, _message, now_iso
 
-# The separator between observation groups in the rendered log: cache-stable
-# split points, and a marker a reflection removes.
-GROUP_SEPARATOR = "\n\n"
 # System messages are never observed, except the temporal-gap markers the engine writes.
 _OBSERVABLE = "(m.role != 'system' OR json_extract(m.metadata, '$.om_kind') = 'temporal-gap')"
 
@@ -346,11 +343,6 @@ class OMStore:
         async with self.db.write() as tx:
             await tx.execute("DELETE FROM om_leases WHERE key = ? AND op = ? AND owner = ?", (key, op, owner))
 
-    async def lease_holder(self, key: str, op: str) -> str | None:
-        async with self.db.read() as tx:
-            row = await tx.one("SELECT owner, expires_at FROM om_leases WHERE key = ? AND op = ?", (key, op))
-        return row["owner"] if row and row["expires_at"] > time.time() else None
-
     @staticmethod
     async def _holds(tx: Transaction, key: str, op: str, owner: str | None) -> bool:
         if owner is None:
@@ -531,15 +523,6 @@ class OMStore:
     async def discard_buffered_reflection(self, key: str) -> None:
         async with self.db.write() as tx:
             await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = ?", (key,))
-
-    async def set_fields(self, key: str, **fields: Any) -> None:
-        if not fields:
-            return
-        async with self.db.write() as tx:
-            assignments = ", ".join(f"{name} = ?" for name in fields)
-            await tx.execute(
-                f"UPDATE om_records SET {assignments}, version = version + 1 WHERE key = ?", (*fields.values(), key)
-            )
 
     async def add_events(self, events: Iterable[dict[str, Any]]) -> None:
         async with self.db.write() as tx:
