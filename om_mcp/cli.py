@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from om_mcp import __version__
+from om_mcp import __version__, logs
 from om_mcp.config import ConfigError, load_config
 
 
@@ -40,17 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(config.log_level)
+    db_path = config.resolved_db_path()
+    config = config.model_copy(update={"db_path": db_path})
+    # Refuse a bad database file now, in one line, before any client connects.
+    from om_mcp.store.errors import DatabaseRefused
+    from om_mcp.store.sqlite.database import connect
+
+    try:
+        connect(db_path).close()
+    except DatabaseRefused as error:
+        print(f"om-mcp: {error}", file=sys.stderr)
+        return 3
+    logging.getLogger("om_mcp").info("database: %s", db_path)
     # Imported here so `om-mcp --help` and config errors answer instantly.
     from om_mcp.server import build_server
 
-    db_path = config.resolved_db_path()
-    config = config.model_copy(update={"db_path": db_path})
-    logging.getLogger("om_mcp").info("database: %s", db_path)
     server = build_server(config)
     if config.server.transport == "http":
         logging.getLogger("om_mcp").info(

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from om_mcp.store import NotFound, StoreError
+
+class EngineError(ValueError):
+    """A request the engine refuses; nothing was changed."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
-class InputError(StoreError):
-    """The request is invalid; nothing was changed."""
+class InputError(EngineError):
+    """The request is invalid."""
 
 
-__all__ = ["InputError", "NotFound", "StoreError"]
+class NotFound(EngineError):
+    """The thread, resource or message does not exist."""
+
+
+class Unavailable(EngineError):
+    """The database cannot take the write now (read-only file, full disk)."""

@@ -7,8 +7,8 @@ these models are the one place that says what a valid part looks like.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import uuid
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -90,26 +90,25 @@ class MessageIn(BaseModel):
             value = value.replace(tzinfo=timezone.utc)
         return value
 
-    def to_record(self, now: datetime) -> dict[str, Any]:
-        """The stored form: id, role, parts (dicts), created_at (ISO), metadata."""
+    def parts(self) -> list[dict[str, Any]]:
+        """The content as stored: a list of part dicts."""
         if isinstance(self.content, str):
-            parts = [{"type": "text", "text": self.content}]
-        else:
-            parts = [p.model_dump(exclude_none=True, exclude_defaults=False) for p in self.content]
-            for p in parts:
-                if p.get("type") == "tool-result" and not p.get("is_error"):
-                    p.pop("is_error", None)
-        created = self.created_at or now
-        return {
-            "id": self.id or f"msg_{uuid.uuid4().hex}",
-            "role": self.role,
-            "parts": parts,
-            "created_at": created.isoformat(),
-            "metadata": self.metadata or {},
-            # A re-sent message without a timestamp gets a new "now"; it must
-            # still count as the same message.
-            "created_at_given": self.created_at is not None,
-        }
+            return [{"type": "text", "text": self.content}]
+        parts = [p.model_dump(exclude_none=True, exclude_defaults=False) for p in self.content]
+        for p in parts:
+            if p.get("type") == "tool-result" and not p.get("is_error"):
+                p.pop("is_error", None)
+        return parts
+
+
+def derived_id(role: str, parts: list[dict[str, Any]], created_at: datetime | None, occurrence: int) -> str:
+    """The id of a message sent without one: the same role, content and time (when given)
+    give the same id, so a re-sent exchange is recognised and stored once. `occurrence`
+    tells apart identical messages within one batch."""
+    payload = json.dumps([role, parts, created_at.isoformat() if created_at else None], sort_keys=True,
+                         ensure_ascii=False)
+    digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"m-{digest}" + (f"-{occurrence}" if occurrence else "")
 
 
 def part_text(part: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ class ActiveWindows(BaseModel):
     observations: Window = Field(description="active observation tokens vs reflection.observation_tokens")
 
 
-class BufferedObservations(BaseModel):
+class BufferedObservationWindow(BaseModel):
     chunks: int = 0
     message_tokens: int = 0
     projected_message_removal: int = Field(0, description="message tokens an activation would remove now")
@@ -26,15 +26,15 @@ class BufferedObservations(BaseModel):
     status: Literal["idle", "running", "complete"] = "idle"
 
 
-class BufferedReflection(BaseModel):
+class BufferedReflectionWindow(BaseModel):
     input_observation_tokens: int = 0
     observation_tokens: int = 0
     status: Literal["idle", "running", "complete"] = "idle"
 
 
 class BufferedWindows(BaseModel):
-    observations: BufferedObservations = Field(default_factory=BufferedObservations)
-    reflection: BufferedReflection = Field(default_factory=BufferedReflection)
+    observations: BufferedObservationWindow = Field(default_factory=BufferedObservationWindow)
+    reflection: BufferedReflectionWindow = Field(default_factory=BufferedReflectionWindow)
 
 
 class Windows(BaseModel):
@@ -54,7 +54,18 @@ class Status(BaseModel):
     windows: Windows
     generation_count: int = Field(0, description="reflections so far")
     last_observed_at: str | None = None
-    observation_enabled: bool = True
+    observation: "ObservationState"
+
+
+class ObservationState(BaseModel):
+    """Whether observation can run, and if not, why and until when."""
+
+    enabled: bool = True
+    model_ready: bool = True
+    model: str | None = Field(None, description="the model that observes")
+    reason: str | None = Field(None, description="one line: why observation is paused and how to fix it")
+    last_failure: str | None = None
+    next_attempt_at: str | None = Field(None, description="when a failing model is tried again (ISO-8601)")
 
 
 class MessageOut(BaseModel):
@@ -71,7 +82,7 @@ class AppendOutcome(BaseModel):
     thread_id: str
     resource_id: str
     thread_created: bool = False
-    status: Status
+    status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -86,7 +97,7 @@ class ContextOut(BaseModel):
     messages: list[MessageOut] = Field(description="the unobserved messages that fit, oldest first")
     omitted_messages: int = Field(0, description="older unobserved messages left out to fit max_tokens")
     truncated: bool = False
-    status: Status
+    status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 
@@ -96,13 +107,9 @@ class WorkingMemoryOut(BaseModel):
     thread_id: str
     resource_id: str
     memory: str | dict | None
-    template: str | None = None
-    schema_: dict | None = Field(None, alias="schema", serialization_alias="schema")
     read_only: bool = False
     updated: bool | None = None
     notice: str | None = None
-
-    model_config = {"populate_by_name": True}
 
 
 class ThreadOut(BaseModel):
@@ -160,5 +167,8 @@ class CycleOut(BaseModel):
     error: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
-    status: Status
+    status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+Status.model_rebuild()

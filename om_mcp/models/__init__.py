@@ -4,58 +4,20 @@ Importing this package does not import litellm (a ~2.5 s import); that
 happens on the first real call, in `litellm_client.load_litellm`.
 """
 
-from om_mcp.models.base import (
-    Completion,
-    ModelClient,
-    ModelError,
-    ModelSelectionError,
-    TransientModelError,
-    Usage,
-    is_transient,
+from om_mcp.models.base import Completion, ModelClient, Usage
+from om_mcp.models.errors import (
+    ModelError, ModelSelectionError, ModelUnavailable, TransientModelError, is_transient,
 )
-from om_mcp.models.litellm_client import LiteLLMClient, load_litellm
 from om_mcp.models.router import ModelRouter
-from om_mcp.models.scripted import ScriptedCall, ScriptedModel
 from om_mcp.models.settings import (
-    DEFAULT_MAX_OUTPUT_TOKENS,
-    DEFAULT_MODEL,
-    ByInputSize,
-    CallPolicy,
-    ModelChoice,
-    ModelSettings,
-    ModelTarget,
-    effective_max_output_tokens,
-    is_default_selection,
-    map_model_name,
-    normalize_choice,
-    parse_model_choice,
+    AUTO, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, ByInputSize, CallPolicy, ModelChoice, ModelSettings, ModelTarget,
+    effective_max_output_tokens, is_default_selection, map_model_name, normalize_choice, parse_model_choice,
     targets_for,
 )
 
 __all__ = [
-    "DEFAULT_MAX_OUTPUT_TOKENS",
-    "DEFAULT_MODEL",
-    "ByInputSize",
-    "CallPolicy",
-    "Completion",
-    "LiteLLMClient",
-    "ModelChoice",
-    "ModelClient",
-    "ModelError",
-    "ModelRouter",
-    "ModelSelectionError",
-    "ModelSettings",
-    "ModelTarget",
-    "ScriptedCall",
-    "ScriptedModel",
-    "TransientModelError",
-    "Usage",
-    "effective_max_output_tokens",
-    "is_default_selection",
-    "is_transient",
-    "load_litellm",
-    "map_model_name",
-    "normalize_choice",
-    "parse_model_choice",
-    "targets_for",
+    "AUTO", "DEFAULT_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "ByInputSize", "CallPolicy", "Completion", "ModelChoice",
+    "ModelClient", "ModelError", "ModelRouter", "ModelSelectionError", "ModelSettings", "ModelTarget",
+    "ModelUnavailable", "TransientModelError", "Usage", "effective_max_output_tokens", "is_default_selection",
+    "is_transient", "map_model_name", "normalize_choice", "parse_model_choice", "targets_for",
 ]

@@ -14,7 +14,10 @@ from typing import Any
 
 import anyio
 
-from om_mcp.models.base import Completion, ModelError, Usage, is_transient
+import logging
+
+from om_mcp.models.base import Completion, Usage
+from om_mcp.models.errors import ModelError, is_transient
 from om_mcp.models.settings import ModelSettings, ModelTarget
 
 # Sent when an OpenAI-compatible endpoint needs no key: litellm refuses to call
@@ -23,6 +26,11 @@ DUMMY_API_KEY = "sk-no-key-required"
 
 # litellm providers that talk the OpenAI wire protocol to a configured api_base.
 OPENAI_COMPATIBLE_PREFIXES = ("openai/", "text-completion-openai/")
+
+PERMANENT_ERRORS = frozenset({
+    "AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+    "ContextWindowExceededError", "UnsupportedParamsError", "InvalidRequestError", "ContentPolicyViolationError",
+})
 
 _import_lock = threading.Lock()
 _litellm: Any = None
@@ -36,10 +44,15 @@ def load_litellm() -> Any:
             if _litellm is None:
                 # Use the bundled cost map instead of fetching it at import.
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                debug = logging.getLogger("om_mcp").isEnabledFor(logging.DEBUG)
+                os.environ.setdefault("LITELLM_LOG", "DEBUG" if debug else "ERROR")
                 import litellm
 
                 litellm.suppress_debug_info = True  # no "Give Feedback" banner on errors
                 litellm.telemetry = False
+                # litellm logs every call at INFO, twice; our own line says what matters.
+                for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx"):
+                    logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.ERROR)
                 _litellm = litellm
     return _litellm
 
@@ -115,8 +128,10 @@ def _model_error(exc: Exception, target: ModelTarget) -> ModelError:
     status = status if isinstance(status, int) else None
     name = type(exc).__name__
     # litellm's Timeout and APIConnectionError carry made-up status codes
-    # (408/500); the class says what happened, so trust it first.
-    transient = name in ("Timeout", "APITimeoutError", "APIConnectionError") or is_transient(exc)
+    # (408/500); the class says what happened, so trust it first. Auth, not-found,
+    # bad-request and context-length errors are permanent: retrying cannot help.
+    permanent = name in PERMANENT_ERRORS or status in (400, 401, 403, 404)
+    transient = not permanent and (name in ("Timeout", "APITimeoutError", "APIConnectionError") or is_transient(exc))
     text = str(exc).strip() or name
     if len(text) > 1000:
         text = text[:1000] + "..."

@@ -14,7 +14,10 @@ from typing import Any
 
 import anyio
 
-from om_mcp.models.base import Completion, ModelClient, ModelError, is_transient
+from om_mcp.models import health as breaker
+from om_mcp.models.base import Completion, ModelClient
+from om_mcp.models.errors import ModelError, ModelUnavailable, is_transient
+from om_mcp.models.health import HealthBook
 from om_mcp.models.settings import (
     ByInputSize,
     CallPolicy,
@@ -40,6 +43,8 @@ class ModelRouter:
         settings: ModelSettings | None = None,
         policy: CallPolicy | None = None,
         client: ModelClient | None = None,
+        health: HealthBook | None = None,
+        clients: Any = None,
     ) -> None:
         self.choice = normalize_choice(choice)
         self.policy = policy or CallPolicy()
@@ -48,11 +53,14 @@ class ModelRouter:
         self.settings = base.model_copy(
             update={"max_output_tokens": effective_max_output_tokens(choice, base)}
         )
-        if client is None:
-            from om_mcp.models.litellm_client import LiteLLMClient  # no litellm import here
-
-            client = LiteLLMClient()
+        # One client for every target (tests pass a scripted one), else one per kind of target.
         self.client = client
+        self.clients = clients
+        self.health = health
+
+    @property
+    def by_size(self) -> bool:
+        return isinstance(self.choice, ByInputSize)
 
     def targets(self, input_tokens: int) -> list[ModelTarget]:
         """Enabled targets to try for this input, in order; ModelSelectionError if none fits."""
@@ -73,23 +81,38 @@ class ModelRouter:
         names = [t.model + ("" if t.enabled else " (disabled)") for t in self.choice]
         return " -> ".join(names)
 
+    def client_for(self, target: ModelTarget) -> ModelClient:
+        if self.client is not None:
+            return self.client
+        if self.clients is None:
+            from om_mcp.models.clients import Clients
+
+            self.clients = Clients()
+        return self.clients.for_target(target)
+
     async def complete(self, messages: list[dict[str, Any]], input_tokens: int = 0) -> Completion:
+        """One logical call: the targets in order, transient errors retried, all inside
+        `total_budget_seconds`. Targets whose breaker is open are skipped without a call."""
         targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
-
-        warm_up = getattr(self.client, "warm_up", None)
-        if warm_up is not None:
-            # One-time setup (litellm's slow import) must not eat the call budget.
-            await warm_up()
-
         policy = self.policy
         deadline = anyio.current_time() + policy.total_budget_seconds
         attempts = 0
         last: ModelError | None = None
-
+        skipped: list[str] = []
         for target in targets:
+            state = await self.health.get(target.model) if self.health else None
+            ok, why = breaker.allowed(state, target)
+            if not ok:
+                skipped.append(why)
+                continue
+            client = self.client_for(target)
+            warm_up = getattr(client, "warm_up", None)
+            if warm_up is not None:
+                await warm_up()  # one-time setup (litellm's slow import) must not eat the call budget
             backoff = policy.backoff_initial_seconds
+            failure: ModelError | None = None
             for retry in range(target.max_retries + 1):
                 remaining = deadline - anyio.current_time()
                 if remaining <= 0:
@@ -98,18 +121,20 @@ class ModelRouter:
                 attempts += 1
                 try:
                     with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
-                        completion = await self.client.complete(
-                            messages, target, self.settings, timeout
-                        )
+                        completion = await client.complete(messages, target, self.settings, timeout)
+                    if self.health:
+                        closed = breaker.after_success(state, target)
+                        if closed is not None:
+                            await self.health.put(closed)
                     return completion.model_copy(update={"attempts": attempts})
                 except ModelError as exc:
-                    last = exc
+                    last = failure = exc
                 except Exception as exc:  # a timeout, or a client bug: the cycle fails cleanly
                     text = f"timed out after {timeout:.1f}s" if isinstance(exc, TimeoutError) else (
                         f"{type(exc).__name__}: {exc}"
                     )
-                    last = ModelError(text, transient=is_transient(exc), model=target.model)
-                log.warning(
+                    last = failure = ModelError(text, transient=is_transient(exc), model=target.model)
+                log.debug(
                     "model call failed (model=%s attempt=%d transient=%s): %s",
                     target.model, attempts, last.transient, last.message,
                 )
@@ -120,17 +145,21 @@ class ModelRouter:
                     break  # a retry could not finish in time; the next entry may
                 await anyio.sleep(pause)
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
+            if failure is not None and self.health:
+                await self.health.put(breaker.after_failure(state, target, failure.message, transient=failure.transient))
             if deadline - anyio.current_time() <= 0:
                 break
 
         if last is None:
+            if skipped:
+                raise ModelUnavailable("; ".join(skipped))
             raise ModelError(
                 f"model call budget of {policy.total_budget_seconds}s ran out before any attempt",
                 transient=True,
                 attempts=attempts,
             )
         raise ModelError(
-            f"model call failed after {attempts} attempt(s) ({self.describe()}): {last.message}",
+            f"{self.describe()} failed after {attempts} attempt(s): {last.message}",
             last_error=last.last_error,
             transient=last.transient,
             status_code=last.status_code,

@@ -27,9 +27,11 @@ from pydantic import (
     model_validator,
 )
 
-from om_mcp.models.base import ModelSelectionError
+from om_mcp.models.errors import ModelSelectionError
 
 DEFAULT_MODEL = "gemini/gemini-2.5-flash"
+# Resolved at start from what the machine has: a provider key, the claude CLI, or MCP sampling.
+AUTO = "auto"
 DEFAULT_MAX_OUTPUT_TOKENS = 100_000
 
 # Mastra-style provider prefixes that litellm spells differently.
@@ -50,6 +52,8 @@ def map_model_name(name: str) -> str:
         raise ValueError("model name must not be empty")
     if name == "default":
         return DEFAULT_MODEL
+    if name == AUTO:
+        return AUTO
     provider, sep, rest = name.partition("/")
     if sep and provider in PROVIDER_ALIASES:
         return f"{PROVIDER_ALIASES[provider]}/{rest}"

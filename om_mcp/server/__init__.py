@@ -1,4 +1,4 @@
-"""A thin MCP adapter over the engine."""
+"""The MCP server: a thin adapter over `om_mcp.engine.Memory`."""
 
 from om_mcp.server.app import build_server
 

@@ -1,8 +1,32 @@
-"""SQLite storage: migrations, threads, messages, search index, working memory."""
+"""Storage: threads, messages, the observation log and its state, search indexes.
 
-from om_mcp.store.database import Database, Transaction
-from om_mcp.store.store import AppendResult, Message, NotFound, SearchHit, Store, StoreError, Thread
+The store knows tables and transactions, nothing of MCP or of models. Values
+come in validated and counted by the engine; typed rows come out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
+from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
+from om_mcp.store.rows import (
+    AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, IngestState, Message,
+    ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, Snapshot, Stats, Thread,
+)
+from om_mcp.store.sqlite.store import SQLiteStore
+
+Store = SQLiteStore
+
+
+async def open_store(location: str | Path) -> Store:
+    """Open the database at a path (SQLite)."""
+    return await SQLiteStore.open(location)
+
 
 __all__ = [
-    "AppendResult", "Database", "Message", "NotFound", "SearchHit", "Store", "StoreError", "Thread", "Transaction",
+    "AppendResult", "BufferedReflection", "Chunk", "ContextRead", "DatabaseRefused", "DueWork", "Event", "Group",
+    "GroupHit", "Hints", "IngestState", "Message", "ModelHealth", "NewGroup", "NewMessage", "NotFound", "Record",
+    "RecordState", "ResourceSummary", "Scope", "SearchHit", "Snapshot", "Stats", "Store", "StoreError",
+    "StoreUnavailable", "Thread", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
 ]

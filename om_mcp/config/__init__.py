@@ -1,0 +1,17 @@
+"""Configuration: one pydantic model, loaded from TOML, `OM_*` variables and flags.
+
+Precedence: flags > environment > file > defaults.
+"""
+
+from om_mcp.config.extractors import Extractor
+from om_mcp.config.loader import ConfigError, load_config
+from om_mcp.config.memory import (
+    HooksConfig, Limits, ObservationalMemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig,
+)
+from om_mcp.config.settings import Config, ServerConfig
+from om_mcp.config.working_memory import WorkingMemoryConfig
+
+__all__ = [
+    "Config", "ConfigError", "Extractor", "HooksConfig", "Limits", "ObservationConfig", "ObservationalMemoryConfig",
+    "ReflectionConfig", "RetrievalConfig", "ServerConfig", "WorkingMemoryConfig", "load_config",
+]

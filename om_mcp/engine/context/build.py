@@ -1,0 +1,136 @@
+"""Composing what the agent sees: memory blocks first, then the raw messages that fit.
+
+The blocks are ordered for prompt caching: the preamble and the oldest
+observation groups change least, so they come first and stay byte-stable
+between calls. Every block earns its place: an empty thread gets only its
+working memory, and the preamble and recall guidance come with observations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from om_mcp.config import Config
+from om_mcp.engine.context.escape import neutralise
+from om_mcp.engine.context.observations import prepare_observations_for_context
+from om_mcp.engine.observation.resource import thread_label
+from om_mcp.engine.observation.transcript import format_history
+from om_mcp.engine.prompts import agent as prompts
+from om_mcp.store import Group, Hints, Message
+
+OTHER_THREAD_PART_CHARS = 500
+OBSERVATION_SHARE = 0.7  # of the budget left after the fixed blocks, at most this much for the log
+
+
+def render_groups(groups: list[Group], *, ranges: bool, scope: str, obscure: bool) -> str:
+    """The active log as text, one block per group (model-written text neutralised)."""
+    blocks = []
+    for group in groups:
+        text = neutralise(group.text.strip())
+        if scope == "resource" and group.thread_id:
+            text = f'<thread id="{thread_label(group.thread_id, obscure)}">\n{text}\n</thread>'
+        if ranges:
+            text = f"## Group `{group.id}`\n_range: `{group.range}`_\n\n{text}"
+        blocks.append(text)
+    return "\n\n".join(blocks)
+
+
+@dataclass
+class Blocks:
+    preamble: str = ""
+    other_threads: str = ""
+    observations: str = ""
+    hints: str = ""
+    extracted: str = ""
+    working_memory: str = ""
+    continuation: str = ""
+
+    def system_text(self) -> str:
+        return "\n\n".join(b for b in (
+            self.preamble, self.other_threads, self.observations, self.hints, self.extracted, self.working_memory,
+            self.continuation,
+        ) if b)
+
+
+def fit_groups(groups: list[Group], budget: int) -> tuple[list[Group], int]:
+    """The newest groups that fit `budget` tokens; returns (kept, dropped count)."""
+    kept: list[Group] = []
+    used = 0
+    for group in reversed(groups):
+        if used + group.tokens > budget and kept:
+            break
+        kept.append(group)
+        used += group.tokens
+    kept.reverse()
+    return kept, len(groups) - len(kept)
+
+
+def compose(
+    config: Config, groups: list[Group], hints: Hints, extracted: dict[str, Any], working_memory: str,
+    other_threads: dict[str, list[Message]], budget: int, count: Callable[[str], int],
+    now: datetime | None = None,
+) -> tuple[Blocks, int]:
+    """The blocks within `budget` tokens, and how many older groups were left out."""
+    om = config.observational_memory
+    retrieval = om.retrieval_config
+    obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+    blocks = Blocks(working_memory=working_memory)
+    if hints.current_task:
+        blocks.hints = f"<current-task>\n{neutralise(hints.current_task)}\n</current-task>"
+    if hints.suggested_response:
+        blocks.hints += f"\n<suggested-response>\n{neutralise(hints.suggested_response)}\n</suggested-response>"
+    blocks.hints = blocks.hints.strip()
+    if extracted:
+        blocks.extracted = "\n".join(
+            f"<{slug}>\n{neutralise(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))}\n</{slug}>"
+            for slug, value in sorted(extracted.items())
+        )
+    if other_threads:
+        sections = [
+            f'<other-conversation id="{thread_label(t, obscure)}">\n'
+            f"{neutralise(format_history([_clip(m) for m in msgs]))}\n</other-conversation>"
+            for t, msgs in other_threads.items()
+        ]
+        blocks.other_threads = "\n".join([prompts.OTHER_CONVERSATIONS_INTRO, "<other-conversations>", *sections,
+                                          "</other-conversations>"])
+    if not groups:
+        return blocks, 0
+    blocks.preamble = prompts.CONTEXT_PREAMBLE
+    if retrieval is not None:
+        guidance = prompts.RECALL_INSTRUCTIONS if retrieval.scope == "resource" else \
+            prompts.RECALL_INSTRUCTIONS_THREAD_SCOPE
+        blocks.preamble += "\n\n" + guidance + (f"\n\n{retrieval.instructions}" if retrieval.instructions else "")
+    blocks.continuation = f"<system-reminder>\n{prompts.CONTINUATION_HINT}\n</system-reminder>"
+    fixed = count(blocks.system_text())
+    kept, dropped = fit_groups(groups, max(int((budget - fixed) * OBSERVATION_SHARE), 0))
+    text = render_groups(kept, ranges=retrieval is not None, scope=om.scope, obscure=obscure)
+    text = prepare_observations_for_context(text, now or datetime.now(timezone.utc))
+    if dropped:
+        text = f"[{dropped} older observation groups omitted to fit max_tokens; raise max_tokens to see them]\n{text}"
+    blocks.observations = f"<observations>\n{text}\n</observations>"
+    return blocks, dropped
+
+
+def fit_messages(window: list[Message], budget: int) -> tuple[list[Message], int]:
+    """The newest messages of the window whose stored counts fit (at least one); (kept, left out)."""
+    used, start = 0, len(window)
+    for index in range(len(window) - 1, -1, -1):
+        if start < len(window) and used + window[index].tokens > budget:
+            break
+        used += window[index].tokens
+        start = index
+    return window[start:], start
+
+
+def _clip(message: Message) -> dict[str, Any]:
+    data = message.as_dict()
+    parts = []
+    for part in data["parts"]:
+        if part.get("type") in ("text", "reasoning") and len(part.get("text", "")) > OTHER_THREAD_PART_CHARS:
+            part = {**part, "text": part["text"][:OTHER_THREAD_PART_CHARS] + " …"}
+        parts.append(part)
+    data["parts"] = parts
+    return data

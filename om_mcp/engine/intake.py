@@ -1,0 +1,150 @@
+"""Messages on their way in: validated (errors name the field), given ids, counted,
+made searchable, and marked with pauses. Bad input changes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from om_mcp.config import Config
+from om_mcp.engine.errors import InputError
+from om_mcp.engine.messages import MessageIn, derived_id, message_text
+from om_mcp.engine.prompts.agent import temporal_gap_text
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.store import NewMessage
+
+_MESSAGES = TypeAdapter(list[MessageIn])
+TEMPORAL_GAP = timedelta(minutes=10)
+MAX_ID_CHARS = 200
+MAX_TITLE_CHARS = 500
+MAX_METADATA_CHARS = 16_000
+_BAD_ID = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def check_id(value: Any, field: str) -> str:
+    """Ids are plain one-line text: no control characters, no broken Unicode."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{field} must be a non-empty string", field=field)
+    if len(value) > MAX_ID_CHARS:
+        raise InputError(f"{field} is {len(value)} characters; the limit is {MAX_ID_CHARS}", field=field)
+    if _BAD_ID.search(value) or _SURROGATE.search(value):
+        raise InputError(f"{field} contains control characters or invalid Unicode", field=field)
+    return value
+
+
+def check_text(value: Any, field: str) -> None:
+    """No lone surrogates anywhere (they cannot be stored as UTF-8); say where."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            raise InputError(f"{field} contains invalid Unicode (a lone surrogate)", field=field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, field)
+            check_text(item, f"{field}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_text(item, f"{field}[{index}]")
+
+
+def check_metadata(value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{field} must be an object", field=field)
+    check_text(value, field)
+    size = len(json.dumps(value, ensure_ascii=False, default=str))
+    if size > MAX_METADATA_CHARS:
+        raise InputError(f"{field} is {size} characters of JSON; the limit is {MAX_METADATA_CHARS}", field=field)
+    return value
+
+
+def check_thread_metadata(value: Any) -> dict[str, Any]:
+    metadata = check_metadata(value, "thread_metadata")
+    title = metadata.get("title")
+    if title is not None:
+        if not isinstance(title, str):
+            raise InputError("thread_metadata.title must be a string", field="thread_metadata.title")
+        if len(title) > MAX_TITLE_CHARS:
+            raise InputError(f"thread_metadata.title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}",
+                             field="thread_metadata.title")
+    return metadata
+
+
+def index_text(parts: list[dict[str, Any]], metadata: dict[str, Any] | None) -> str:
+    """The searchable text of a message; a named speaker is kept as a prefix."""
+    text = message_text(parts)
+    speaker = (metadata or {}).get("speaker") or (metadata or {}).get("name")
+    return f"{speaker}: {text}" if isinstance(speaker, str) and speaker and not text.startswith(f"{speaker}:") \
+        else text
+
+
+def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[NewMessage]:
+    """Validate a batch and turn it into rows to insert."""
+    if not isinstance(messages, list) or not messages:
+        raise InputError("messages must be a non-empty list", field="messages")
+    if len(messages) > config.max_batch_messages:
+        raise InputError(
+            f"messages holds {len(messages)} items; the limit per call is {config.max_batch_messages}",
+            field="messages",
+        )
+    raw = [m.model_dump() if isinstance(m, MessageIn) else m for m in messages]
+    check_text(raw, "messages")
+    try:
+        parsed = _MESSAGES.validate_python(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = "messages" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]
+            if not str(p).startswith(("str", "list[", "tagged-union"))
+        )
+        raise InputError(f"{where}: {first['msg']}", field=where) from None
+    now = datetime.now(timezone.utc)
+    seen: Counter[str] = Counter()
+    out = []
+    for index, message in enumerate(parsed):
+        parts = message.parts()
+        size = len(json.dumps(parts, ensure_ascii=False))
+        if size > config.max_message_chars:
+            raise InputError(f"messages[{index}] is {size} characters; the limit is {config.max_message_chars}",
+                             field=f"messages[{index}].content")
+        metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
+        if message.id is not None:
+            message_id = check_id(message.id, f"messages[{index}].id")
+        else:
+            base = derived_id(message.role, parts, message.created_at, 0)
+            message_id = derived_id(message.role, parts, message.created_at, seen[base])
+            seen[base] += 1
+        tokens, cache = counter.count_message({"role": message.role, "parts": parts})
+        out.append(NewMessage(
+            id=message_id, role=message.role, parts=parts, created_at=(message.created_at or now).isoformat(),
+            metadata=metadata, body=index_text(parts, metadata), tokens=tokens, part_tokens=cache["parts"],
+            observable=message.role != "system", created_at_given=message.created_at is not None,
+        ))
+    return out
+
+
+def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list[NewMessage]) -> list[NewMessage]:
+    """A persisted reminder before a user message that comes 10+ minutes after the one
+    before it, so the Observer sees the pause."""
+    last = datetime.fromisoformat(previous) if previous else None
+    out = []
+    for message in messages:
+        created = datetime.fromisoformat(message.created_at)
+        if message.role == "user" and last is not None and created - last >= TEMPORAL_GAP:
+            text = temporal_gap_text(created - last)
+            parts = [{"type": "text", "text": text}]
+            tokens, cache = counter.count_message({"role": "system", "parts": parts})
+            out.append(NewMessage(
+                id=f"{message.id}~gap", role="system", parts=parts, created_at=message.created_at,
+                metadata={"om_kind": "temporal-gap"}, body="", tokens=tokens, part_tokens=cache["parts"],
+                observable=True, created_at_given=message.created_at_given,
+            ))
+        out.append(message)
+        last = max(last, created) if last else created
+    return out

@@ -1,0 +1,180 @@
+"""The one cycle: select -> model call (no transaction open) -> parse -> one
+conditional commit -> side effects -> events.
+
+Synchronous and manual observation, buffering, resource-scope batches and
+reflection are all this shape; what varies is a `Step`. The lease, its renewal,
+the time budget, the failure path and the events exist here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+import anyio
+
+from om_mcp.engine.observation.events import EventType, one_line
+from om_mcp.engine.observation.observer import CycleFailed
+from om_mcp.logs import warn_once
+from om_mcp.models import ModelError, ModelUnavailable
+
+if TYPE_CHECKING:
+    from om_mcp.engine.observation.engine import ObservationEngine
+
+log = logging.getLogger(__name__)
+
+Trigger = Literal["manual", "turn-sync", "async-buffer"]
+Operation = Literal["observation", "reflection", "buffering", "activation"]
+S = TypeVar("S")
+O = TypeVar("O")  # noqa: E741
+BUDGET_GRACE_SECONDS = 1.0
+
+
+@dataclass
+class CycleOutcome:
+    """What one cycle did, for tool results and tests."""
+
+    operation: Operation
+    ran: bool
+    cycle_id: str | None = None
+    reason: str | None = None  # why nothing ran
+    error: str | None = None  # one line: what failed
+    tokens_in: int = 0
+    tokens_out: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Step(Protocol, Generic[S, O]):
+    """What a kind of cycle supplies; `S` is its selection, `O` what the model produced."""
+
+    kind: Operation  # observation | buffering | reflection (outcome and log wording)
+    operation: Literal["observation", "reflection"]  # the event's operation_type
+    buffered: bool  # background work: buffering-* events instead of observation-*
+    lease_op: str
+    key: str
+    thread_id: str
+    trigger: Trigger
+    skip_reason: str
+
+    async def select(self) -> S | None: ...
+
+    def tokens_in(self, selection: S) -> int: ...
+
+    async def call(self, selection: S, base: dict[str, Any]) -> O: ...
+
+    def end_fields(self, selection: S, produced: O) -> dict[str, Any]: ...
+
+    async def commit(self, selection: S, produced: O, events: list[dict[str, Any]]) -> bool: ...
+
+    async def after_commit(self, selection: S, produced: O, base: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_lease: bool = True,
+                    progress: Any = None, base_extra: dict[str, Any] | None = None) -> CycleOutcome:
+    """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
+    store = engine.store
+    if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
+        return CycleOutcome(step.kind, False, reason="another process is running this cycle")
+    try:
+        available, why = await engine.model_available(step.operation)
+        if not available:
+            return CycleOutcome(step.kind, False, reason=why)
+        selection = await step.select()
+        if selection is None:
+            return CycleOutcome(step.kind, False, reason=step.skip_reason)
+        cycle_id = uuid.uuid4().hex
+        tokens_in = step.tokens_in(selection)
+        base = {**engine.event_base(cycle_id, step.key, step.thread_id), "trigger": step.trigger, **(base_extra or {})}
+        start_type = EventType.BUFFERING_START if step.buffered else EventType.OBSERVATION_START
+        await engine.events.emit([{
+            **base, "type": start_type, "operation_type": step.operation, "started_at": now_iso(),
+            "tokens_to_observe": tokens_in, "config": engine.config_snapshot(),
+        }])
+        if progress is not None:
+            await progress(f"{step.kind}: {tokens_in} tokens in")
+        started = time.monotonic()
+        try:
+            # The whole model part, retries, fallbacks, extractors and escalation included.
+            with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
+                async with engine.renewing(step.key, step.lease_op, cycle_id):
+                    produced = await step.call(selection, base)
+        except (ModelError, CycleFailed, TimeoutError) as error:
+            if isinstance(error, TimeoutError):
+                error = CycleFailed(f"gave up after the {engine.call_budget:.0f}s call budget")
+            return await failed(engine, step, base, error, tokens_in, started)
+        end_type = EventType.BUFFERING_END if step.buffered else EventType.OBSERVATION_END
+        end = {
+            **base, "type": end_type, "operation_type": step.operation, "completed_at": now_iso(),
+            "duration_ms": elapsed_ms(started), **step.end_fields(selection, produced),
+        }
+        if not await step.commit(selection, produced, [end]):
+            return await failed(
+                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started,
+            )
+        extra = await step.after_commit(selection, produced, base)
+        await engine.events.emit([end, *extra], persisted=True)
+        return CycleOutcome(step.kind, True, cycle_id, tokens_in=tokens_in,
+                            tokens_out=end.get("observation_tokens", 0), events=[end, *extra])
+    finally:
+        if take_lease:
+            with anyio.CancelScope(shield=True):
+                await store.release_lease(step.key, step.lease_op, engine.owner)
+
+
+async def failed(
+    engine: "ObservationEngine", step: Step[Any, Any], base: dict[str, Any], error: BaseException, tokens: int,
+    started: float,
+) -> CycleOutcome:
+    """The one failure path: nothing was committed, the messages stay unobserved."""
+    text = one_line(getattr(error, "message", None) or error)
+    event_type = EventType.BUFFERING_FAILED if step.buffered else EventType.OBSERVATION_FAILED
+    event = {
+        **base, "type": event_type, "operation_type": step.operation, "failed_at": now_iso(),
+        "duration_ms": elapsed_ms(started), "tokens_attempted": tokens, "error": text,
+    }
+    if not isinstance(error, ModelUnavailable):  # a paused model is a state, already reported
+        warn_once(log, "%s failed, messages stay unobserved: %s", step.kind, text)
+    log.debug("%s cycle %s failed", step.kind, base.get("cycle_id"), exc_info=error)
+    await engine.events.emit([event])
+    return CycleOutcome(step.kind, False, base.get("cycle_id"), error=text, tokens_in=tokens, events=[event])
+
+
+class LeaseRenewal:
+    """Keeps a lease alive while a model call runs, so a slow call is not mistaken for
+    a dead process; a crash stops renewal and the lease expires."""
+
+    def __init__(self, engine: "ObservationEngine", key: str, op: str, cycle_id: str):
+        self.engine, self.key, self.op, self.cycle_id = engine, key, op, cycle_id
+
+    async def __aenter__(self) -> "LeaseRenewal":
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._renew)
+        return self
+
+    async def _renew(self) -> None:
+        engine = self.engine
+        while True:
+            await anyio.sleep(engine.lease_ttl / 3)
+            await engine.store.acquire_lease(self.key, self.op, engine.owner, engine.lease_ttl, self.cycle_id)
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self._group.cancel_scope.cancel()
+        if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+            # anyio wraps a body's exception in an ExceptionGroup when the group has
+            # child tasks; the cycle must see the plain ModelError/CycleFailed.
+            await self._group.__aexit__(None, None, None)
+            return False
+        return bool(await self._group.__aexit__(exc_type, exc, tb))

@@ -1,0 +1,230 @@
+"""`ObservationEngine`: the Observer, the Reflector and the cycles around them.
+
+It holds what every cycle shares (store, limits, agents, events, the worker,
+this process's lease owner name) and offers the operations; the cycles
+themselves live in their own modules (sync, buffering, resource, reflection,
+activation) and the per-turn decisions in turn.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any, Awaitable, Callable
+
+from om_mcp.config import Config
+from om_mcp.engine.observation import activation, status as status_view, turn
+from om_mcp.engine.observation.buffering import BufferStep
+from om_mcp.engine.observation.cycle import CycleOutcome, LeaseRenewal, Trigger, run_cycle
+from om_mcp.engine.observation.events import Events, Hooks, one_line
+from om_mcp.engine.observation.extractors import Extractors
+from om_mcp.engine.observation.observer import Observer
+from om_mcp.engine.observation.reflection import ReflectStep
+from om_mcp.engine.observation.resource import run_resource
+from om_mcp.engine.observation.side_effects import working_memory_extractor
+from om_mcp.engine.observation.sync import ObserveStep
+from om_mcp.engine.observation.reflector import Reflector
+from om_mcp.engine.results import Status
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.engine.worker import Worker
+from om_mcp.models import ModelClient, ModelRouter, ModelTarget, health as breaker, readiness
+from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
+from om_mcp.models.clients import Clients
+from om_mcp.models.settings import AUTO, normalize_choice
+from om_mcp.store import ModelHealth, Store, parse_key, record_key
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str], Awaitable[None]]
+
+
+class StoreHealthBook:
+    """Model health kept in the database, so every process sees the same breaker.
+    Reads are cached for a moment: a turn asks often, and the answer rarely changes."""
+
+    CACHE_SECONDS = 2.0
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._cache: dict[str, tuple[float, ModelHealth | None]] = {}
+
+    async def get(self, model: str) -> ModelHealth | None:
+        now = time.monotonic()
+        hit = self._cache.get(model)
+        if hit is not None and now - hit[0] < self.CACHE_SECONDS:
+            return hit[1]
+        health = await self.store.model_health(model)
+        self._cache[model] = (now, health)
+        return health
+
+    async def put(self, health: ModelHealth) -> None:
+        self._cache[health.model] = (time.monotonic(), health)
+        await self.store.put_model_health(health)
+
+
+class ObservationEngine:
+    def __init__(
+        self, store: Store, config: Config, counter: TokenCounter, *, client: ModelClient | None = None,
+        hooks: Hooks | None = None, worker: Worker | None = None, sampling: ModelClient | None = None,
+    ):
+        self.store = store
+        self.config = config
+        self.om = config.observational_memory
+        self.limits = self.om.limits()
+        self.counter = counter
+        self.worker = worker or Worker()
+        self.events = Events(store, Hooks.from_config(self.om.hooks, hooks))
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_ttl = self.om.lease_seconds
+        self.call_budget = self.om.call_policy.total_budget_seconds
+        self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
+        self.extractors = Extractors(self.om, counter)
+        self.clients = Clients(sampling)
+        self.health = health = StoreHealthBook(store)
+        observer_choice, self.readiness = self._resolve("observation")
+        reflector_choice, _ = self._resolve("reflection")
+        obs, refl = self.om.observation, self.om.reflection
+        self.observer = Observer(
+            ModelRouter(observer_choice, obs.model_settings, self.om.call_policy, client, health, self.clients),
+            counter, instruction=obs.instruction, thread_title=obs.thread_title,
+            extractors=self.extractors.inline("observation") + working_memory_extractor(self),
+            previous_tokens=obs.previous_observer_tokens, observe_attachments=obs.observe_attachments,
+        )
+        self.reflector = Reflector(
+            ModelRouter(reflector_choice, refl.model_settings, self.om.call_policy, client, health, self.clients),
+            counter, instruction=refl.instruction, extractors=self.extractors.inline("reflection"),
+            multi_thread=self.om.scope == "resource",
+        )
+        self.injected_client = client is not None
+        self.sampling_only = not self.injected_client and all(
+            t.model == SAMPLING_MODEL for t in self.observer.router.targets(0)
+        )
+
+    def _resolve(self, role: str) -> tuple[Any, readiness.Readiness]:
+        """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
+        om = self.om
+        own = getattr(om, role).model
+        other = om.reflection.model if role == "observation" else om.observation.model
+        choice = om.model if om.model is not None else (own if own is not None else other)
+        if choice is None or choice == AUTO:
+            auto = resolve_auto()
+            targets = [ModelTarget(model=m) for m in auto.models]
+            ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
+            return [t.model_dump() for t in targets], ready
+        targets = normalize_choice(choice)
+        if not isinstance(targets, list):
+            return choice, readiness.Readiness(True, "models chosen by input size")
+        return choice, readiness.check_all(targets)
+
+    # -- small shared helpers -------------------------------------------------------
+
+    def record_key(self, thread_id: str, resource_id: str) -> str:
+        return record_key(self.om.scope, thread_id, resource_id)
+
+    def event_base(self, cycle_id: str, key: str, thread_id: str) -> dict[str, Any]:
+        scope, ident = parse_key(key)
+        base = {"cycle_id": cycle_id, "record_id": key, "thread_id": thread_id}
+        if scope == "resource":
+            base["resource_id"] = ident
+        return base
+
+    def config_snapshot(self) -> dict[str, Any]:
+        return {"message_tokens": self.limits.message_tokens, "observation_tokens": self.limits.observation_tokens,
+                "scope": self.om.scope}
+
+    def renewing(self, key: str, op: str, cycle_id: str) -> LeaseRenewal:
+        return LeaseRenewal(self, key, op, cycle_id)
+
+    def sampling_connected(self) -> bool:
+        return self.clients.sampling is not None
+
+    async def model_available(self, operation: str) -> tuple[bool, str]:
+        """Can a cycle call its model now? No network: readiness, sampling, the breaker."""
+        if self.injected_client:
+            return True, ""
+        if not self.readiness.ready and not (self.sampling_only and self.sampling_connected()):
+            return False, self.readiness.reason
+        router = self.reflector.router if operation == "reflection" else self.observer.router
+        reasons = []
+        for target in router.targets(0) if not router.by_size else []:
+            if target.model == SAMPLING_MODEL and not self.sampling_connected():
+                reasons.append("no connected client offers MCP sampling")
+                continue
+            allowed, why = breaker.allowed(await self.health.get(target.model), target)
+            if allowed:
+                return True, ""
+            reasons.append(why)
+        return (True, "") if not reasons else (False, "; ".join(reasons))
+
+    async def on_extracted(self, values: dict[str, Any], failures: list[dict[str, str]],
+                           base: dict[str, Any]) -> dict[str, Any]:
+        """The on_extracted hook sees each value before it is stored (OM-66): a value it
+        returns replaces the extracted one; an exception records a failure for that slug."""
+        hook = self.events.hooks.on_extracted
+        if hook is None:
+            return values
+        out = {}
+        for slug, value in values.items():
+            try:
+                replaced = hook({**base, "slug": slug, "value": value})
+                if inspect.isawaitable(replaced):
+                    replaced = await replaced
+            except Exception as error:  # noqa: BLE001 - recorded as that slug's failure
+                failures.append({"slug": slug, "error": one_line(error)})
+                continue
+            out[slug] = value if replaced is None else replaced
+        return out
+
+    # -- operations -------------------------------------------------------------------
+
+    async def observe(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None,
+                      progress: Progress | None = None) -> CycleOutcome:
+        if self.om.scope == "resource":
+            return await run_resource(self, thread_id, resource_id, trigger, buffered=False, instruction=instruction,
+                                      progress=progress)
+        return await run_cycle(self, ObserveStep(self, thread_id, resource_id, trigger, instruction), progress=progress)
+
+    async def buffer(self, thread_id: str, resource_id: str, on_idle: bool = False) -> CycleOutcome:
+        if self.om.scope == "resource":
+            return await run_resource(self, thread_id, resource_id, "async-buffer", buffered=True, on_idle=on_idle)
+        return await run_cycle(self, BufferStep(self, thread_id, resource_id, "async-buffer", on_idle=on_idle))
+
+    async def reflect(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None,
+                      progress: Progress | None = None) -> CycleOutcome:
+        return await run_cycle(self, ReflectStep(self, thread_id, resource_id, trigger, instruction),
+                               progress=progress)
+
+    async def activate(self, thread_id: str, resource_id: str, trigger: str = "threshold") -> CycleOutcome:
+        snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
+        if snap is None:
+            return CycleOutcome("activation", False, reason="nothing buffered")
+        return await activation.activate_chunks(self, snap, thread_id, trigger)
+
+    async def status(self, thread_id: str, resource_id: str) -> Status:
+        snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
+        return await self.status_of(snap, thread_id, resource_id)
+
+    async def status_of(self, snap: Any, thread_id: str, resource_id: str) -> Status:
+        targets = self.observer.router.targets(0) if not self.observer.router.by_size else []
+        health = await self.health.get(targets[0].model) if targets and not self.injected_client else None
+        return status_view.build(self, snap, thread_id, resource_id, health)
+
+    async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:
+        await turn.after_append(self, thread_id, resource_id, state, turn_ended)
+
+    async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> None:
+        await turn.before_context(self, thread_id, resource_id, actor_model)
+
+    async def poll(self) -> int:
+        """Schedule work appended by other processes (hooks, other servers); returns how many records."""
+        if not self.om.enabled or not (await self.model_available("observation"))[0]:
+            return 0
+        interval = self.limits.buffer_tokens or self.limits.message_tokens
+        due = await self.store.due_work(interval, self.limits.reflection_buffer_at or self.limits.observation_tokens)
+        for work in due:
+            state = await self.store.record_state(work.record_key, work.thread_id)
+            await self.after_append(work.thread_id, work.resource_id, state, turn_ended=False)
+        return len(due)

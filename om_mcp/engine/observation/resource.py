@@ -1,0 +1,205 @@
+"""Resource scope: one observation log per user or project, fed by all its threads.
+
+The busiest threads are picked, packed into batches of at most
+`max_tokens_per_batch` and observed in parallel, synchronously or buffered
+(cursors and chunks are per thread, and commits are conditional, so buffering
+works here too). Each batch is one cycle that commits on its own: a failed
+batch leaves only its threads unobserved, and a thread the model skipped stays
+unobserved for the next run. Nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import anyio
+
+from om_mcp.engine.observation import side_effects
+from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
+from om_mcp.engine.observation.cycle import CycleOutcome, Trigger, run_cycle
+from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
+from om_mcp.engine.observation.parsing import ParsedOutput
+from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
+from om_mcp.engine.observation.sync import Produced, group_for, render_plain
+from om_mcp.engine.observation.thresholds import enough_to_buffer, message_threshold
+from om_mcp.store import Hints, Message, Record
+
+if TYPE_CHECKING:
+    from om_mcp.engine.observation.engine import ObservationEngine
+
+
+def thread_label(thread_id: str, obscure: bool) -> str:
+    """What the models see for a thread id: the id, or a short stable hash of it."""
+    if not obscure:
+        return thread_id
+    return hashlib.blake2s(thread_id.encode(), digest_size=4).hexdigest()
+
+
+@dataclass
+class Batch:
+    record: Record
+    threads: dict[str, list[Message]]
+    starts: dict[str, int]  # per thread: the cursor (sync) or tail (buffered) the batch continues from
+    hints: dict[str, Hints]
+    previous: str
+    pending_tokens: int = 0
+
+
+class BatchStep:
+    """One batch of threads, observed in one Observer call."""
+
+    operation = "observation"
+
+    def __init__(self, engine: "ObservationEngine", key: str, resource_id: str, batch: Batch, *, buffered: bool,
+                 trigger: Trigger, instruction: str | None):
+        self.engine, self.key, self.resource_id, self.batch = engine, key, resource_id, batch
+        self.buffered = buffered
+        self.kind = "buffering" if buffered else "observation"
+        self.lease_op = "buffer" if buffered else "observe"
+        self.trigger = trigger
+        self.instruction = instruction
+        self.thread_id = next(iter(batch.threads))
+        self.skip_reason = "nothing to observe"
+        obscure = engine.om.obscure_thread_ids if engine.om.obscure_thread_ids is not None else True
+        self.labels = {thread_label(t, obscure): t for t in batch.threads}
+
+    async def select(self) -> Batch:
+        return self.batch
+
+    def tokens_in(self, batch: Batch) -> int:
+        return sum(m.tokens for msgs in batch.threads.values() for m in msgs)
+
+    async def call(self, batch: Batch, base: dict[str, Any]) -> dict[str, Produced]:
+        engine = self.engine
+        only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
+        request = ObserverRequest(
+            messages=[m for msgs in batch.threads.values() for m in msgs], previous_observations=batch.previous,
+            current_task=only.current_task, suggested_response=only.suggested_response,
+            threads={label: batch.threads[t] for label, t in self.labels.items()},
+            extracted=engine.extractors.previous(batch.record.extracted, "observation"), instruction=self.instruction,
+        )
+        result = await engine.observer.observe(request)
+        sections: dict[str, ParsedOutput] = {
+            self.labels[label]: parsed for label, parsed in result.parsed.threads.items() if label in self.labels
+        }
+        if not sections and len(batch.threads) == 1 and result.parsed.observations.strip():
+            sections = {self.thread_id: result.parsed}
+        produced = {}
+        for thread_id, parsed in sections.items():
+            if not parsed.observations.strip():
+                continue  # not observed: the thread stays raw and is retried next time
+            part = replace(result, parsed=parsed, output_tokens=engine.counter.count_text(parsed.observations))
+            extracted, failures = await engine.extractors.run("observation", part, batch.record.extracted,
+                                                              engine.observer.router)
+            extracted = await engine.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
+            produced[thread_id] = Produced(part, extracted, failures)
+        if not produced:
+            raise CycleFailed("the Observer returned no observations for these threads")
+        return produced
+
+    def end_fields(self, batch: Batch, produced: dict[str, Produced]) -> dict[str, Any]:
+        first = next(iter(produced.values()))
+        extracted = {k: v for p in produced.values() for k, v in p.extracted.items()}
+        return {
+            "tokens_buffered" if self.buffered else "tokens_observed": self.tokens_in(batch),
+            "observation_tokens": sum(p.result.output_tokens for p in produced.values()),
+            "observed_thread_ids": list(produced), "extracted_values": extracted,
+            "extraction_failures": [f for p in produced.values() for f in p.failures],
+            "usage": first.result.usage.model_dump(), "model": first.result.model,
+        }
+
+    async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
+        store, lease = self.engine.store, (self.lease_op, self.engine.owner)
+        extracted = {k: v for p in produced.values() for k, v in p.extracted.items()}
+        if self.buffered:
+            cycle_id = events[0]["cycle_id"]
+            return await store.append_chunks(
+                self.key, lease=lease, expected_tails={t: batch.starts[t] for t in produced},
+                chunks=[chunk_for(f"{cycle_id}:{t}", t, batch.threads[t], p) for t, p in produced.items()],
+                extracted=extracted, buffered_at_tokens=batch.pending_tokens, events=events,
+            )
+        groups = [group_for(p.result.parsed.observations.strip(), p.result.output_tokens, batch.threads[t], t)
+                  for t, p in produced.items()]
+        return await store.commit_observation(
+            self.key, lease=lease, expected_cursors={t: batch.starts[t] for t in produced},
+            new_cursors={t: batch.threads[t][-1].seq for t in produced}, groups=groups,
+            hints={t: {"current_task": p.result.parsed.current_task,
+                       "suggested_response": p.result.parsed.suggested_response} for t, p in produced.items()},
+            extracted=extracted, observed_at=max(batch.threads[t][-1].created_at for t in produced), events=events,
+        )
+
+    async def after_commit(self, batch: Batch, produced: dict[str, Produced], base: dict[str, Any]) -> list[dict]:
+        events = []
+        for thread_id, p in produced.items():
+            events += await side_effects.apply(self.engine, thread_id, self.resource_id, p.result.parsed,
+                                               p.extracted, base)
+        return events
+
+
+async def run_resource(
+    engine: "ObservationEngine", thread_id: str, resource_id: str, trigger: Trigger, *, buffered: bool,
+    instruction: str | None = None, on_idle: bool = False,
+    progress: Callable[[str], Awaitable[None]] | None = None,
+) -> CycleOutcome:
+    """Observe (or buffer) the resource's busiest threads, in parallel batches."""
+    store, key = engine.store, engine.record_key(thread_id, resource_id)
+    op = "buffer" if buffered else "observe"
+    kind = "buffering" if buffered else "observation"
+    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl):
+        return CycleOutcome(kind, False, reason="another process is observing this resource")
+    try:
+        if not buffered:
+            await engine.activate(thread_id, resource_id, "all")
+        snap = await store.snapshot(key, thread_id)
+        if snap is None:
+            return CycleOutcome(kind, False, reason="no unobserved messages")
+        busy = await store.busy_threads(key)
+        per_thread: dict[str, list[Message]] = {}
+        starts: dict[str, int] = {}
+        for tid, cursor, _ in busy:
+            start = await store.tail(key, tid) if buffered else cursor
+            messages = await store.unobserved(key, tid, after_seq=start,
+                                              max_tokens=engine.om.observation.max_tokens_per_batch)
+            messages = safe_prefix(messages)
+            if tid == thread_id and trigger != "manual" and not buffered:
+                messages = leave_turn_raw(messages)  # the turn in progress stays raw, as in thread scope
+            if messages:
+                per_thread[tid], starts[tid] = messages, start
+        sizes = {t: sum(m.tokens for m in msgs) for t, msgs in per_thread.items()}
+        if buffered:
+            sizes = {t: n for t, n in sizes.items() if enough_to_buffer(engine.limits, n, on_idle)}
+        if not sizes:
+            return CycleOutcome(kind, False, reason="nothing new to buffer" if buffered else "no unobserved messages")
+        threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
+        chosen = choose_threads(sizes, threshold, everything=trigger == "manual" or buffered)
+        planned = batches(chosen, sizes, engine.om.observation.max_tokens_per_batch)
+        groups = await store.groups(key)
+        previous = previous_with_chunks(render_plain(groups), snap.chunks) if buffered else render_plain(groups)
+        hints = await store.thread_hints(key, chosen)
+        if progress:
+            await progress(f"{kind}: {len(chosen)} threads in {len(planned)} batches")
+        outcomes: list[CycleOutcome] = []
+
+        async def run(threads: list[str]) -> None:
+            batch = Batch(snap.record, {t: per_thread[t] for t in threads}, {t: starts[t] for t in threads},
+                          {t: hints.get(t, Hints()) for t in threads}, previous, snap.state.pending_tokens)
+            step = BatchStep(engine, key, resource_id, batch, buffered=buffered, trigger=trigger,
+                             instruction=instruction)
+            outcomes.append(await run_cycle(engine, step, take_lease=False, base_extra={"thread_ids": threads}))
+
+        async with anyio.create_task_group() as group:
+            for threads in planned:
+                group.start_soon(run, threads)
+        ran = [o for o in outcomes if o.ran]
+        return CycleOutcome(
+            kind, bool(ran), ran[0].cycle_id if ran else None,
+            reason=None if ran else next((o.reason for o in outcomes if o.reason), None),
+            error="; ".join(o.error for o in outcomes if o.error) or None,
+            tokens_in=sum(o.tokens_in for o in ran), tokens_out=sum(o.tokens_out for o in ran),
+            events=[e for o in outcomes for e in o.events],
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await store.release_lease(key, op, engine.owner)

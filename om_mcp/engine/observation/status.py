@@ -1,0 +1,82 @@
+"""Where a thread's memory stands (the reference's data-om-status), from one snapshot."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold
+from om_mcp.engine.results import (
+    ActiveWindows, BufferedObservationWindow, BufferedReflectionWindow, BufferedWindows, ObservationState, Status,
+    Window, Windows,
+)
+from om_mcp.store import ModelHealth, Snapshot
+
+if TYPE_CHECKING:
+    from om_mcp.engine.observation.engine import ObservationEngine
+
+
+def build(engine: "ObservationEngine", snap: Snapshot | None, thread_id: str, resource_id: str,
+          health: ModelHealth | None) -> Status:
+    key = engine.record_key(thread_id, resource_id)
+    limits = engine.limits
+    if snap is None:
+        pending = observation_tokens = chunks_tokens = 0
+        chunks, buffered, generation, observed_at, messages, unobserved = [], None, 0, None, 0, 0
+    else:
+        state = snap.state
+        pending, observation_tokens = state.pending_tokens, state.observation_tokens
+        chunks, buffered = snap.chunks, snap.buffered_reflection
+        generation, observed_at = snap.record.generation, snap.record.last_observed_at
+        messages = snap.thread.message_count if snap.thread else 0
+        unobserved = state.thread_pending_messages
+        chunks_tokens = sum(c.message_tokens for c in chunks)
+    threshold = message_threshold(limits, observation_tokens, engine.om.share_token_budget)
+    buffering = engine.worker.busy(key, "buffer")
+    reflecting = engine.worker.busy(key, "reflect-buffer")
+    return Status(
+        record_id=key, thread_id=thread_id, resource_id=resource_id, scope=engine.om.scope,
+        message_count=messages, unobserved_messages=unobserved,
+        windows=Windows(
+            active=ActiveWindows(
+                messages=Window(tokens=pending, threshold=threshold),
+                observations=Window(tokens=observation_tokens, threshold=limits.observation_tokens),
+            ),
+            buffered=BufferedWindows(
+                observations=BufferedObservationWindow(
+                    chunks=len(chunks), message_tokens=chunks_tokens,
+                    projected_message_removal=sum(
+                        c.message_tokens for c in activation_prefix(limits, chunks, pending, threshold)
+                    ),
+                    observation_tokens=sum(c.tokens for c in chunks),
+                    status="running" if buffering else ("complete" if chunks else "idle"),
+                ),
+                reflection=BufferedReflectionWindow(
+                    input_observation_tokens=buffered.input_tokens if buffered else 0,
+                    observation_tokens=buffered.tokens if buffered else 0,
+                    status="running" if reflecting else ("complete" if buffered else "idle"),
+                ),
+            ),
+        ),
+        generation_count=generation, last_observed_at=observed_at, observation=observation_state(engine, health),
+    )
+
+
+def observation_state(engine: "ObservationEngine", health: ModelHealth | None) -> ObservationState:
+    if not engine.om.enabled:
+        return ObservationState(enabled=False, model_ready=False, reason="observation is off in the configuration")
+    readiness = engine.readiness
+    state = ObservationState(model_ready=readiness.ready, model=engine.observer.router.describe(),
+                             reason=None if readiness.ready else readiness.reason)
+    if health is not None and health.state != "ok":
+        state.last_failure = health.last_error
+        if health.state == "paused":
+            state.model_ready = False
+            state.reason = f"paused after a permanent error: {health.last_error}; fix the setting, then restart"
+        else:
+            state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, timezone.utc).isoformat()
+            state.reason = f"the model is failing; next attempt at {state.next_attempt_at}"
+    elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
+        state.model_ready = False
+        state.reason = readiness.reason
+    return state

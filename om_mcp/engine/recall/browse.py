@@ -1,0 +1,97 @@
+"""Recall, messages mode: page through a thread's raw messages by seq, from its start,
+its end, or a message id (a range's first or last id), at low or high detail."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from om_mcp.engine.errors import InputError, NotFound
+from om_mcp.engine.recall.query import RecallOut, RecallQuery
+from om_mcp.engine.recall.render import fit_to_budget, render_low, render_part
+from om_mcp.store import Message, Store
+
+HINT_RESERVE_TOKENS = 40
+
+
+async def browse(
+    store: Store, q: RecallQuery, resource_id: str, budget: int, count: Callable[[str], int]
+) -> RecallOut:
+    thread_id = q.thread_id if q.target_thread_id in (None, "current") else q.target_thread_id
+    if thread_id != q.thread_id:
+        other = await store.get_thread(thread_id)
+        if other is None or other.resource_id != resource_id:
+            raise NotFound(f"unknown thread {thread_id!r}", field="target_thread_id")
+    anchor: Message | None = None
+    if q.cursor is not None:
+        anchor = await store.find_message(resource_id, q.cursor, None if q.target_thread_id is None else thread_id)
+        if anchor is None and ":" in q.cursor:
+            start, _, end = q.cursor.partition(":")
+            raise InputError(
+                f"cursor {q.cursor!r} looks like a range; pass one id: cursor={start!r} to read from its start"
+                f" or cursor={end!r} page=-1 to read back from its end", field="cursor",
+            )
+        if anchor is None:
+            raise NotFound(f"no message {q.cursor!r} in this resource", field="cursor")
+        thread_id = anchor.thread_id
+    if q.part_index is not None:
+        if anchor is None:
+            raise InputError("part_index needs a cursor naming the message to read", field="cursor")
+        return await read_part(store, anchor, q.part_index, q.char_offset, budget)
+    page = 1 if q.page == 0 else q.page
+    messages, has_more = await _page(store, thread_id, anchor, q, page)
+    if q.detail == "high" and messages:
+        return await read_part(store, messages[0], 0, 0, budget)
+    rendered = [render_low(m, q.part_type, q.tool_name).text() for m in messages]
+    kept, truncated, _ = fit_to_budget(rendered, budget - HINT_RESERVE_TOKENS, count)
+    text = "\n\n".join(kept) if kept else "No messages."
+    next_call = None
+    if truncated and kept:
+        next_call = f'cursor="{messages[len(kept)].id}" page=1'
+    elif has_more:
+        direction = 1 if page > 0 else -1
+        where = f'cursor="{anchor.id}" ' if anchor else ('anchor="end" ' if q.anchor == "end" else "")
+        next_call = f"{where}page={page + direction}"
+    if next_call:
+        text += f"\n\n(more: recall {next_call})"
+    return RecallOut(mode="messages", text=text, count=len(kept), next=next_call, truncated=truncated)
+
+
+async def _page(store: Store, thread_id: str, anchor: Message | None, q: RecallQuery,
+                page: int) -> tuple[list[Message], bool]:
+    """A page in time order, and whether there is more in the direction of travel.
+    The cursor message is included: page 1 starts with it, page -1 ends with it."""
+    limit, skip = q.limit, (abs(page) - 1) * q.limit
+    filters = (q.part_type, q.tool_name)
+    if anchor is not None and page > 0:
+        rows = await store.message_page(thread_id, after_seq=anchor.seq - 1, limit=limit + 1, offset=skip,
+                                        part_filter=filters)
+    elif anchor is not None:
+        rows = await store.message_page(thread_id, before_seq=anchor.seq + 1, limit=limit + 1, offset=skip,
+                                        newest_first=True, part_filter=filters)
+    else:
+        rows = await store.message_page(thread_id, limit=limit + 1, offset=skip, newest_first=q.anchor == "end",
+                                        part_filter=filters)
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    if anchor is not None and page < 0 or anchor is None and q.anchor == "end":
+        rows.reverse()
+    return rows, has_more
+
+
+async def read_part(store: Store, message: Message, part_index: int, char_offset: int, budget: int) -> RecallOut:
+    """One part at full detail, a chunk at a time; past the last part, the next message."""
+    if part_index >= len(message.parts):
+        following = await store.message_page(message.thread_id, after_seq=message.seq, limit=1)
+        if not following:
+            return RecallOut(mode="messages", text="No more parts or messages after this one.")
+        message, part_index, char_offset = following[0], 0, 0
+    chunk_tokens = max(100, min(2000, budget - HINT_RESERVE_TOKENS))
+    part = render_part(message, part_index, char_offset, chunk_tokens=chunk_tokens)
+    if part.next_char_offset is not None:
+        next_call = f'cursor="{message.id}" part_index={part_index} char_offset={part.next_char_offset}'
+    elif part_index + 1 < part.part_count:
+        next_call = f'cursor="{message.id}" part_index={part_index + 1} detail="high"'
+    else:
+        next_call = f'cursor="{message.id}" page=1'
+    text = f"{part.rendered.text()}\n\n(next: recall {next_call})"
+    return RecallOut(mode="messages", text=text, count=1, next=next_call)

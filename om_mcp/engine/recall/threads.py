@@ -1,0 +1,39 @@
+"""Recall, threads mode: the user's conversations, newest first."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from om_mcp.engine.errors import InputError
+from om_mcp.engine.recall.query import RecallOut, RecallQuery
+from om_mcp.store import Store
+
+
+def iso_bound(value: str | None, field: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{field} must be an ISO-8601 date or datetime, got {value!r}", field=field) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat()
+
+
+async def list_threads(store: Store, q: RecallQuery, resource_id: str) -> RecallOut:
+    page = max(q.page, 1)
+    threads, has_more = await store.list_threads(
+        resource_id, before=iso_bound(q.before, "before"), after=iso_bound(q.after, "after"), limit=q.limit,
+        offset=(page - 1) * q.limit,
+    )
+    lines = [
+        f"- {t.title or '(untitled)'} [{t.id}]{' ← current' if t.id == q.thread_id else ''}:"
+        f" {t.message_count} messages, updated {t.updated_at[:16].replace('T', ' ')}"
+        for t in threads
+    ]
+    next_call = f'mode="threads" page={page + 1}' if has_more else None
+    text = "\n".join(lines) or "No threads."
+    if next_call:
+        text += f"\n(more: recall {next_call})"
+    return RecallOut(mode="threads", text=text, count=len(threads), next=next_call)

@@ -1,0 +1,79 @@
+"""What a model call can fail with, and whether trying again may help.
+
+Failures are of three kinds, and the engine treats each differently:
+- transient (timeouts, connection errors, 408/425/429/5xx): back off across
+  turns, then try again;
+- permanent (auth, not found, bad request, context too long): never retried;
+  the model stays paused until its configuration changes or an operator resumes it;
+- unavailable: no call was made (the model is paused or backing off, or has no key).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ModelError(Exception):
+    """A model call failed.
+
+    Raised by a client for one failed attempt, and by the router when every
+    attempt of a cycle failed (then `last_error` is the last attempt's error).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        last_error: str | None = None,
+        transient: bool = False,
+        status_code: int | None = None,
+        model: str | None = None,
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.last_error = last_error if last_error is not None else message
+        self.transient = transient
+        self.status_code = status_code
+        self.model = model
+        self.attempts = attempts
+
+
+class TransientModelError(ModelError):
+    """A failure worth retrying; scripted clients raise it to simulate flaky providers."""
+
+    def __init__(self, message: str = "transient model failure", **kwargs: Any) -> None:
+        kwargs.setdefault("transient", True)
+        super().__init__(message, **kwargs)
+
+
+class ModelSelectionError(ModelError):
+    """No model fits the request (input above the largest by-size threshold).
+
+    Raised before any model call; the engine treats it like a tripwire (MD-07).
+    """
+
+
+class ModelUnavailable(ModelError):
+    """No call was made: every model of the choice is paused, backing off, or not set up."""
+
+    def __init__(self, message: str, *, retry_at: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_at = retry_at
+
+
+TRANSIENT_STATUS = frozenset({408, 425, 429})
+
+
+def is_transient_status(status: int | None) -> bool:
+    return status is not None and (status in TRANSIENT_STATUS or 500 <= status <= 599)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether retrying after `exc` may help; unknown errors are not retried."""
+    if isinstance(exc, ModelError):
+        return exc.transient
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and is_transient_status(status)

@@ -1,0 +1,82 @@
+"""A circuit breaker per model, shared by every process on the database.
+
+A model that keeps failing must not cost every turn a doomed call: after a
+transient failure (timeout, 429, 5xx, connection refused) the model backs off,
+across turns, exponentially; after a permanent one (bad key, unknown model, bad
+request, context too long) it is paused until its configuration changes or an
+operator resumes it. One success closes the breaker.
+
+The decisions are pure functions of a `ModelHealth` row; `HealthBook` is where
+the rows live (the engine keeps them in the database).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Protocol
+
+from om_mcp.models.settings import ModelTarget
+from om_mcp.store.rows import ModelHealth
+
+BACKOFF_INITIAL_SECONDS = 30.0
+BACKOFF_MAX_SECONDS = 30 * 60.0
+ERROR_CHARS = 300
+
+
+class HealthBook(Protocol):
+    async def get(self, model: str) -> ModelHealth | None: ...
+
+    async def put(self, health: ModelHealth) -> None: ...
+
+
+def fingerprint(target: ModelTarget) -> str:
+    """What a permanent failure depends on: the target's settings and its key's value.
+    A change (a new key in the environment, another api_base) lifts a pause."""
+    from om_mcp.models.readiness import key_variables
+
+    keys = [os.environ.get(name, "") for name in key_variables(target)]
+    text = "|".join([target.model, target.api_base or "", target.api_key_env or "", *keys])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None = None) -> tuple[bool, str]:
+    """May a call be made now? (yes/no, and a one-line reason when not)."""
+    if health is None or health.state == "ok":
+        return True, ""
+    if health.state == "paused":
+        if health.config_hash != fingerprint(target):
+            return True, ""  # the configuration changed since it failed
+        return False, f"{target.model} is paused after a permanent error ({health.last_error}); fix the setting" \
+            " or run `om-mcp doctor --resume`"
+    now = time.time() if now is None else now
+    if now >= health.next_attempt_at:
+        return True, ""
+    wait = int(health.next_attempt_at - now)
+    return False, f"{target.model} is failing ({health.last_error}); next attempt in {wait}s"
+
+
+def after_failure(
+    health: ModelHealth | None, target: ModelTarget, error: str, *, transient: bool, now: float | None = None,
+) -> ModelHealth:
+    now = time.time() if now is None else now
+    base = health or ModelHealth(model=target.model)
+    failures = base.failures + 1
+    stamp = datetime.fromtimestamp(now, timezone.utc).isoformat()
+    text = " ".join(error.split())[:ERROR_CHARS]
+    if not transient:
+        return replace(base, state="paused", failures=failures, next_attempt_at=0.0, last_error=text,
+                       last_failure_at=stamp, config_hash=fingerprint(target))
+    delay = min(BACKOFF_INITIAL_SECONDS * 2 ** (failures - 1), BACKOFF_MAX_SECONDS)
+    return replace(base, state="backoff", failures=failures, next_attempt_at=now + delay, last_error=text,
+                   last_failure_at=stamp, config_hash=None)
+
+
+def after_success(health: ModelHealth | None, target: ModelTarget) -> ModelHealth | None:
+    """The closed breaker, or None when nothing needs writing."""
+    if health is None or (health.state == "ok" and health.failures == 0):
+        return None
+    return ModelHealth(model=target.model)

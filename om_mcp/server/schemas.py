@@ -1,0 +1,49 @@
+"""Tool argument types: what the model sees in tools/list, kept small.
+
+Parts are one flat object here (the engine's `MessageIn` checks each part type's
+fields strictly, and its errors name the field), because a discriminated union of
+six part models costs the model well over a thousand tokens on every session.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from om_mcp.server import descriptions as text
+
+ThreadId = Annotated[str, Field(min_length=1, max_length=200, description=text.THREAD_ID)]
+ResourceId = Annotated[str | None, Field(None, min_length=1, max_length=200, description=text.RESOURCE_ID)]
+
+
+class Part(BaseModel):
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+
+    type: Literal["text", "tool-call", "tool-result", "reasoning", "image", "file"]
+    text: str | None = None
+    tool_name: str | None = None
+    args: Any = None
+    result: Any = None
+    tool_call_id: str | None = None
+    mime_type: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str | list[Part]
+    id: str | None = None
+    created_at: str | None = Field(None, description="ISO-8601")
+
+
+def message_dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    """Back to plain dicts, unset fields dropped, for the engine's strict validation."""
+    out = []
+    for message in messages:
+        data = message.model_dump(exclude_unset=True)
+        if isinstance(message.content, list):
+            data["content"] = [p.model_dump(exclude_unset=True) for p in message.content]
+        out.append(data)
+    return out

@@ -1,0 +1,68 @@
+"""What every tool shares: annotations, and running one engine call with its
+errors named and its events sent as notifications."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, TypeVar
+
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+
+from om_mcp.engine import EngineError
+from om_mcp.server.app import App, app_of
+from om_mcp.server.errors import engine_error
+
+T = TypeVar("T")
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# get_context may activate buffered work or observe: not read-only, but safe to repeat.
+STEP = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+UPDATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+CYCLE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+
+async def invoke(ctx: Context, call: Callable[[App], Awaitable[T]],
+                 changed: Callable[[T], list[str]] | None = None) -> T:
+    """Run `call`; engine errors become tool errors naming the field, the events it caused
+    and the resources it changed are notified."""
+    app = app_of(ctx)
+    with app.memory.events.collect() as events:
+        try:
+            result = await call(app)
+        except EngineError as error:
+            raise engine_error(error) from None
+    if events:
+        await app.notifier.events(ctx, events)
+    if changed is not None:
+        await app.notifier.publish(changed(result), ctx)
+    return result
+
+
+def progress_reporter(ctx: Context) -> Callable[[str], Awaitable[None]]:
+    step = 0
+
+    async def report(message: str) -> None:
+        nonlocal step
+        step += 1
+        try:
+            await ctx.report_progress(step, None, message)
+        except Exception:  # noqa: BLE001 - progress is a courtesy
+            pass
+
+    return report
+
+
+def status_view(status: Any) -> dict[str, Any]:
+    """The status a model can act on, in few tokens."""
+    windows = status.windows
+    view = {
+        "unobserved_tokens": windows.active.messages.tokens, "threshold": windows.active.messages.threshold,
+        "observation_tokens": windows.active.observations.tokens,
+        "buffered_chunks": windows.buffered.observations.chunks, "generation": status.generation_count,
+        "model_ready": status.observation.model_ready,
+    }
+    if status.observation.reason:
+        view["reason"] = status.observation.reason
+    return view

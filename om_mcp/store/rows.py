@@ -1,0 +1,294 @@
+"""The typed rows the store reads and writes.
+
+Every store backend returns these and nothing else: no driver rows, no dicts
+standing in for records. They are plain frozen-ish dataclasses so the engine can
+pass them around cheaply; JSON columns arrive decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Scope = Literal["thread", "resource"]
+
+
+@dataclass(slots=True)
+class Thread:
+    id: str
+    resource_id: str
+    title: str | None
+    title_pinned: bool
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    message_count: int = 0
+    last_assistant_at: str | None = None
+    last_assistant_id: str | None = None
+    last_model: str | None = None
+    previous_model: str | None = None
+
+
+@dataclass(slots=True)
+class Message:
+    seq: int
+    id: str
+    thread_id: str
+    resource_id: str
+    role: str
+    parts: list[dict[str, Any]]
+    created_at: str
+    metadata: dict[str, Any]
+    tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "thread_id": self.thread_id, "role": self.role, "parts": self.parts,
+            "created_at": self.created_at, "metadata": self.metadata,
+        }
+
+
+@dataclass(slots=True)
+class NewMessage:
+    """A message validated and counted by the engine, ready to insert."""
+
+    id: str
+    role: str
+    parts: list[dict[str, Any]]
+    created_at: str
+    metadata: dict[str, Any]
+    body: str  # the searchable text
+    tokens: int
+    part_tokens: list[int] | None = None  # per-part counts, kept for recounts
+    observable: bool = True  # system messages are never observed
+    created_at_given: bool = True  # a re-send without a time still counts as the same message
+
+
+@dataclass(slots=True)
+class RecordState:
+    """Where a record's windows stand: enough for every threshold decision."""
+
+    key: str
+    generation: int
+    observation_tokens: int
+    pending_tokens: int  # unobserved message tokens of the record (all its threads)
+    pending_messages: int
+    thread_pending_tokens: int  # of the thread asked about
+    thread_pending_messages: int
+    last_buffered_at_tokens: int
+    chunk_count: int
+    chunk_message_tokens: int
+    buffered_reflection_generation: int | None
+    reflection_blocked_at: int | None
+
+
+@dataclass(slots=True)
+class AppendResult:
+    appended: list[Message] = field(default_factory=list)
+    skipped_duplicates: int = 0
+    thread_created: bool = False
+    state: RecordState | None = None
+    thread: Thread | None = None
+
+
+@dataclass(slots=True)
+class Record:
+    key: str
+    scope: Scope
+    resource_id: str
+    thread_id: str | None
+    generation: int
+    extracted: dict[str, Any]
+    last_observed_at: str | None
+    last_reflection_at: str | None
+    reflection_blocked_at: int | None
+    last_buffered_at_tokens: int
+    observation_tokens: int
+    version: int
+    cursors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Group:
+    """One block of the observation log: observed from, or reflected over, a range of messages."""
+
+    id: str
+    generation: int
+    position: int
+    kind: Literal["observation", "reflection"]
+    thread_id: str | None
+    first_seq: int
+    last_seq: int
+    first_message_id: str | None
+    last_message_id: str | None
+    text: str
+    tokens: int
+    observed_at: str | None
+    created_at: str = ""
+
+    @property
+    def range(self) -> str:
+        return f"{self.first_message_id}:{self.last_message_id}"
+
+
+@dataclass(slots=True)
+class NewGroup:
+    """A group a cycle wants to add; id, position and generation are set on commit."""
+
+    text: str
+    tokens: int
+    first_seq: int
+    last_seq: int
+    first_message_id: str | None
+    last_message_id: str | None
+    thread_id: str | None = None
+    kind: Literal["observation", "reflection"] = "observation"
+    observed_at: str | None = None
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Buffered (pre-computed, not yet active) observations of one thread's seq range."""
+
+    id: str
+    cycle_id: str
+    thread_id: str
+    first_seq: int
+    last_seq: int
+    first_message_id: str
+    last_message_id: str
+    message_count: int
+    message_tokens: int
+    text: str
+    tokens: int
+    hints: dict[str, Any]
+    last_message_at: str | None
+    created_at: str
+
+
+@dataclass(slots=True)
+class BufferedReflection:
+    """A reflection computed ahead: it replaces the first `covered` groups of `generation`."""
+
+    cycle_id: str
+    generation: int
+    covered: int
+    input_tokens: int
+    text: str
+    tokens: int
+    hints: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A record with its windows, chunks and buffered reflection, read at one instant."""
+
+    record: Record
+    state: RecordState
+    chunks: list[Chunk]
+    buffered_reflection: BufferedReflection | None
+    thread: Thread | None
+    hints: "Hints"
+
+
+@dataclass(slots=True)
+class Hints:
+    """Where the agent was in one thread when its messages were last observed."""
+
+    current_task: str | None = None
+    suggested_response: str | None = None
+
+
+@dataclass(slots=True)
+class ContextRead:
+    """Everything `get_context` shows, read in one snapshot."""
+
+    snapshot: Snapshot
+    groups: list[Group]
+    window: list[Message]  # the newest unobserved messages of the thread that fit, oldest first
+    other_threads: dict[str, list[Message]]  # resource scope: other threads' recent unobserved messages
+    working_memory: str | None
+
+
+@dataclass(slots=True)
+class Event:
+    id: int
+    type: str
+    cycle_id: str | None
+    record_key: str | None
+    resource_id: str | None
+    thread_id: str | None
+    anchor_message_id: str | None
+    payload: dict[str, Any]
+    created_at: str
+
+
+@dataclass(slots=True)
+class SearchHit:
+    seq: int
+    score: float
+    message: Message
+
+
+@dataclass(slots=True)
+class GroupHit:
+    group: Group
+    resource_id: str
+    score: float
+
+
+@dataclass(slots=True)
+class ModelHealth:
+    """A model's circuit breaker, shared by every process on the database."""
+
+    model: str
+    state: Literal["ok", "backoff", "paused"] = "ok"
+    failures: int = 0
+    next_attempt_at: float = 0.0  # unix seconds
+    last_error: str | None = None
+    last_failure_at: str | None = None
+    config_hash: str | None = None
+
+
+@dataclass(slots=True)
+class IngestState:
+    """How far a host transcript has been read (hooks)."""
+
+    source: str
+    offset: int = 0
+    last_id: str | None = None
+    fingerprint: str | None = None
+    updated_at: str | None = None
+
+
+@dataclass(slots=True)
+class DueWork:
+    """A record whose unobserved tokens may need a cycle (found by polling)."""
+
+    record_key: str
+    resource_id: str
+    thread_id: str  # the busiest thread, to anchor the cycle
+    pending_tokens: int
+
+
+@dataclass(slots=True)
+class ResourceSummary:
+    id: str
+    threads: int
+    messages: int
+    updated_at: str
+
+
+@dataclass(slots=True)
+class Stats:
+    path: str
+    bytes: int
+    wal_bytes: int
+    schema_version: int
+    resources: int
+    threads: int
+    messages: int
+    groups: int
+    chunks: int
+    events: int
+    pending_tokens: int

@@ -1,0 +1,1 @@
+"""The SQLite store: plain functions of a connection, run one transaction per trip."""

@@ -1,0 +1,58 @@
+"""Looking after the file: sizes and counts, a full integrity check, backups."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from om_mcp.store.rows import Stats
+from om_mcp.store.sqlite import checks
+
+
+def stats(conn: sqlite3.Connection, path: str) -> Stats:
+    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    size = os.path.getsize(path) if path != ":memory:" and os.path.exists(path) else 0
+    wal = Path(path + "-wal")
+    return Stats(
+        path=path, bytes=size, wal_bytes=wal.stat().st_size if wal.exists() else 0,
+        schema_version=count("PRAGMA user_version"),
+        resources=count("SELECT COUNT(*) FROM resources"), threads=count("SELECT COUNT(*) FROM threads"),
+        messages=count("SELECT COALESCE(SUM(message_count), 0) FROM threads"),
+        groups=count("SELECT COUNT(*) FROM om_groups g JOIN om_records r ON r.key = g.record_key"
+                     " AND r.generation = g.generation"),
+        chunks=count("SELECT COUNT(*) FROM om_chunks"), events=count("SELECT COUNT(*) FROM om_events"),
+        pending_tokens=count("SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors"),
+    )
+
+
+def integrity(conn: sqlite3.Connection) -> list[str]:
+    """SQLite's full check plus ours: every message indexed once, running totals right."""
+    problems = checks.integrity(conn, full=True)
+    indexed = conn.execute("SELECT COUNT(*) FROM messages WHERE body != ''").fetchone()[0]
+    in_index = conn.execute("SELECT COUNT(*) FROM messages_fts").fetchone()[0]
+    if indexed != in_index:
+        problems.append(f"the search index has {in_index} entries for {indexed} messages with text")
+    drift = conn.execute(
+        "SELECT COUNT(*) FROM om_cursors c WHERE c.pending_tokens != (SELECT COALESCE(SUM(m.tokens), 0)"
+        " FROM messages m WHERE m.thread_id = c.thread_id AND m.seq > c.seq AND m.seq <= c.counted_seq"
+        " AND m.observable)"
+    ).fetchone()[0]
+    if drift:
+        problems.append(f"{drift} unobserved-token totals disagree with their messages")
+    return problems
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Fold the WAL into the file and truncate it (deleted text leaves the -wal too)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def backup(conn: sqlite3.Connection, target: str) -> int:
+    """An online, consistent copy through SQLite's backup API; returns its size."""
+    destination = sqlite3.connect(target)
+    try:
+        conn.backup(destination)
+    finally:
+        destination.close()
+    return os.path.getsize(target)

@@ -1,0 +1,159 @@
+"""One SQLite connection per process, and the thread its work runs on.
+
+Every store operation is a plain function of a `sqlite3.Connection` that runs
+whole, in one transaction, in one trip to a worker thread: the event loop hands
+it over once and gets the result back once, however many statements it runs.
+A capacity limiter of one keeps operations from interleaving on the connection.
+The same functions run directly (no event loop) in the short-lived hook process.
+
+Several processes may open the same file (Claude Desktop and an IDE on one
+database is the normal case): WAL lets readers and one writer work at once,
+`busy_timeout` makes SQLite wait for a lock instead of failing, and every write
+starts with BEGIN IMMEDIATE so two writers queue up front rather than deadlock
+on a lock upgrade. A retry loop covers the rare "database is locked" that still
+escapes (for example while another process checkpoints).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
+
+import anyio
+
+from om_mcp.store.errors import StoreUnavailable
+from om_mcp.store.sqlite import checks
+from om_mcp.store.sqlite.migrations import migrate
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 5000
+LOCKED_RETRY_SECONDS = 30.0
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Op = Callable[Concatenate[sqlite3.Connection, P], R]
+
+
+def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed), check and migrate the database; refuse what is not ours."""
+    path = str(path)
+    if check and path != ":memory:":
+        checks.before_open(Path(path))
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if check:
+            checks.after_open(conn, path)
+        _retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # Freed pages are zeroed, so deleted text does not linger in the file.
+        conn.execute("PRAGMA secure_delete = ON")
+        write(conn, migrate)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def write(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run `op` in a write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on error."""
+    _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
+    try:
+        result = op(conn, *args, **kwargs)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        _retry_locked(lambda: conn.execute("COMMIT"))
+    except sqlite3.Error:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def read(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run `op` in a read transaction: all its statements see one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        return op(conn, *args, **kwargs)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+class Database:
+    """The connection and the thread its operations run on."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str):
+        self.conn = conn
+        self.path = path
+        self._limiter = anyio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(cls, path: str | Path) -> "Database":
+        conn = await anyio.to_thread.run_sync(connect, path)
+        return cls(conn, str(path))
+
+    async def write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._run(write, op, *args, **kwargs)
+
+    async def read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._run(read, op, *args, **kwargs)
+
+    async def raw(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run `op` with no transaction around it (checkpoints, VACUUM, backups)."""
+        return await self._run(_direct, op, *args, **kwargs)
+
+    async def _run(self, runner: Callable[..., R], op: Callable[..., Any], *args: Any, **kwargs: Any) -> R:
+        def job() -> R:
+            try:
+                return runner(self.conn, op, *args, **kwargs)
+            except sqlite3.OperationalError as error:
+                unavailable = _unavailable(error)
+                if unavailable is None:
+                    raise
+                raise unavailable from error
+
+        # Not abandoned on cancel: a transaction always finishes or rolls back.
+        return await anyio.to_thread.run_sync(job, limiter=self._limiter)
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self.conn.close, limiter=self._limiter)
+
+
+def _direct(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    return op(conn, *args, **kwargs)
+
+
+def _unavailable(error: sqlite3.OperationalError) -> StoreUnavailable | None:
+    """A write the file cannot take, said plainly instead of SQLite's terse text."""
+    text = str(error).lower()
+    if "readonly" in text or "read-only" in text:
+        return StoreUnavailable("the database file is read-only: check its permissions (and its folder's)")
+    if "disk is full" in text or "database or disk is full" in text:
+        return StoreUnavailable("the disk holding the database is full: free some space, nothing was written")
+    return None
+
+
+def _is_locked(error: sqlite3.OperationalError) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _retry_locked(operation: Callable[[], R]) -> R:
+    deadline = time.monotonic() + LOCKED_RETRY_SECONDS
+    delay = 0.02
+    while True:
+        try:
+            return operation()
+        except sqlite3.OperationalError as error:
+            if not _is_locked(error) or time.monotonic() > deadline:
+                raise
+            log.debug("database busy, retrying: %s", error)
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.5)

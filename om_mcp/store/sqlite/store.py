@@ -1,0 +1,132 @@
+"""`SQLiteStore`: the store operations as awaitables, one trip to the database thread each.
+
+The operations themselves are the plain functions of this package's modules;
+this class only decides, for each, whether it reads or writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
+
+from om_mcp.store.sqlite import admin, commits, coordination, fts, messages, observations, threads, vectors
+from om_mcp.store.sqlite.database import Database
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _reads(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    async def method(self: "SQLiteStore", *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.read(op, *args, **kwargs)
+
+    method.__name__, method.__doc__ = op.__name__, op.__doc__
+    return method
+
+
+def _writes(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    async def method(self: "SQLiteStore", *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.write(op, *args, **kwargs)
+
+    method.__name__, method.__doc__ = op.__name__, op.__doc__
+    return method
+
+
+class SQLiteStore:
+    """The memory's SQLite database."""
+
+    backend = "sqlite"
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.location = db.path
+
+    @classmethod
+    async def open(cls, path: str | Path) -> "SQLiteStore":
+        return cls(await Database.open(path))
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    # threads and resources
+    get_thread = _reads(threads.get)
+    list_threads = _reads(threads.list_threads)
+    list_resources = _reads(threads.resources)
+    update_thread = _writes(threads.update)
+    set_generated_title = _writes(threads.set_generated_title)
+    set_thread_metadata_paths = _writes(threads.set_metadata_paths)
+    get_working_memory = _reads(threads.get_working_memory)
+    update_working_memory = _writes(threads.update_working_memory)
+
+    async def delete_thread(self, thread_id: str) -> int:
+        count = await self.db.write(threads.delete_thread, thread_id)
+        await self.db.raw(admin.checkpoint)
+        return count
+
+    async def delete_resource(self, resource_id: str) -> tuple[int, int]:
+        counts = await self.db.write(threads.delete_resource, resource_id)
+        await self.db.raw(admin.checkpoint)
+        return counts
+
+    # messages
+    append_messages = _writes(messages.append)
+    message_page = _reads(messages.page)
+    count_messages_before = _reads(messages.count_before)
+    find_message = _reads(messages.find)
+    messages_by_seq = _reads(messages.by_seq)
+    last_message_time = _reads(messages.last_created_at)
+    tokenizer_id = _writes(messages.tokenizer_id)
+    stale_token_counts = _reads(messages.stale_counts)
+    set_token_counts = _writes(messages.set_counts)
+
+    # observation records and their windows
+    record = _reads(observations.get_record)
+    record_state = _reads(observations.record_state)
+    snapshot = _reads(observations.snapshot)
+    context = _reads(observations.context)
+    groups = _reads(observations.groups)
+    generations = _reads(observations.generations)
+    chunks = _reads(observations.chunks)
+    unobserved = _reads(observations.unobserved)
+    busy_threads = _reads(observations.busy_threads)
+    thread_hints = _reads(observations.thread_hints)
+    due_work = _reads(observations.due)
+    tail = _reads(commits.tail)
+
+    # cycles' conditional commits
+    commit_observation = _writes(commits.commit_observation)
+    append_chunks = _writes(commits.append_chunks)
+    activate_chunks = _writes(commits.activate_chunks)
+    commit_reflection = _writes(commits.commit_reflection)
+    store_buffered_reflection = _writes(commits.store_buffered_reflection)
+    discard_buffered_reflection = _writes(commits.discard_buffered_reflection)
+
+    # coordination between processes
+    acquire_lease = _writes(coordination.acquire_lease)
+    release_lease = _writes(coordination.release_lease)
+    lease_holder = _reads(coordination.lease_holder)
+    expire_leases = _writes(commits.expire_leases)
+    add_events = _writes(coordination.add_events)
+    events = _reads(coordination.events)
+    model_health = _reads(coordination.model_health)
+    put_model_health = _writes(coordination.put_model_health)
+    ingest_state = _reads(coordination.ingest_state)
+    put_ingest_state = _writes(coordination.put_ingest_state)
+
+    # search and vectors
+    search_messages = _reads(fts.search)
+    search_groups = _reads(vectors.search_groups)
+    pending_vectors = _reads(vectors.pending)
+    put_vectors = _writes(vectors.put)
+    nearest_vectors = _reads(vectors.nearest)
+    groups_by_id = _reads(vectors.groups_by_id)
+
+    # the file
+    async def stats(self):
+        return await self.db.read(admin.stats, self.db.path)
+
+    integrity = _reads(admin.integrity)
+
+    async def backup(self, target: str) -> int:
+        return await self.db.raw(admin.backup, target)

@@ -1,0 +1,6 @@
+"""Test doubles shipped with the package: a scripted in-process model and a
+scripted OpenAI-compatible HTTP server on loopback (for litellm's real path)."""
+
+from om_mcp.testing.scripted import ScriptedCall, ScriptedModel
+
+__all__ = ["ScriptedCall", "ScriptedModel"]

@@ -1,0 +1,101 @@
+"""An in-process ModelClient for unit tests: replies come from a script.
+
+    model = ScriptedModel(["first reply", TransientModelError("flaky"), "second reply"])
+    model = ScriptedModel(lambda messages, target: f"saw {len(messages)} messages")
+
+Every call is recorded in `calls`, so tests can assert on prompts and settings.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import anyio
+
+from om_mcp.models.base import Completion, Usage
+from om_mcp.models.errors import ModelError, TransientModelError
+from om_mcp.models.settings import ModelSettings, ModelTarget
+
+__all__ = ["ScriptedCall", "ScriptedModel", "TransientModelError"]
+
+Reply = Union[str, Completion, BaseException, type]
+Responder = Callable[[list[dict[str, Any]], ModelTarget], Any]
+
+
+@dataclass
+class ScriptedCall:
+    messages: list[dict[str, Any]]
+    target: ModelTarget
+    settings: ModelSettings
+    timeout: float
+
+
+class ScriptedModel:
+    """Replies with the next scripted item, or whatever `script(messages, target)` returns.
+
+    A reply may be a string, a Completion, or an exception (instance or class)
+    to raise; the callable may also be async. `delay` seconds pass before each
+    reply (for timeout tests).
+    """
+
+    def __init__(self, script: Sequence[Reply] | Responder, *, delay: float = 0.0) -> None:
+        self._script = script if callable(script) else list(script)
+        self._next = 0
+        self.delay = delay
+        self.calls: list[ScriptedCall] = []
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        target: ModelTarget,
+        settings: ModelSettings,
+        timeout: float,
+    ) -> Completion:
+        self.calls.append(ScriptedCall(messages, target, settings, timeout))
+        if self.delay:
+            await anyio.sleep(self.delay)
+        reply = await self._reply(messages, target)
+        if isinstance(reply, type) and issubclass(reply, BaseException):
+            raise reply()
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, Completion):
+            return reply
+        if isinstance(reply, str):
+            return Completion(
+                text=reply,
+                model=target.model,
+                usage=Usage(
+                    input_tokens=_rough_tokens(_messages_text(messages)),
+                    output_tokens=_rough_tokens(reply),
+                ),
+            )
+        raise TypeError(f"scripted reply must be str, Completion or exception, not {type(reply)!r}")
+
+    async def _reply(self, messages: list[dict[str, Any]], target: ModelTarget) -> Any:
+        if callable(self._script):
+            reply = self._script(messages, target)
+            return await reply if inspect.isawaitable(reply) else reply
+        if self._next >= len(self._script):
+            raise ModelError(f"script exhausted after {len(self._script)} replies")
+        reply = self._script[self._next]
+        self._next += 1
+        return reply
+
+
+def _messages_text(messages: list[dict[str, Any]]) -> str:
+    parts: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(item.get("text", "") for item in content if isinstance(item, dict))
+    return "\n".join(parts)
+
+
+def _rough_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
