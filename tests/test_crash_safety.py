@@ -48,8 +48,9 @@ import anyio
 import pytest
 
 from om_mcp.config import load_config
-from om_mcp.engine.memory import Memory
-from om_mcp.models import ModelError, ScriptedModel
+from om_mcp.engine import Memory
+from om_mcp.models import ModelError
+from om_mcp.testing import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -137,7 +138,7 @@ class Checker:
                 " ORDER BY position", (f"thread:{THREAD}", generation),
             ).fetchall()
             chunks = conn.execute(
-                "SELECT first_seq, last_seq, message_ids, observations FROM om_chunks WHERE record_key = ?"
+                "SELECT first_seq, last_seq, message_count, text FROM om_chunks WHERE record_key = ?"
                 " ORDER BY first_seq", (f"thread:{THREAD}",),
             ).fetchall()
             messages = conn.execute(
@@ -175,13 +176,12 @@ class Checker:
         for chunk in s["chunks"]:
             assert chunk["first_seq"] > previous_end, f"{where}: chunk {tuple(chunk)[:2]} overlaps or precedes the cursor"
             assert chunk["first_seq"] <= chunk["last_seq"]
-            ids = json.loads(chunk["message_ids"])
-            expected = [mid for seq, mid in raw[position:] if seq <= chunk["last_seq"]]
-            assert ids == expected, f"{where}: chunk covers {ids}, the raw messages there are {expected}"
+            ids = [mid for seq, mid in raw[position:] if seq <= chunk["last_seq"]]
+            assert len(ids) == chunk["message_count"], f"{where}: chunk counts {chunk['message_count']}, covers {ids}"
             assert raw[position][0] == chunk["first_seq"], f"{where}: a message was skipped before a chunk"
             position += len(ids)
             previous_end = chunk["last_seq"]
-            named = ["m" + i for i in ID_RE.findall(chunk["observations"])]
+            named = ["m" + i for i in ID_RE.findall(chunk["text"])]
             assert sorted(named) == sorted(ids), f"{where}: chunk text names {named}, covers {ids}"
         return s
 
@@ -196,6 +196,10 @@ def _config(buffering: bool):
     env = {
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS": "600",
         "OM_OBSERVATIONAL_MEMORY__REFLECTION__OBSERVATION_TOKENS": "900",
+        "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
+        "OM_OBSERVATIONAL_MEMORY__TURN_WAIT_SECONDS": "0.05",
+        "OM_OBSERVATIONAL_MEMORY__LEASE_SECONDS": str(LEASE_TTL),
+        "OM_MODEL": "default",
     }
     if not buffering:
         env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = "false"
@@ -204,8 +208,6 @@ def _config(buffering: bool):
 
 async def _open(path: Path, buffering: bool, tracer: TracingModel) -> Memory:
     memory = await Memory.open(_config(buffering), db_path=str(path), client=ScriptedModel(tracer, delay=MODEL_DELAY))
-    memory.om.lease_ttl = LEASE_TTL
-    memory.om.turn_wait_seconds = 0.05
     return memory
 
 
@@ -227,7 +229,7 @@ class Driver:
         return {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"m{i} {words}"}
 
     def _cycle(self, memory: Memory, name: str):
-        om = memory.om
+        om = memory.observation
         return {
             "buffer": lambda: om.buffer(THREAD, RESOURCE),
             "activate": lambda: om.activate(THREAD, RESOURCE),
@@ -296,7 +298,7 @@ class Driver:
         memory = await _open(self.path, self.buffering, self.tracer)  # no running(): nothing in the background
         try:
             self.tracer.fail_next = 0
-            outcome = await memory.om.observe(THREAD, RESOURCE, "manual")
+            outcome = await memory.observation.observe(THREAD, RESOURCE, "manual")
             assert outcome.ran or outcome.reason == "no unobserved messages", outcome
         finally:
             await memory.close()
@@ -332,7 +334,7 @@ async def test_two_owners_racing_observe_never_both_commit(tmp_path: Path) -> No
     second = await _open(path, False, tracer)
     checker = Checker(path)
     try:
-        assert first.om.owner != second.om.owner
+        assert first.observation.owner != second.observation.owner
         for round_ in range(4):
             batch = [{"id": f"m{round_ * 10 + i}", "role": "user" if i % 2 == 0 else "assistant",
                       "content": f"m{round_ * 10 + i} " + "plan the trip " * 20} for i in range(6)]
@@ -341,7 +343,7 @@ async def test_two_owners_racing_observe_never_both_commit(tmp_path: Path) -> No
             outcomes: list = []
 
             async def run(memory: Memory) -> None:
-                outcomes.append(await memory.om.observe(THREAD, RESOURCE, "manual"))
+                outcomes.append(await memory.observation.observe(THREAD, RESOURCE, "manual"))
 
             if round_ % 2 == 0:
                 async with anyio.create_task_group() as group:  # plain race: the lease decides
@@ -384,6 +386,7 @@ def _env(tmp_path: Path, port: int) -> dict[str, str]:
         OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="300",
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
+        OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
     )
     return env
 
@@ -446,7 +449,7 @@ class RpcServer:
     def tool(self, name: str, timeout: float = 30.0, **arguments: Any) -> dict:
         result = self.request("tools/call", {"name": name, "arguments": arguments}, timeout)
         assert not result.get("isError"), result
-        return result["structuredContent"]
+        return json.loads(result["content"][0]["text"])
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -466,7 +469,7 @@ class RpcServer:
 
 _FAKE_LLM = """
 import sys, threading, signal
-from om_mcp.models.fake_server import FakeLLMServer, default_responder
+from om_mcp.testing.fake_server import FakeLLMServer, default_responder
 seen = open(sys.argv[2], "a", buffering=1)
 def responder(request):
     seen.write("request\\n")  # on arrival, before the delay
@@ -541,7 +544,7 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
             groups = conn.execute("SELECT COUNT(*) FROM om_groups").fetchone()[0]
             owner, expires_at = conn.execute("SELECT owner, expires_at FROM om_leases WHERE op = 'observe'").fetchone()
         assert stored == ids, "appended messages were lost"
-        assert cursor == [] and groups == 0, "the killed process observed something"
+        assert all(seq == 0 for (seq,) in cursor) and groups == 0, "the killed process observed something"
         assert str(server.proc.pid) in owner
         # The lease is bounded: at most lease_ttl (30 s, not configurable) ahead.
         assert time.time() < expires_at <= time.time() + 30.5
@@ -555,9 +558,10 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
             with sqlite3.connect(db, timeout=5) as conn:
                 conn.execute("UPDATE om_leases SET expires_at = 0 WHERE op = 'observe'")
             out = server.tool("observe", thread_id=THREAD, resource_id=RESOURCE, timeout=30)
-            assert out["ran"], out
-            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE)
-            assert context["status"]["unobserved_messages"] == 0
+            # The restarted server's worker may have retaken the expired work on its own first.
+            assert out["ran"] or out.get("reason") == "no unobserved messages", out
+            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE, include_status=True)
+            assert not context.get("messages") and context["status"]["unobserved_tokens"] == 0
         finally:
             server.stop()
         with sqlite3.connect(db, timeout=5) as conn:
@@ -565,8 +569,8 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
             (cursor,) = conn.execute("SELECT seq FROM om_cursors").fetchone()
             last_seq = conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0]
             ends = conn.execute("SELECT COUNT(*) FROM om_events WHERE type = 'data-om-observation-end'").fetchone()[0]
-        assert len(texts) == 1 and ends == 1, "exactly one observation commits"
-        named = Counter(re.findall(r"observed message (m\d+)", texts[0]))
+        assert len(texts) == ends >= 1, "each committed observation wrote one group"
+        named = Counter(re.findall(r"observed message (m\d+)", " ".join(texts)))
         assert sorted(named) == sorted(ids) and set(named.values()) == {1}, named
         assert cursor == last_seq
     finally:

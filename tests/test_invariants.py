@@ -25,19 +25,15 @@ from collections import Counter
 import anyio
 import pytest
 
-from om_engine_helpers import (
-    DEGENERATE_REPLY, Script, config, keep_ids_reflector, msg, tracing_observer,
-)
-from om_mcp.engine.memory import Memory
+from support.engine import DEGENERATE_REPLY, Memory, Script, config, keep_ids_reflector, msg, tracing_observer
 from om_mcp.models import ModelError, TransientModelError
 
 pytestmark = pytest.mark.anyio
 
 ID = re.compile(r"\bm\d+\b")
-THREAD = "t"
-KEY = f"thread:{THREAD}"
 STEPS = 75  # appends of 1-6 messages each: about 260 messages per run
 OPS = ("buffer", "observe", "reflect", "reflect-buffer")
+SCOPES = {"thread": ("thread:t", ["t"]), "resource": ("resource:default", ["t", "u", "v"])}
 
 
 def flaky(handler, rng: random.Random, rate: float):
@@ -54,23 +50,47 @@ def flaky(handler, rng: random.Random, rate: float):
     return reply
 
 
-async def cursor(mem: Memory) -> int:
-    record = await mem.store.om.record(KEY)
-    return record.cursors.get(THREAD, 0) if record else 0
+async def cursors_of(mem: Memory, key: str) -> dict[str, int]:
+    record = await mem.store.record(key)
+    return dict(record.cursors) if record else {}
 
 
-async def settle(mem: Memory) -> None:
+async def settle(mem: Memory, key: str) -> None:
     for _ in range(2000):
-        if not any(mem.worker.busy(KEY, op) for op in OPS):
+        if not any(mem.worker.busy(key, op) for op in OPS):
             return
         await anyio.sleep(0.005)
     raise AssertionError("the background worker did not settle")
 
 
-async def check_invariants(mem: Memory, appended: list[str]) -> None:
-    unobserved = [m.id for m in await mem.om.unobserved(THREAD, "default")]
+async def unobserved_ids(mem: Memory, key: str, threads: list[str]) -> list[str]:
+    return [m.id for t in threads for m in await mem.store.unobserved(key, t)]
+
+
+async def covered_by_events(mem: Memory, threads: list[str], system_ids: list[str], types: set[str]):
+    """(trigger, message ids) per committed cycle, from the seq ranges its events name."""
+    by_seq = {m.seq: m for t in threads for m in await mem.store.message_page(t, limit=100_000)}
+    out = []
+    for t in threads:
+        for event in await mem.store.events(thread_id=t, limit=100_000):
+            payload = event.payload
+            if event.type not in types or payload.get("operation_type") != "observation":
+                continue
+            ids = set()
+            for owner, (first, last) in (payload.get("seq_ranges") or {}).items():
+                ids |= {by_seq[q].id for q in range(first, last + 1)
+                        if q in by_seq and by_seq[q].thread_id == owner and by_seq[q].id not in system_ids}
+            out.append((event.type, payload.get("trigger"), event.cycle_id, event.payload.get("chunk_id"), ids))
+    # A resource-scope batch event is stored once per thread it names: count each commit once.
+    unique = {(kind, trigger, cycle, chunk): ids for kind, trigger, cycle, chunk, ids in out}
+    return [(kind, trigger, ids) for (kind, trigger, _, _), ids in unique.items()]
+
+
+async def check_invariants(mem: Memory, key: str, threads: list[str], appended: list[str],
+                           system_ids: list[str]) -> None:
+    unobserved = await unobserved_ids(mem, key, threads)
     assert len(unobserved) == len(set(unobserved))
-    groups = await mem.store.om.groups(KEY)
+    groups = await mem.store.groups(key)
     counts = Counter(i for g in groups for i in ID.findall(g.text))
 
     duplicated = sorted((i for i, n in counts.items() if n > 1), key=lambda s: int(s[1:]))
@@ -83,57 +103,54 @@ async def check_invariants(mem: Memory, appended: list[str]) -> None:
 
     # The committed cycles, from their persisted events, tell the same story.
     covered: list[str] = []
-    for event in await mem.store.om.events(thread_id=THREAD, limit=100_000):
-        if event.type == "data-om-observation-end" and event.payload["operation_type"] == "observation":
-            covered += event.payload["message_ids"]
-        elif event.type == "data-om-activation" and event.payload["operation_type"] == "observation":
-            covered += event.payload["message_ids"]
+    for _, _, ids in await covered_by_events(mem, threads, system_ids,
+                                              {"data-om-observation-end", "data-om-activation"}):
+        covered += ids
     assert len(covered) == len(set(covered)), "a message was committed by two cycles"
     assert set(covered) == set(counts)
 
-    # Ranges: groups ordered and disjoint up to the cursor; chunks contiguous after it.
-    position = await cursor(mem)
-    last = 0
-    for group in groups:
-        assert group.first_seq <= group.last_seq
-        assert group.first_seq > last, "active groups overlap or are out of order"
-        last = group.last_seq
-    assert last <= position
-    chunks = await mem.store.om.chunks(KEY)
-    chunk_ids = [i for c in chunks for i in c.message_ids]
-    assert chunk_ids == unobserved[: len(chunk_ids)], "chunks are not a contiguous prefix after the cursor"
-    previous_end = position
-    for chunk in chunks:
-        assert chunk.first_seq > previous_end, "chunks overlap, or a chunk starts at or before the cursor"
-        assert chunk.first_seq <= chunk.last_seq
-        previous_end = chunk.last_seq
+    # Ranges: per thread, groups ordered and disjoint up to the cursor; chunks contiguous after it.
+    positions = await cursors_of(mem, key)
+    chunks = await mem.store.chunks(key)
+    for t in threads:
+        position = positions.get(t, 0)
+        last = 0
+        for group in (g for g in groups if g.thread_id in (t, None) and g.kind == "observation"):
+            if group.thread_id != t:
+                continue
+            assert group.first_seq <= group.last_seq
+            assert group.first_seq > last, "active groups overlap or are out of order"
+            last = group.last_seq
+        assert last <= position
+        mine = [c for c in chunks if c.thread_id == t]
+        raw = [m.id for m in await mem.store.unobserved(key, t)]
+        assert sum(c.message_count for c in mine) <= len(raw)
+        previous_end = position
+        for chunk in mine:
+            assert chunk.first_seq > previous_end, "chunks overlap, or a chunk starts at or before the cursor"
+            assert chunk.first_seq <= chunk.last_seq
+            previous_end = chunk.last_seq
 
 
 async def check_tool_pairs_and_system_messages(
-    mem: Memory, pairs: dict[str, list[str]], system_ids: list[str]
+    mem: Memory, key: str, threads: list[str], pairs: dict[str, list[str]], system_ids: list[str]
 ) -> None:
     """System messages are never observed; only a manual run may split a tool
     call from its result (the turn and background paths wait for the result)."""
-    log = " ".join(g.text for g in await mem.store.om.groups(KEY))
-    raw = {m.id for m in await mem.om.unobserved(THREAD, "default")}
+    log = " ".join(g.text for g in await mem.store.groups(key))
+    raw = set(await unobserved_ids(mem, key, threads))
     for mid in system_ids:
         assert not re.search(rf"\b{mid}\b", log) and mid not in raw, f"system message {mid} was observed"
-    cycles = []
-    for event in await mem.store.om.events(thread_id=THREAD, limit=100_000):
-        payload = event.payload
-        if payload.get("operation_type") != "observation":
-            continue
-        if event.type == "data-om-observation-end":
-            cycles.append((payload["trigger"], set(payload["message_ids"])))
-        elif event.type == "data-om-buffering-end":
-            cycles.append(("async-buffer", set(payload["message_ids"])))
+    cycles = [(trigger or "async-buffer", ids) for _, trigger, ids in await covered_by_events(
+        mem, threads, system_ids, {"data-om-observation-end", "data-om-buffering-end"})]
     for call_id, (call, *result) in pairs.items():
         for trigger, ids in cycles:
             if call in ids and (not result or result[0] not in ids):
                 assert trigger == "manual", f"a {trigger} cycle split {call} from its tool result {result}"
 
 
-async def run(seed: int, buffering: bool) -> dict[str, int]:
+async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, int]:
+    key, threads = SCOPES[scope]
     rng = random.Random(seed)
     model_rng = random.Random(seed * 7919 + 1)
     script = Script(
@@ -146,13 +163,13 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
         reflection__observation_tokens=400,
         call_policy__timeout_seconds=5,
     )
-    cfg = config(buffering=buffering, **options)
+    cfg = config(buffering=buffering, scope=scope, **options)
     mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
     appended: list[str] = []  # every message that may be observed
     system_ids: list[str] = []  # never observed
     pairs: dict[str, list[str]] = {}  # tool_call_id -> [call message id, result message id]
     pending: str | None = None
-    cursors: list[int] = [0]
+    cursors: list[dict[str, int]] = [{}]
     n = 0
 
     def next_message() -> dict:
@@ -181,52 +198,61 @@ async def run(seed: int, buffering: bool) -> dict[str, int]:
         role = rng.choice(("user", "assistant")) if rng.random() < 0.3 else ("user" if n % 2 else "assistant")
         return msg(n - 1, role, words=rng.randint(1, 70))
 
+    # A tool call and its result stay in one thread, so a pending call pins the thread.
+    current = [threads[0]]
+
     async def steps() -> None:
         for _ in range(STEPS):
-            await mem.append_messages(THREAD, [next_message() for _ in range(rng.randint(1, 6))])
+            if pending is None:
+                current[0] = rng.choice(threads)
+            thread = current[0]
+            await mem.append_messages(thread, [next_message() for _ in range(rng.randint(1, 6))])
             roll = rng.random()
             if roll < 0.3:
-                ctx = await mem.get_context(THREAD)
-                raw = [m.id for m in await mem.om.unobserved(THREAD, "default")]
+                ctx = await mem.get_context(thread)
+                raw = [m.id for m in await mem.store.unobserved(key, thread)]
                 shown = [m.id for m in ctx.messages]
                 assert shown == raw[len(raw) - len(shown):], "context shows other than the newest raw messages"
             elif roll < 0.36:
-                await mem.observe(THREAD)
+                await mem.observe(thread)
             elif roll < 0.39:
-                await mem.reflect(THREAD)
+                await mem.reflect(thread)
             elif buffering and roll < 0.6:
                 await anyio.sleep(0.002)  # let background cycles interleave
-            now = await cursor(mem)
-            assert now >= cursors[-1], f"cursor moved backward: {cursors[-1]} -> {now}"
+            now = await cursors_of(mem, key)
+            before = cursors[-1]
+            assert all(now.get(t, 0) >= before.get(t, 0) for t in threads), f"a cursor moved backward: {before} -> {now}"
             cursors.append(now)
 
     if buffering:
         async with mem.running():
             await steps()
-            await settle(mem)
+            await settle(mem, key)
     else:
         await steps()
-    assert await cursor(mem) >= cursors[-1]
-    await check_invariants(mem, appended)
-    await check_tool_pairs_and_system_messages(mem, pairs, system_ids)
+    await check_invariants(mem, key, threads, appended, system_ids)
+    await check_tool_pairs_and_system_messages(mem, key, threads, pairs, system_ids)
 
     # Drain: with a working model, everything can still be observed; nothing was lost.
     script.handlers["observer"] = tracing_observer
     script.handlers["reflector"] = keep_ids_reflector
-    outcome = await mem.observe(THREAD)
-    assert outcome.ran or outcome.reason
-    await check_invariants(mem, appended)
-    assert [m.id for m in await mem.om.unobserved(THREAD, "default")] == []
+    for thread in threads:
+        outcome = await mem.observe(thread)
+        assert outcome.ran or outcome.reason
+    await check_invariants(mem, key, threads, appended, system_ids)
+    assert await unobserved_ids(mem, key, threads) == []
 
-    types = Counter(e.type for e in await mem.store.om.events(thread_id=THREAD, limit=100_000))
-    status = await mem.status(THREAD)
+    types = Counter([e.type for t in threads for e in await mem.store.events(thread_id=t, limit=100_000)])
+    status = await mem.status(threads[0])
     await mem.close()
-    return {"generations": status.generation_count, "cursor_moves": len(set(cursors)), **types}
+    moves = len({tuple(sorted(c.items())) for c in cursors})
+    return {"generations": status.generation_count, "cursor_moves": moves, **types}
 
 
+@pytest.mark.parametrize("scope", ["thread", "resource"])
 @pytest.mark.parametrize("seed", [1, 2])
-async def test_sync_mode_never_loses_or_duplicates(seed):
-    stats = await run(seed, buffering=False)
+async def test_sync_mode_never_loses_or_duplicates(seed, scope):
+    stats = await run(seed, buffering=False, scope=scope)
     # The run must actually exercise the cycles it claims to test.
     assert stats["data-om-observation-end"] >= 10
     assert stats["data-om-observation-failed"] >= 1
@@ -234,9 +260,10 @@ async def test_sync_mode_never_loses_or_duplicates(seed):
     assert stats["cursor_moves"] >= 10
 
 
+@pytest.mark.parametrize("scope", ["thread", "resource"])
 @pytest.mark.parametrize("seed", [1, 2])
-async def test_buffered_mode_never_loses_or_duplicates(seed):
-    stats = await run(seed, buffering=True)
+async def test_buffered_mode_never_loses_or_duplicates(seed, scope):
+    stats = await run(seed, buffering=True, scope=scope)
     assert stats["data-om-buffering-end"] >= 5
     assert stats["data-om-activation"] >= 3
     assert stats["data-om-buffering-failed"] + stats["data-om-observation-failed"] >= 1

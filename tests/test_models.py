@@ -10,10 +10,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import BaseModel, ValidationError
 
 from om_mcp.models import (
+    AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_MODEL,
     ByInputSize,
@@ -25,13 +27,13 @@ from om_mcp.models import (
     ModelSelectionError,
     ModelSettings,
     ModelTarget,
-    ScriptedModel,
     TransientModelError,
     Usage,
     effective_max_output_tokens,
     normalize_choice,
 )
-from om_mcp.models.fake_server import FakeLLMServer, FakeReply, default_responder
+from om_mcp.testing import ScriptedModel
+from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = CallPolicy(
@@ -384,7 +386,7 @@ def test_default_max_output_tokens_rule():
 
 def test_fake_server_runs_as_a_process(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "om_mcp.models.fake_server", "--port", "0", "--delay", "0"],
+        [sys.executable, "-m", "om_mcp.testing.fake_server", "--port", "0", "--delay", "0"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )
     try:
@@ -406,3 +408,43 @@ def test_fake_server_runs_as_a_process(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+
+
+# --- which failures are worth retrying ----------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+async def test_permanent_statuses_are_not_retried(server, status):
+    server.responder = lambda req: (status, "no") if req["model"] == "first" else "second ok"
+    choice = [local(server, "first", max_retries=3), local(server, "second")]
+    result = await ModelRouter(choice, policy=FAST).complete(MESSAGES)
+    assert result.text == "second ok"
+    assert models_requested(server) == ["first", "second"]
+
+
+@pytest.mark.anyio
+async def test_a_client_bug_fails_the_call_cleanly_without_retries():
+    model = ScriptedModel(lambda messages, target: 1 / 0)
+    with pytest.raises(ModelError) as info:
+        await ModelRouter(ModelTarget(model="m", max_retries=3), policy=FAST, client=model).complete(MESSAGES)
+    assert "ZeroDivisionError" in str(info.value)
+    assert not info.value.transient and len(model.calls) == 1
+
+
+@pytest.mark.anyio
+async def test_warm_up_does_not_eat_the_call_budget():
+    # A client's one-time setup (litellm's import takes seconds) runs outside the budget.
+    class SlowToStart(ScriptedModel):
+        async def warm_up(self) -> None:
+            await anyio.sleep(0.6)
+
+    policy = CallPolicy(timeout_seconds=0.3, total_budget_seconds=0.4,
+                        backoff_initial_seconds=0.01, backoff_max_seconds=0.01)
+    result = await ModelRouter("m", policy=policy, client=SlowToStart(["ok"])).complete(MESSAGES)
+    assert result.text == "ok"
+
+
+def test_auto_is_kept_as_a_model_name():
+    assert ModelTarget(model="auto").model == AUTO == "auto"
+    assert ModelTarget(model=" google/gemini-2.5-pro ").model == "gemini/gemini-2.5-pro"

@@ -9,17 +9,21 @@ import json
 import sqlite3
 import subprocess
 
-from conftest import PYTHON, REPO, clean_env
+import pytest
+
+from support.processes import PYTHON, REPO, clean_env
+
+pytestmark = pytest.mark.slow
 
 # Per process: 100 messages to a shared thread (50 single appends, 10 batches of 5), 100 to its own
-# thread (batches of 10), 50 to another shared thread (batches of 5) and 20 that both processes send.
+# thread (batches of 10), 50 to another shared thread (batches of 5) and 20 that every process sends.
 ROUNDS = 100
 
 WRITER = r"""
 import json, sys, traceback
 import anyio
 from om_mcp.config import Config
-from om_mcp.engine.memory import Memory
+from om_mcp.engine import Memory, RecallQuery
 
 db, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -42,7 +46,7 @@ async def main():
 
     memory.counter.count_text("warm up")  # load the tokenizer before the race starts
     print("ready", flush=True)
-    sys.stdin.readline()  # wait for the other writer, so the two really overlap
+    sys.stdin.readline()  # wait for the other writers, so they really overlap
     try:
         for i in range(rounds):
             if i % 2 == 0:  # one message per call: the most write transactions fighting for the lock
@@ -54,14 +58,14 @@ async def main():
                 await append(f"own-{name}", [{"id": f"{name}-o{j}", "role": "assistant", "content": f"own {name} {j}"}
                                              for j in range(i, i + 10)])
             if i % 5 == 0:
-                # both writers send the very same message: exactly one of them stores it
+                # every writer sends the very same message: exactly one of them stores it
                 await append("common", [{"id": f"c{i}", "role": "user", "content": f"common {i}",
                                           "created_at": "2024-05-01T10:00:00+02:00"}], common=True)
             if i % 10 == 0:
                 await append("batches", [{"id": f"{name}-b{i}-{k}", "role": "user", "content": f"batch {k}"}
                                          for k in range(5)])
             if i % 20 == 0:
-                await memory.recall("shared", "search", query=f"word{name}{i}")
+                await memory.recall(RecallQuery(thread_id="shared", mode="search", query=f"word{name}{i}"))
                 await memory.get_context("shared")
     except Exception:
         report["errors"].append(traceback.format_exc())
@@ -80,9 +84,9 @@ def expected_ids(name: str) -> set[tuple[str, str]]:
     return rows
 
 
-def test_two_processes_append_concurrently(tmp_path):
+def test_three_processes_append_concurrently(tmp_path):
     db = tmp_path / "shared.db"
-    names = ("A", "B")
+    names = ("A", "B", "C")
     env = clean_env(tmp_path)
     processes = [
         subprocess.Popen([PYTHON, "-c", WRITER, str(db), name, str(ROUNDS)], env=env, cwd=REPO,
@@ -114,21 +118,23 @@ def test_two_processes_append_concurrently(tmp_path):
     unique_per_process = 2 * ROUNDS + 5 * len(range(0, ROUNDS, 10))
     commons = len(range(0, ROUNDS, 5))
     assert sum(r["common_appended"] for r in reports) == commons
-    assert sum(r["common_skipped"] for r in reports) == commons
+    assert sum(r["common_skipped"] for r in reports) == commons * (len(names) - 1)
     for report in reports:
         assert report["appended"] - report["common_appended"] == unique_per_process
 
-    expected = expected_ids("A") | expected_ids("B") | {("common", f"c{i}") for i in range(0, ROUNDS, 5)}
+    expected = {("common", f"c{i}") for i in range(0, ROUNDS, 5)}
+    for name in names:
+        expected |= expected_ids(name)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT thread_id, id FROM messages").fetchall()
         assert len(rows) == len(set(rows)) == len(expected)
         assert set(rows) == expected
         assert conn.execute("SELECT COUNT(*) FROM messages_fts").fetchone()[0] == len(expected)
-        # both writers' messages are findable through the index
+        # every writer's messages are findable through the index
         for name in names:
             hits = conn.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?",
                                 (f'body : "word{name}{ROUNDS - 1}"',)).fetchone()[0]
             assert hits == 1
         owners = dict(conn.execute("SELECT id, resource_id FROM threads").fetchall())
-        assert owners == {"shared": "team", "own-A": "team", "own-B": "team", "common": "team", "batches": "team"}
+        assert owners == {"shared": "team", "common": "team", "batches": "team", **{f"own-{n}": "team" for n in names}}
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -335,7 +335,7 @@ def test_count_messages_uses_caches(counter, monkeypatch):
 
 
 def test_stored_counts_from_another_tokenizer_are_recounted(tmp_path):
-    import json
+    # The one database test here: a count stored by another tokenizer is redone on open.
     import sqlite3
 
     import anyio
@@ -343,16 +343,29 @@ def test_stored_counts_from_another_tokenizer_are_recounted(tmp_path):
     from om_mcp.config import Config
     from om_mcp.engine.memory import Memory
 
+    db = tmp_path / "m.db"
+
+    async def tokens_of(memory: Memory) -> int:
+        [message] = await memory.store.message_page("t", limit=5)
+        return message.tokens
+
     async def run():
-        memory = await Memory.open(Config(), db_path=str(tmp_path / "m.db"))
+        memory = await Memory.open(Config(observational_memory=False), db_path=str(db))
         try:
             await memory.append_messages("t", [{"role": "user", "content": "hello there, counted twice"}])
-            right = (await memory.store.thread_messages("t"))[0].tokens
-            with sqlite3.connect(tmp_path / "m.db") as conn:  # as if counted by an older version
-                conn.execute("UPDATE messages SET tokens = 1, token_cache = ?",
-                             (json.dumps({"tokenizer": "old@0", "parts": [1]}),))
+            right = await tokens_of(memory)
+            expected, _ = get_token_counter().count_message(
+                {"role": "user", "parts": [{"type": "text", "text": "hello there, counted twice"}]}
+            )
+            assert right == expected
+            assert await memory.recount_tokens() == 0  # counted by this tokenizer already
+            with sqlite3.connect(db) as conn:  # as if counted by an older version
+                conn.execute("INSERT INTO om_tokenizers (name) VALUES ('old@0')")
+                old = conn.execute("SELECT id FROM om_tokenizers WHERE name = 'old@0'").fetchone()[0]
+                conn.execute("UPDATE messages SET tokens = 1, part_tokens = NULL, counted_by = ?", (old,))
+            assert await tokens_of(memory) == 1
             assert await memory.recount_tokens() == 1
-            assert (await memory.store.thread_messages("t"))[0].tokens == right
+            assert await tokens_of(memory) == right
             assert await memory.recount_tokens() == 0
         finally:
             await memory.close()

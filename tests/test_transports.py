@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import subprocess
 import threading
@@ -12,15 +14,17 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import PYTHON, REPO, clean_env, ok
+from support.mcp import call, ok
+from support.processes import PYTHON, REPO, clean_env, server_command
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 START_TIMEOUT = 30.0
-
-
-def serve_args(*extra: str) -> list[str]:
-    return ["-m", "om_mcp", "serve", *extra]
+# Servers that take messages run with observation off: with the default model = "auto" a real
+# `claude` command on PATH would be chosen, and a test must never reach a real model.
+NO_MODEL = {"OM_OBSERVATIONAL_MEMORY__ENABLED": "false"}
+HEADER_ID = re.compile(r"^\*\*\w+ \([^)]*\)\*\* \[([^\]\n]+)\]:$", re.M)
+SEARCH_LINE = re.compile(r"^- \[([^\]]+)\] \w+, [\d-]+, thread (\S+): ", re.M)
 
 
 def free_port() -> int:
@@ -52,50 +56,55 @@ def stop(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
+async def stored(client: Client, thread_id: str, messages: list[dict]) -> tuple[int, int]:
+    out = await ok(client, "append_messages", thread_id=thread_id, messages=messages)
+    return out.get("stored", 0), out.get("skipped", 0)
+
+
 async def exercise(client: Client, thread_id: str) -> None:
-    """Append, read the context back, and find the message by search."""
-    out = await ok(client, "append_messages", thread_id=thread_id, messages=[
+    """Append, read the context and the history back, and find the message by search."""
+    assert await stored(client, thread_id, [
         {"id": "m1", "role": "user", "content": "My favourite mountain is Kilimanjaro.",
          "created_at": "2024-05-01T10:00:00+02:00"},
         {"id": "m2", "role": "assistant", "content": "Noted."},
-    ])
-    assert out["appended"] == 2
+    ]) == (2, 0)
     context = await ok(client, "get_context", thread_id=thread_id)
-    assert [m["id"] for m in context["messages"]] == ["m1", "m2"]
-    assert context["messages"][0]["created_at"] == "2024-05-01T10:00:00+02:00"
-    found = await ok(client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain",
-                      scope="thread")
+    assert [(m["id"], m["content"]) for m in context["messages"]] == [
+        ("m1", "My favourite mountain is Kilimanjaro."), ("m2", "Noted.")]
+    page = await call(client, "recall", thread_id=thread_id)
+    assert HEADER_ID.findall(page) == ["m1", "m2"]
+    assert "**user (2024-05-01 08:00:00Z)** [m1]:" in page
+    found = await call(client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain",
+                       scope="thread")
+    hits = [message_id for message_id, _ in SEARCH_LINE.findall(found)]
     # m1 holds the words; m2 may follow it (a message is indexed with the ones before it)
-    assert found["results"][0]["message_id"] == "m1"
-    assert {r["message_id"] for r in found["results"]} <= {"m1", "m2"}
+    assert hits[0] == "m1" and set(hits) <= {"m1", "m2"}
+    # re-sending is harmless over the wire too
+    assert await stored(client, thread_id, [{"id": "m2", "role": "assistant", "content": "Noted."}]) == (0, 1)
 
 
 async def test_stdio_servers_share_the_default_database(tmp_path):
     """Two stdio servers at once: one told --db, one finding the default path under
     $XDG_DATA_HOME. They must land on the same file and see each other's writes."""
-    env = clean_env(tmp_path)
+    env = clean_env(tmp_path, **NO_MODEL)
     db = Path(env["XDG_DATA_HOME"]) / "om-mcp" / "memory.db"
-    commands = {
-        "explicit": serve_args("--db", str(db)),
-        "default": serve_args(),
-    }
+    commands = {"explicit": server_command("--db", str(db)), "default": server_command()}
     per_server = 10
     finished = {name: anyio.Event() for name in commands}
     seen: dict[str, list[str]] = {}
 
     async def session(name: str, other: str) -> None:
-        params = StdioServerParameters(command=PYTHON, args=commands[name], env=env, cwd=str(REPO))
+        command, *args = commands[name]
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=str(REPO))
         async with Client(params) as client:
             assert "append_messages" in {t.name for t in (await client.list_tools()).tools}
             await exercise(client, f"{name}-thread")
             for i in range(per_server):
-                out = await ok(client, "append_messages", thread_id="together",
-                               messages=[{"id": f"{name}{i}", "role": "user", "content": f"{name} note {i}"}])
-                assert out["appended"] == 1
+                assert await stored(client, "together",
+                                    [{"id": f"{name}{i}", "role": "user", "content": f"{name} note {i}"}]) == (1, 0)
             finished[name].set()
             await finished[other].wait()
-            page = await ok(client, "recall", thread_id=f"{other}-thread")
-            seen[name] = [m["id"] for m in page["messages"]]
+            seen[name] = HEADER_ID.findall(await call(client, "recall", thread_id=f"{other}-thread"))
             together = await ok(client, "get_context", thread_id="together")
             assert len(together["messages"]) == 2 * per_server
 
@@ -108,12 +117,28 @@ async def test_stdio_servers_share_the_default_database(tmp_path):
     assert not (Path(env["HOME"]) / ".local" / "share" / "om-mcp").exists()
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_server_in_both_eras(tmp_path, mode):
+    command, *args = server_command("--db", str(tmp_path / "stdio.db"))
+    params = StdioServerParameters(command=command, args=args, env=clean_env(tmp_path, **NO_MODEL),
+                                    cwd=str(REPO))
+    with anyio.fail_after(START_TIMEOUT):
+        async with Client(params, mode=mode) as client:
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            await exercise(client, mode)
+            error = await client.call_tool("append_messages", {"thread_id": mode, "messages": [
+                {"id": "m1", "role": "user", "content": "rewritten"}]})
+            assert error.is_error and "'m1'" in error.content[0].text
+            assert json.loads((await client.read_resource(f"om://threads/{mode}/status")).contents[0].text)[
+                "message_count"] == 2
+
+
 async def test_http_server_in_both_eras(tmp_path):
     db = tmp_path / "http.db"
     port = free_port()
     process = subprocess.Popen(
-        [PYTHON, *serve_args("--transport", "http", "--port", str(port), "--db", str(db))],
-        env=clean_env(tmp_path), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        server_command("--transport", "http", "--port", str(port), "--db", str(db)),
+        env=clean_env(tmp_path, **NO_MODEL), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -127,8 +152,8 @@ async def test_http_server_in_both_eras(tmp_path):
                 assert client.protocol_version == "2025-11-25"
                 await exercise(client, "legacy")
                 # the legacy session sees what the other era wrote: one server, one database
-                found = await ok(client, "recall", thread_id="legacy", mode="search", query="kilimanjaro")
-                assert {r["thread_id"] for r in found["results"]} == {"modern", "legacy"}
+                found = await call(client, "recall", thread_id="legacy", mode="search", query="kilimanjaro")
+                assert {thread for _, thread in SEARCH_LINE.findall(found)} == {"modern", "legacy"}
     finally:
         stop(process)
         stderr = process.stderr.read()
@@ -157,7 +182,7 @@ def test_default_db_path_is_under_xdg_data_home_and_logged(tmp_path):
     env = clean_env(tmp_path)
     expected = Path(env["XDG_DATA_HOME"]) / "om-mcp" / "memory.db"
     process = subprocess.Popen(
-        [PYTHON, *serve_args()], env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        server_command(), env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -170,7 +195,7 @@ def test_default_db_path_is_under_xdg_data_home_and_logged(tmp_path):
 
 def _start_and_fail(tmp_path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PYTHON, *serve_args("--db", str(tmp_path / "never.db"), *args)], env=clean_env(tmp_path, **env_extra),
+        server_command("--db", str(tmp_path / "never.db"), *args), env=clean_env(tmp_path, **env_extra),
         cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
     )
 

@@ -98,7 +98,8 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
     try:
         parsed = _MESSAGES.validate_python(raw)
     except ValidationError as error:
-        first = error.errors()[0]
+        # A union (string or parts) reports each branch; the deepest error is the real one.
+        first = max(error.errors(), key=lambda e: len(e["loc"]))
         where = "messages" + "".join(
             f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]
             if not str(p).startswith(("str", "list[", "tagged-union"))

@@ -260,6 +260,7 @@ class Memory:
                       progress: Progress | None = None) -> CycleOutcome:
         """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        self._require_observation()
         return await self._single_flight(thread_id, resource_id, "observe", lambda: self.observation.observe(
             thread_id, resource_id, "manual", instruction, progress))
 
@@ -267,8 +268,14 @@ class Memory:
                       progress: Progress | None = None) -> CycleOutcome:
         """Condense the observation log now (trigger 'manual', compression level 0 first)."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        self._require_observation()
         return await self._single_flight(thread_id, resource_id, "reflect", lambda: self.observation.reflect(
             thread_id, resource_id, "manual", instruction, progress))
+
+    def _require_observation(self) -> None:
+        if not self.config.observational_memory.enabled:
+            raise InputError("observation is off in the configuration (observational_memory.enabled)",
+                             field="observational_memory.enabled")
 
     async def _single_flight(self, thread_id: str, resource_id: str, op: str,
                              run: Callable[[], Awaitable[CycleOutcome]]) -> CycleOutcome:
@@ -328,7 +335,7 @@ class Memory:
         budget = min(query.max_tokens or self.config.output_token_budget, self.config.output_token_budget)
         count = self.counter.count_text
         if query.mode == "threads":
-            return await list_threads(self.store, query, resource_id)
+            return await list_threads(self.store, query, resource_id, budget, count)
         if query.mode == "search":
             if not query.query:
                 raise InputError("mode 'search' needs a query", field="query")
@@ -339,6 +346,9 @@ class Memory:
                      scope: str = "resource"):
         """Search results as data (recall's search mode renders them as text)."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
+        retrieval = self.config.observational_memory.retrieval_config
+        if retrieval is not None and retrieval.scope == "thread":
+            scope = "thread"
         return await self.retrieval.search(resource_id, text, thread_id=thread_id if scope == "thread" else None,
                                            limit=limit)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -28,6 +29,10 @@ from om_mcp.models.settings import (
 )
 
 log = logging.getLogger(__name__)
+
+# Set for a call someone asked for explicitly (a manual observe): it tries the model
+# even while its breaker is open, and a success closes the breaker for everyone.
+probe: ContextVar[bool] = ContextVar("om_model_probe", default=False)
 
 # Extra time past an attempt's timeout before the router cancels it, so the
 # client's own (cleaner) timeout error usually wins the race.
@@ -97,20 +102,29 @@ class ModelRouter:
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
         policy = self.policy
-        deadline = anyio.current_time() + policy.total_budget_seconds
+        deadline: float | None = None  # starts after the first warm-up: a slow import is not the call's time
         attempts = 0
         last: ModelError | None = None
         skipped: list[str] = []
         for target in targets:
             state = await self.health.get(target.model) if self.health else None
             ok, why = breaker.allowed(state, target)
-            if not ok:
+            if not ok and not probe.get():
                 skipped.append(why)
                 continue
-            client = self.client_for(target)
-            warm_up = getattr(client, "warm_up", None)
-            if warm_up is not None:
-                await warm_up()  # one-time setup (litellm's slow import) must not eat the call budget
+            try:
+                client = self.client_for(target)
+                warm_up = getattr(client, "warm_up", None)
+                if warm_up is not None:
+                    await warm_up()  # one-time setup (litellm's slow import) must not eat the call budget
+            except ModelError as exc:
+                last = exc
+                continue
+            except Exception as exc:  # a backend that cannot even start: this target fails, the next may not
+                last = ModelError(f"{target.model} cannot be used: {type(exc).__name__}: {exc}", model=target.model)
+                continue
+            if deadline is None:
+                deadline = anyio.current_time() + policy.total_budget_seconds
             backoff = policy.backoff_initial_seconds
             failure: ModelError | None = None
             for retry in range(target.max_retries + 1):
@@ -127,6 +141,9 @@ class ModelRouter:
                         if closed is not None:
                             await self.health.put(closed)
                     return completion.model_copy(update={"attempts": attempts})
+                except ModelUnavailable as exc:
+                    last = exc  # no call was made (e.g. no sampling client): not a failure of the model
+                    break
                 except ModelError as exc:
                     last = failure = exc
                 except Exception as exc:  # a timeout, or a client bug: the cycle fails cleanly
@@ -147,7 +164,7 @@ class ModelRouter:
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
             if failure is not None and self.health:
                 await self.health.put(breaker.after_failure(state, target, failure.message, transient=failure.transient))
-            if deadline - anyio.current_time() <= 0:
+            if deadline is not None and deadline - anyio.current_time() <= 0:
                 break
 
         if last is None:

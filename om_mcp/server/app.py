@@ -49,6 +49,8 @@ class MemoryServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as error:
             cause = error.__cause__
+            while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+                cause = cause.exceptions[0]
             log.warning("tool %s failed: %s", name, one_line(cause or error))
             log.debug("tool %s failed", name, exc_info=cause)
             raise ToolError(f"{name} failed inside om-mcp ({type(cause).__name__}: {one_line(cause or '')});"

@@ -74,4 +74,8 @@ def register(server: MCPServer) -> None:
 
     @resource("om://threads/{thread_id}/working-memory", "The working memory a thread sees.")
     async def thread_working_memory(thread_id: str, ctx: Context) -> str:
-        return await _json(ctx, lambda m: m.get_working_memory(thread_id))
+        async def read(m: Memory):
+            await m.messages(thread_id, limit=1)  # unknown thread -> not found
+            return await m.get_working_memory(thread_id)
+
+        return await _json(ctx, read)

@@ -85,7 +85,7 @@ def compose(
     blocks.hints = blocks.hints.strip()
     if extracted:
         blocks.extracted = "\n".join(
-            f"<{slug}>\n{neutralise(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))}\n</{slug}>"
+            f"<{slug}>\n{neutralise(_text(value), (slug,))}\n</{slug}>"
             for slug, value in sorted(extracted.items())
         )
     if other_threads:
@@ -123,6 +123,10 @@ def fit_messages(window: list[Message], budget: int) -> tuple[list[Message], int
         used += window[index].tokens
         start = index
     return window[start:], start
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _clip(message: Message) -> dict[str, Any]:

@@ -103,12 +103,13 @@ async def activate_chunks(
         prefix = activation_prefix(engine.limits, chunks, pending, threshold, force)
     if not prefix:
         return CycleOutcome("activation", False, reason="nothing buffered")
-    base = engine.event_base(prefix[0].cycle_id, snap.record.key, thread_id)
+    base = engine.event_base(prefix[0].cycle_id, snap.record.key, thread_id, snap.record.resource_id)
     events = [
         {**base, "type": EventType.ACTIVATION, "cycle_id": c.cycle_id, "operation_type": "observation",
          "activated_at": now_iso(), "chunk_id": c.id, "chunks_activated": len(prefix),
          "tokens_activated": c.message_tokens, "observation_tokens": c.tokens, "messages_activated": c.message_count,
-         "activated_thread_id": c.thread_id, "generation_count": snap.record.generation,
+         "activated_thread_id": c.thread_id, "seq_ranges": {c.thread_id: [c.first_seq, c.last_seq]},
+         "generation_count": snap.record.generation,
          "triggered_by": "threshold" if trigger == "all" else trigger}
         for c in prefix
     ]
@@ -141,7 +142,7 @@ async def activate_reflection(engine: "ObservationEngine", snap: Snapshot, threa
         return False
     groups = reflection_groups(buffered.text, covered, buffered.hints.get("labels") or {}, engine.counter)
     event = {
-        **engine.event_base(buffered.cycle_id, key, thread_id), "type": EventType.ACTIVATION,
+        **engine.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id), "type": EventType.ACTIVATION,
         "operation_type": "reflection", "activated_at": now_iso(), "tokens_activated": buffered.tokens,
         "observation_tokens": buffered.tokens, "generation_count": snap.record.generation + 1, "triggered_by": trigger,
     }

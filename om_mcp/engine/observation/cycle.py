@@ -21,6 +21,7 @@ from om_mcp.engine.observation.events import EventType, one_line
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import warn_once
 from om_mcp.models import ModelError, ModelUnavailable
+from om_mcp.models.router import probe
 
 if TYPE_CHECKING:
     from om_mcp.engine.observation.engine import ObservationEngine
@@ -57,6 +58,7 @@ class Step(Protocol, Generic[S, O]):
     lease_op: str
     key: str
     thread_id: str
+    resource_id: str
     trigger: Trigger
     skip_reason: str
 
@@ -87,8 +89,9 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
     store = engine.store
     if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
         return CycleOutcome(step.kind, False, reason="another process is running this cycle")
+    token = probe.set(step.trigger == "manual")
     try:
-        available, why = await engine.model_available(step.operation)
+        available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")
         if not available:
             return CycleOutcome(step.kind, False, reason=why)
         selection = await step.select()
@@ -96,7 +99,7 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
         cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
-        base = {**engine.event_base(cycle_id, step.key, step.thread_id), "trigger": step.trigger, **(base_extra or {})}
+        base = {**engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id), "trigger": step.trigger, **(base_extra or {})}
         start_type = EventType.BUFFERING_START if step.buffered else EventType.OBSERVATION_START
         await engine.events.emit([{
             **base, "type": start_type, "operation_type": step.operation, "started_at": now_iso(),
@@ -128,6 +131,7 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
         return CycleOutcome(step.kind, True, cycle_id, tokens_in=tokens_in,
                             tokens_out=end.get("observation_tokens", 0), events=[end, *extra])
     finally:
+        probe.reset(token)
         if take_lease:
             with anyio.CancelScope(shield=True):
                 await store.release_lease(step.key, step.lease_op, engine.owner)

@@ -35,10 +35,11 @@ from om_mcp.models import ModelClient, ModelRouter, ModelTarget, health as break
 from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
 from om_mcp.models.settings import AUTO, normalize_choice
-from om_mcp.store import ModelHealth, Store, parse_key, record_key
+from om_mcp.store import ModelHealth, Store, record_key
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], Awaitable[None]]
+MANUAL_CYCLES = 20  # a manual observe of a long backlog: this many cycles at most
 
 
 class StoreHealthBook:
@@ -99,6 +100,8 @@ class ObservationEngine:
             multi_thread=self.om.scope == "resource",
         )
         self.injected_client = client is not None
+        if self.injected_client:
+            self.readiness = readiness.Readiness(True, "the model client given to the engine")
         self.sampling_only = not self.injected_client and all(
             t.model == SAMPLING_MODEL for t in self.observer.router.targets(0)
         )
@@ -124,12 +127,8 @@ class ObservationEngine:
     def record_key(self, thread_id: str, resource_id: str) -> str:
         return record_key(self.om.scope, thread_id, resource_id)
 
-    def event_base(self, cycle_id: str, key: str, thread_id: str) -> dict[str, Any]:
-        scope, ident = parse_key(key)
-        base = {"cycle_id": cycle_id, "record_id": key, "thread_id": thread_id}
-        if scope == "resource":
-            base["resource_id"] = ident
-        return base
+    def event_base(self, cycle_id: str, key: str, thread_id: str, resource_id: str) -> dict[str, Any]:
+        return {"cycle_id": cycle_id, "record_id": key, "thread_id": thread_id, "resource_id": resource_id}
 
     def config_snapshot(self) -> dict[str, Any]:
         return {"message_tokens": self.limits.message_tokens, "observation_tokens": self.limits.observation_tokens,
@@ -141,12 +140,15 @@ class ObservationEngine:
     def sampling_connected(self) -> bool:
         return self.clients.sampling is not None
 
-    async def model_available(self, operation: str) -> tuple[bool, str]:
-        """Can a cycle call its model now? No network: readiness, sampling, the breaker."""
+    async def model_available(self, operation: str, manual: bool = False) -> tuple[bool, str]:
+        """Can a cycle call its model now? No network: readiness, sampling, the breaker
+        (which a manual run may try past)."""
         if self.injected_client:
             return True, ""
         if not self.readiness.ready and not (self.sampling_only and self.sampling_connected()):
             return False, self.readiness.reason
+        if manual:
+            return True, ""
         router = self.reflector.router if operation == "reflection" else self.observer.router
         reasons = []
         for target in router.targets(0) if not router.by_size else []:
@@ -182,6 +184,24 @@ class ObservationEngine:
 
     async def observe(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None,
                       progress: Progress | None = None) -> CycleOutcome:
+        """One cycle; a manual run goes on, a cycle at a time, until nothing is left (or one fails)."""
+        outcome = await self._observe_once(thread_id, resource_id, trigger, instruction, progress)
+        for _ in range(MANUAL_CYCLES - 1):
+            if trigger != "manual" or not outcome.ran:
+                break
+            state = await self.store.record_state(self.record_key(thread_id, resource_id), thread_id)
+            if state.pending_messages == 0:
+                break
+            more = await self._observe_once(thread_id, resource_id, trigger, instruction, progress)
+            if not more.ran:
+                break  # what is left is retried later; its failure is in the events
+            outcome.tokens_in += more.tokens_in
+            outcome.tokens_out += more.tokens_out
+            outcome.events += more.events
+        return outcome
+
+    async def _observe_once(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None,
+                            progress: Progress | None) -> CycleOutcome:
         if self.om.scope == "resource":
             return await run_resource(self, thread_id, resource_id, trigger, buffered=False, instruction=instruction,
                                       progress=progress)

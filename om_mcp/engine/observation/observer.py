@@ -109,6 +109,8 @@ def attachment_items(messages: Sequence[Message], policy: bool | str | list[str]
                 continue
             url = part.get("url")
             data = part.get("data")
+            if data and data.startswith("data:"):  # already a data URL: its payload follows the comma
+                url, data = url or data, data.partition(",")[2]
             if mime.startswith("image/"):
                 if data and not url:
                     url = f"data:{mime};base64,{data}"
@@ -198,5 +200,5 @@ def agent_result(
     return AgentResult(
         parsed=parsed, text=completion.text, input_tokens=input_tokens, usage=completion.usage,
         model=completion.model, attempts=attempts, level=level,
-        output_tokens=counter.count_text(parsed.observations),
+        output_tokens=counter.count_text("\n\n".join(p for p in (parsed.observations, parsed.unsectioned) if p)),
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from om_mcp.engine.observation.cycle import Trigger, now_iso
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.observer import AgentResult
-from om_mcp.engine.observation.parsing import parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
 from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.observation.thresholds import reflection_target, start_level
 from om_mcp.engine.tokens import TokenCounter
@@ -56,6 +56,11 @@ def render_for_reflector(groups: list[Group], sections: bool, obscure: bool) -> 
         else:
             blocks.append(g.text.strip())
     return "\n\n".join(blocks), labels
+
+
+def log_text(parsed: ParsedOutput) -> str:
+    """The whole rewritten log: the thread sections and the lines written outside them."""
+    return "\n\n".join(p for p in (parsed.observations.strip(), parsed.unsectioned.strip()) if p)
 
 
 def reflection_groups(
@@ -144,7 +149,7 @@ class ReflectStep:
 
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
         engine, result = self.engine, produced.result
-        text = result.parsed.observations.strip()
+        text = log_text(result.parsed)
         lease = (self.lease_op, engine.owner)
         if self.buffered:
             hints = {"suggested_response": result.parsed.suggested_response, "extracted": produced.extracted,

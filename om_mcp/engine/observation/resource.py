@@ -23,7 +23,7 @@ from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.sync import Produced, group_for, render_plain
-from om_mcp.engine.observation.thresholds import enough_to_buffer, message_threshold
+from om_mcp.engine.observation.thresholds import enough_to_buffer, max_input_tokens, message_threshold
 from om_mcp.store import Hints, Message, Record
 
 if TYPE_CHECKING:
@@ -90,6 +90,8 @@ class BatchStep:
         for thread_id, parsed in sections.items():
             if not parsed.observations.strip():
                 continue  # not observed: the thread stays raw and is retried next time
+            # Values written outside every section belong to each thread of the batch.
+            parsed = replace(parsed, extracted={**result.parsed.extracted, **parsed.extracted})
             part = replace(result, parsed=parsed, output_tokens=engine.counter.count_text(parsed.observations))
             extracted, failures = await engine.extractors.run("observation", part, batch.record.extracted,
                                                               engine.observer.router)
@@ -106,6 +108,7 @@ class BatchStep:
             "tokens_buffered" if self.buffered else "tokens_observed": self.tokens_in(batch),
             "observation_tokens": sum(p.result.output_tokens for p in produced.values()),
             "observed_thread_ids": list(produced), "extracted_values": extracted,
+            "seq_ranges": {t: [batch.threads[t][0].seq, batch.threads[t][-1].seq] for t in produced},
             "extraction_failures": [f for p in produced.values() for f in p.failures],
             "usage": first.result.usage.model_dump(), "model": first.result.model,
         }
@@ -160,8 +163,7 @@ async def run_resource(
         starts: dict[str, int] = {}
         for tid, cursor, _ in busy:
             start = await store.tail(key, tid) if buffered else cursor
-            messages = await store.unobserved(key, tid, after_seq=start,
-                                              max_tokens=engine.om.observation.max_tokens_per_batch)
+            messages = await store.unobserved(key, tid, after_seq=start, max_tokens=max_input_tokens(engine.limits))
             messages = safe_prefix(messages)
             if tid == thread_id and trigger != "manual" and not buffered:
                 messages = leave_turn_raw(messages)  # the turn in progress stays raw, as in thread scope
@@ -174,6 +176,7 @@ async def run_resource(
             return CycleOutcome(kind, False, reason="nothing new to buffer" if buffered else "no unobserved messages")
         threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
         chosen = choose_threads(sizes, threshold, everything=trigger == "manual" or buffered)
+        chosen.sort(key=lambda t: per_thread[t][0].seq)  # batches are packed oldest first
         planned = batches(chosen, sizes, engine.om.observation.max_tokens_per_batch)
         groups = await store.groups(key)
         previous = previous_with_chunks(render_plain(groups), snap.chunks) if buffered else render_plain(groups)
@@ -194,7 +197,7 @@ async def run_resource(
                 group.start_soon(run, threads)
         ran = [o for o in outcomes if o.ran]
         return CycleOutcome(
-            kind, bool(ran), ran[0].cycle_id if ran else None,
+            kind, bool(ran), (ran or outcomes)[0].cycle_id if outcomes else None,
             reason=None if ran else next((o.reason for o in outcomes if o.reason), None),
             error="; ".join(o.error for o in outcomes if o.error) or None,
             tokens_in=sum(o.tokens_in for o in ran), tokens_out=sum(o.tokens_out for o in ran),

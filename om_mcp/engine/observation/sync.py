@@ -89,7 +89,8 @@ class ObserverStep:
         parsed, messages = produced.result.parsed, selection.messages
         return {
             "tokens_observed": self.tokens_in(selection), "observation_tokens": produced.result.output_tokens,
-            "messages_observed": len(messages), "first_message_id": messages[0].id,
+            "messages_observed": len(messages), "seq_ranges": {self.thread_id: [messages[0].seq, messages[-1].seq]},
+            "first_message_id": messages[0].id,
             "last_message_id": messages[-1].id, "current_task": parsed.current_task,
             "suggested_response": parsed.suggested_response, "extracted_values": produced.extracted,
             "extraction_failures": produced.failures, "usage": produced.result.usage.model_dump(),

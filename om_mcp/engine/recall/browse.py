@@ -3,6 +3,7 @@ its end, or a message id (a range's first or last id), at low or high detail."""
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 from om_mcp.engine.errors import InputError, NotFound
@@ -36,21 +37,20 @@ async def browse(
     if q.part_index is not None:
         if anchor is None:
             raise InputError("part_index needs a cursor naming the message to read", field="cursor")
-        return await read_part(store, anchor, q.part_index, q.char_offset, budget)
+        return await read_part(store, anchor, q.part_index, q.char_offset, budget, count)
     page = 1 if q.page == 0 else q.page
     messages, has_more = await _page(store, thread_id, anchor, q, page)
     if q.detail == "high" and messages:
-        return await read_part(store, messages[0], 0, 0, budget)
+        return await read_part(store, messages[0], 0, 0, budget, count)
     rendered = [render_low(m, q.part_type, q.tool_name).text() for m in messages]
     kept, truncated, _ = fit_to_budget(rendered, budget - HINT_RESERVE_TOKENS, count)
     text = "\n\n".join(kept) if kept else "No messages."
     next_call = None
-    if truncated and kept:
-        next_call = f'cursor="{messages[len(kept)].id}" page=1'
+    if truncated and kept and len(kept) < len(messages):
+        next_call = arguments(q, cursor=messages[len(kept)].id, page=1)
     elif has_more:
         direction = 1 if page > 0 else -1
-        where = f'cursor="{anchor.id}" ' if anchor else ('anchor="end" ' if q.anchor == "end" else "")
-        next_call = f"{where}page={page + direction}"
+        next_call = arguments(q, cursor=anchor.id if anchor else None, page=page + direction)
     if next_call:
         text += f"\n\n(more: recall {next_call})"
     return RecallOut(mode="messages", text=text, count=len(kept), next=next_call, truncated=truncated)
@@ -78,20 +78,31 @@ async def _page(store: Store, thread_id: str, anchor: Message | None, q: RecallQ
     return rows, has_more
 
 
-async def read_part(store: Store, message: Message, part_index: int, char_offset: int, budget: int) -> RecallOut:
+async def read_part(store: Store, message: Message, part_index: int, char_offset: int, budget: int,
+                    count: Callable[[str], int]) -> RecallOut:
     """One part at full detail, a chunk at a time; past the last part, the next message."""
     if part_index >= len(message.parts):
         following = await store.message_page(message.thread_id, after_seq=message.seq, limit=1)
         if not following:
             return RecallOut(mode="messages", text="No more parts or messages after this one.")
         message, part_index, char_offset = following[0], 0, 0
-    chunk_tokens = max(100, min(2000, budget - HINT_RESERVE_TOKENS))
-    part = render_part(message, part_index, char_offset, chunk_tokens=chunk_tokens)
+    chunk_tokens = max(20, min(2000, budget - HINT_RESERVE_TOKENS - 20))
+    part = render_part(message, part_index, char_offset, chunk_tokens=chunk_tokens, count=count)
     if part.next_char_offset is not None:
         next_call = f'cursor="{message.id}" part_index={part_index} char_offset={part.next_char_offset}'
     elif part_index + 1 < part.part_count:
         next_call = f'cursor="{message.id}" part_index={part_index + 1} detail="high"'
     else:
-        next_call = f'cursor="{message.id}" page=1'
-    text = f"{part.rendered.text()}\n\n(next: recall {next_call})"
+        following = await store.message_page(message.thread_id, after_seq=message.seq, limit=1)
+        next_call = f'cursor="{following[0].id}" page=1' if following else None
+    text = part.rendered.text(indent_lines=False) + (
+        f"\n\n(next: recall {next_call})" if next_call else "\n\n(end of the thread)")
     return RecallOut(mode="messages", text=text, count=1, next=next_call)
+
+
+def arguments(q: RecallQuery, **changes: object) -> str:
+    """The recall arguments that continue `q`: what it set that differs from the defaults, changed."""
+    defaults = RecallQuery(thread_id=q.thread_id)
+    values = {**{k: v for k, v in q.model_dump().items()
+                 if k not in ("thread_id", "cursor", "page") and v != getattr(defaults, k)}, **changes}
+    return " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in values.items() if v is not None)

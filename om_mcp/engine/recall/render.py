@@ -32,8 +32,11 @@ class RenderedMessage:
     def header(self) -> str:
         return f"**{self.role} ({_utc_label(self.created_at)})** [{self.id}]:"
 
-    def text(self) -> str:
-        return "\n".join([self.header(), *(f"  {p}" for p in self.parts)])
+    def text(self, indent_lines: bool = True) -> str:
+        # Continuation lines are indented too, so no message text can pass for a header
+        # (not when one part is read whole: there the exact text matters).
+        parts = (p.replace("\n", "\n    ") if indent_lines else p for p in self.parts)
+        return "\n".join([self.header(), *("  " + p for p in parts)])
 
 
 def _utc_label(created_at: str) -> str:
@@ -107,11 +110,15 @@ class PartSlice:
     next_char_offset: int | None
 
 
-def render_part(message: Message, part_index: int, char_offset: int = 0, chunk_tokens: int = HIGH_DETAIL_CHUNK_TOKENS) -> PartSlice:
-    """One part at full detail, from a character offset, at most one chunk long."""
+def render_part(message: Message, part_index: int, char_offset: int = 0, chunk_tokens: int = HIGH_DETAIL_CHUNK_TOKENS,
+                count: Callable[[str], int] | None = None) -> PartSlice:
+    """One part at full detail, from a character offset, at most one chunk of tokens long
+    (measured with `count` when given: CJK text has far fewer characters per token)."""
     body = part_body(message.parts[part_index])
     limit = chunk_tokens * CHARS_PER_TOKEN
     piece = body[char_offset: char_offset + limit]
+    if count is not None:
+        piece = shrink(piece, chunk_tokens, count).removesuffix(" …") if count(piece) > chunk_tokens else piece
     end = char_offset + len(piece)
     next_offset = end if end < len(body) else None
     line = f"[p{part_index}] {piece}"
@@ -126,7 +133,8 @@ def render_part(message: Message, part_index: int, char_offset: int = 0, chunk_t
 def fit_to_budget(
     blocks: list[str], budget_tokens: int, count: Callable[[str], int]
 ) -> tuple[list[str], bool, int]:
-    """Keep whole blocks while they fit; returns (kept, truncated, tokens_cut)."""
+    """Keep whole blocks while they fit; returns (kept, truncated, tokens_cut). A first
+    block bigger than the whole budget is cut to fit rather than hidden."""
     kept, used, cut = [], 0, 0
     for block in blocks:
         tokens = count(block)
@@ -135,7 +143,23 @@ def fit_to_budget(
             used += tokens
         else:
             cut += tokens
+    if not kept and blocks:
+        kept = [shrink(blocks[0], budget_tokens, count)]
     return kept, cut > 0, cut
+
+
+def shrink(text: str, budget_tokens: int, count: Callable[[str], int]) -> str:
+    """The longest prefix of `text` (marked as cut) that counts at most `budget_tokens`."""
+    if count(text) <= budget_tokens:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(text[:middle] + " …") <= budget_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low].rstrip() + " …"
 
 
 def _json(value: Any) -> str:

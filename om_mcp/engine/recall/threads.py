@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Callable
 
 from om_mcp.engine.errors import InputError
+from om_mcp.engine.recall.browse import HINT_RESERVE_TOKENS
 from om_mcp.engine.recall.query import RecallOut, RecallQuery
+from om_mcp.engine.recall.render import fit_to_budget
 from om_mcp.store import Store
 
 
@@ -21,7 +24,8 @@ def iso_bound(value: str | None, field: str) -> str | None:
     return moment.astimezone(timezone.utc).isoformat()
 
 
-async def list_threads(store: Store, q: RecallQuery, resource_id: str) -> RecallOut:
+async def list_threads(store: Store, q: RecallQuery, resource_id: str, budget: int,
+                       count: Callable[[str], int]) -> RecallOut:
     page = max(q.page, 1)
     threads, has_more = await store.list_threads(
         resource_id, before=iso_bound(q.before, "before"), after=iso_bound(q.after, "after"), limit=q.limit,
@@ -32,8 +36,11 @@ async def list_threads(store: Store, q: RecallQuery, resource_id: str) -> Recall
         f" {t.message_count} messages, updated {t.updated_at[:16].replace('T', ' ')}"
         for t in threads
     ]
-    next_call = f'mode="threads" page={page + 1}' if has_more else None
-    text = "\n".join(lines) or "No threads."
-    if next_call:
+    kept, truncated, _ = fit_to_budget(lines, budget - HINT_RESERVE_TOKENS, count)
+    next_call = f'mode="threads" limit={q.limit} page={page + 1}' if has_more and not truncated else None
+    text = "\n".join(kept) or "No threads."
+    if truncated:
+        text += "\n(more threads did not fit: raise max_tokens or lower limit)"
+    elif next_call:
         text += f"\n(more: recall {next_call})"
-    return RecallOut(mode="threads", text=text, count=len(threads), next=next_call)
+    return RecallOut(mode="threads", text=text, count=len(kept), next=next_call, truncated=truncated)

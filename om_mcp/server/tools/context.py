@@ -10,6 +10,7 @@ from pydantic import Field
 from om_mcp.server import descriptions as text
 from om_mcp.server.output import compact, message_view
 from om_mcp.server.schemas import ResourceId, ThreadId
+from om_mcp.server.app import app_of
 from om_mcp.server.tools.base import STEP, invoke, status_view
 
 
@@ -22,10 +23,23 @@ def register(server: MCPServer) -> None:
         max_tokens: Annotated[int | None, Field(None, ge=100, le=1_000_000, description="budget for the result")] = None,
         include_status: bool = False,
     ) -> str:
+        app = app_of(ctx)
         out = await invoke(ctx, lambda app: app.memory.get_context(thread_id, resource_id, max_tokens,
                                                                     with_status=include_status))
-        result: dict[str, Any] = {"system_text": out.system_text, "messages": [message_view(m) for m in out.messages],
-                                  "omitted_messages": out.omitted_messages}
-        if out.status is not None:
-            result["status"] = status_view(out.status)
-        return compact(result)
+        messages = [message_view(m) for m in out.messages]
+        omitted = out.omitted_messages
+
+        def render() -> str:
+            result: dict[str, Any] = {"system_text": out.system_text, "messages": messages, "omitted_messages": omitted}
+            if out.status is not None:
+                result["status"] = status_view(out.status)
+            return compact(result)
+
+        # The budget bounds what the model reads: the JSON, not the stored counts.
+        budget = max_tokens or app.memory.config.output_token_budget
+        text = render()
+        while messages and app.memory.counter.count_text(text) > budget:
+            messages.pop(0)
+            omitted += 1
+            text = render()
+        return text

@@ -16,8 +16,8 @@ Instruction = Annotated[str | None, Field(None, max_length=4000, description="ex
 
 
 def _result(outcome: Any) -> str:
-    return compact({"ran": outcome.ran, "reason": outcome.reason, "error": outcome.error,
-                    "tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out})
+    return compact({"ran": outcome.ran, "cycle_id": outcome.cycle_id, "reason": outcome.reason,
+                    "error": outcome.error, "tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out})
 
 
 def register(server: MCPServer) -> None:

@@ -1,14 +1,16 @@
-"""Pure working-memory rules: config checks, updates, merging, rendering."""
+"""Working memory: the config section's checks and the pure update, merge and render rules."""
 
 import json
 
 import pytest
 from pydantic import ValidationError
 
+from om_mcp.config.working_memory import DEFAULT_MAX_CHARS, DEFAULT_TEMPLATE, WorkingMemoryConfig, schema_validator
+from om_mcp.engine.prompts import agent
 from om_mcp.engine.working_memory import (
-    DEFAULT_TEMPLATE,
+    MEMORY_FIELD,
+    UPDATE_TOOL,
     UpdateResult,
-    WorkingMemoryConfig,
     WorkingMemoryError,
     apply_update,
     deep_merge,
@@ -251,6 +253,15 @@ def test_non_object_updates_are_rejected_naming_memory(update):
     assert str(info.value).startswith("memory")
 
 
+def test_a_stored_value_that_is_not_an_object_is_replaced_with_a_notice():
+    result = apply_update(schema_config(), "# Notes left from template mode", {"name": "Ana"})
+    assert result.value == {"name": "Ana"}
+    assert result.changed is True
+    assert result.notice and "replaced" in result.notice
+    # With nothing to change, the stored value is left alone.
+    assert apply_update(schema_config(), "# Notes", {}).changed is False
+
+
 # --- schema mode: validation ------------------------------------------------
 
 
@@ -300,27 +311,64 @@ def test_is_empty():
     assert not is_empty(s, {"name": "Ana"})
 
 
-def test_render_template_mode():
-    config = template_config()
-    block = render_for_context(config, "# Notes\n- Likes tea\n")
-    assert "update_working_memory" in block
-    assert "replaces the whole memory" in block
-    assert DEFAULT_TEMPLATE in block
-    assert block.endswith("<working_memory>\n# Notes\n- Likes tea\n</working_memory>")
+def _shown(block: str) -> str:
+    """The one working-memory body in a rendered block."""
+    assert block.count("<working-memory>") == 1 and block.count("</working-memory>") == 1
+    return block.split("<working-memory>\n", 1)[1].split("\n</working-memory>", 1)[0]
 
 
-def test_render_template_mode_without_data_shows_the_template():
-    block = render_for_context(template_config(), None)
-    assert block.endswith(f"<working_memory>\n{DEFAULT_TEMPLATE}\n</working_memory>")
+def test_render_template_mode_shows_the_note_once():
+    block = render_for_context(template_config(), "# Notes\n- Likes tea\n")
+    assert block.startswith(agent.WORKING_MEMORY_INTRO)
+    assert "`update_working_memory`" in block
+    assert "replaces the note" in block
+    assert _shown(block) == "# Notes\n- Likes tea"
+    assert block.endswith("</working-memory>")
+    # The template is not repeated next to a stored note.
+    assert "First name:" not in block
+    assert "<schema>" not in block
 
 
-def test_render_schema_mode():
-    block = render_for_context(schema_config(), {"name": "Ana"})
-    assert "update_working_memory" in block
-    assert "null deletes it" in block
-    assert json.dumps(PROFILE_SCHEMA, indent=2) in block
-    data = block.split("<working_memory>\n", 1)[1].split("\n</working_memory>", 1)[0]
-    assert json.loads(data) == {"name": "Ana"}
+@pytest.mark.parametrize("stored", [None, "", "  \n"])
+def test_render_template_mode_without_data_shows_the_template(stored):
+    block = render_for_context(template_config(), stored)
+    assert _shown(block) == DEFAULT_TEMPLATE
+    custom = render_for_context(template_config(template="# Task\n- Status:"), stored)
+    assert _shown(custom) == "# Task\n- Status:"
+
+
+def test_render_template_mode_is_short():
+    # One intro line, one how-to line, then the block: nothing read every turn without need.
+    block = render_for_context(template_config(), "# Notes")
+    assert block.split("\n")[:2] == [
+        agent.WORKING_MEMORY_INTRO, agent.WORKING_MEMORY_TEMPLATE_HOW.format(tool=UPDATE_TOOL),
+    ]
+    assert len(block.split("\n")) == 5
+
+
+def test_render_schema_mode_is_compact_json():
+    block = render_for_context(schema_config(), {"name": "Ana", "tags": ["a", "b"]})
+    assert "`update_working_memory`" in block
+    assert "null deletes" in block
+    schema = block.split("<schema>", 1)[1].split("</schema>", 1)[0]
+    assert schema == json.dumps(PROFILE_SCHEMA, separators=(",", ":"))
+    assert json.loads(schema) == PROFILE_SCHEMA
+    data = _shown(block)
+    assert data == '{"name":"Ana","tags":["a","b"]}'
+    assert block.index("<schema>") < block.index("<working-memory>")
+
+
+@pytest.mark.parametrize("stored", [None, "", "not json", "[1]"])
+def test_render_schema_mode_without_an_object_shows_an_empty_one(stored):
+    assert _shown(render_for_context(schema_config(), stored)) == "{}"
+
+
+def test_render_schema_mode_reads_a_stored_json_string():
+    assert json.loads(_shown(render_for_context(schema_config(), '{"name": "Ana"}'))) == {"name": "Ana"}
+
+
+def test_render_keeps_non_ascii_as_is():
+    assert _shown(render_for_context(schema_config(), {"name": "Zoë"})) == '{"name":"Zoë"}'
 
 
 @pytest.mark.parametrize("config", [template_config(read_only=True), schema_config(read_only=True)])
@@ -328,14 +376,38 @@ def test_render_read_only(config):
     block = render_for_context(config, None)
     assert "read-only" in block
     assert "update_working_memory" not in block
-    assert "<working_memory>" in block
+    assert "<working-memory>" in block
 
 
 def test_render_can_name_another_tool():
-    block = render_for_context(schema_config(), {}, tool_name="set_working_memory")
-    assert "`set_working_memory`" in block
-    assert "update_working_memory" not in block
+    for config in (schema_config(), template_config()):
+        block = render_for_context(config, {}, tool_name="set_working_memory")
+        assert "`set_working_memory`" in block
+        assert "update_working_memory" not in block
 
 
 def test_render_disabled_is_empty():
     assert render_for_context(template_config(enabled=False), "# Notes") == ""
+    assert render_for_context(schema_config(enabled=False), {"name": "Ana"}) == ""
+
+
+# --- disabled ----------------------------------------------------------------
+
+
+def test_disabled_rejects_writes():
+    with pytest.raises(WorkingMemoryError) as info:
+        apply_update(template_config(enabled=False), None, "# Notes")
+    assert "disabled" in str(info.value)
+
+
+def test_defaults_and_validator():
+    assert MEMORY_FIELD == "memory"
+    assert DEFAULT_MAX_CHARS == 40_000
+    with pytest.raises(WorkingMemoryError):
+        apply_update(template_config(), None, "x" * (DEFAULT_MAX_CHARS + 1))
+    # An explicit $schema is honoured; without one the current draft applies.
+    import jsonschema
+
+    assert schema_validator({"type": "object"}) is jsonschema.Draft202012Validator
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
+    assert schema_validator(draft7) is jsonschema.Draft7Validator

@@ -12,22 +12,21 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from om_engine_helpers import role_of, text_of
+from support.engine import Memory, prompts, role_of, text_of
 from om_mcp.config import Config
-from om_mcp.engine import prompts
-from om_mcp.engine.context import thread_label
-from om_mcp.engine.errors import InputError, NotFound
-from om_mcp.engine.memory import Memory
-from om_mcp.engine.resource_scope import batches
-from om_mcp.engine.retrieval import Retrieval
-from om_mcp.models import ScriptedModel
+from om_mcp.engine import InputError, NotFound, RecallQuery
+from om_mcp.engine.observation.resource import thread_label
+from om_mcp.engine.observation.selection import batches
+from om_mcp.engine.search import Retrieval
 from om_mcp.models.embeddings import HashingEmbedder
 from om_mcp.server import build_server
+from om_mcp.testing import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +38,24 @@ OTHERS_BLOCK = re.compile(r"<other-conversations>\n(.*?)\n</other-conversations>
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+HEADER_ID = re.compile(r"^\*\*\w+ \([^)]*\)\*\* \[([^\]]+)\]:", re.M)
+
+
+async def recall(memory: Memory, thread_id: str, **options: Any):
+    return await memory.recall(RecallQuery(thread_id=thread_id, **options))
+
+
+async def recall_ids(memory: Memory, thread_id: str, **options: Any) -> list[str]:
+    """The message ids of a recall page, in order."""
+    return HEADER_ID.findall((await recall(memory, thread_id, **options)).text)
+
+
+async def search(memory: Memory, thread_id: str, resource_id: str, query: str, **options: Any):
+    """Search results as data, with the recall tool's rendering of them (text, count)."""
+    results = await memory.search(thread_id, query, resource_id=resource_id, **options)
+    out = await recall(memory, thread_id, mode="search", resource_id=resource_id, query=query, **options)
+    return SimpleNamespace(results=results, text=out.text, count=out.count, mode=out.mode)
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -53,6 +70,7 @@ def make_config(*, scope: str = "thread", om: dict | None = None, **top: Any) ->
     data = {
         "observational_memory": {
             "scope": scope,
+            "model": "default",
             "observation": {"buffer_tokens": False, "message_tokens": 1_000_000},
             "call_policy": {"backoff_initial_seconds": 0, "backoff_max_seconds": 0},
         }
@@ -120,12 +138,11 @@ def words(n: int, word: str = "filler") -> str:
 
 
 async def thread_tokens(memory: Memory, thread_id: str) -> int:
-    return sum(m.tokens for m in await memory.store.thread_messages(thread_id))
+    return sum(m.tokens for m in await memory.store.message_page(thread_id, limit=10_000))
 
 
 async def count(memory: Memory, sql: str, params: tuple = ()) -> int:
-    async with memory.store.db.read() as tx:
-        return await tx.value(sql, params)
+    return await memory.store.db.read(lambda conn: conn.execute(sql, params).fetchone()[0])
 
 
 def others_block(system_text: str) -> str:
@@ -206,23 +223,23 @@ async def test_resource_scope_batches_attribution_cursors_and_hashed_ids():
             ids = RS_THREADS[tid][0]
             assert group["range"] == f"{ids[0]}:{ids[-1]}"
             assert group["kind"] == "observation"
-        texts = {g.thread_id: g.text for g in await memory.store.om.groups("resource:u1")}
+        texts = {g.thread_id: g.text for g in await memory.store.groups("resource:u1")}
         for tid, text in texts.items():
             assert all(mid in text for mid in RS_THREADS[tid][0]), (tid, text)
             assert not any(mid in text for other in RS_THREADS if other != tid for mid in RS_THREADS[other][0])
 
         # per-thread cursors: at each observed thread's last message; the skipped thread has none
-        record = await memory.om.record("conv-apple", "u1")
+        record = await memory.store.record("resource:u1")
         for tid in groups:
-            last = (await memory.store.thread_messages(tid))[-1]
+            last = (await memory.store.message_page(tid, limit=1000))[-1]
             assert record.cursors.get(tid) == last.seq, tid
-        assert "conv-elm" not in record.cursors
-        assert [m.id for m in await memory.om.unobserved("conv-elm", "u1")] == ["E1", "E2"]
-        assert await memory.om.unobserved("conv-dune", "u1") == []
+        assert record.cursors.get("conv-elm", 0) == 0
+        assert [m.id for m in await memory.store.unobserved("resource:u1", "conv-elm")] == ["E1", "E2"]
+        assert await memory.store.unobserved("resource:u1", "conv-dune") == []
 
         # per-thread hints went to each thread, under its hashed label
-        apple = await memory.store.get_thread("conv-apple")
-        assert apple.metadata["om"]["current_task"] == f"task of {labels['conv-apple']}"
+        hints = await memory.store.thread_hints("resource:u1", ["conv-apple"])
+        assert hints["conv-apple"].current_task == f"task of {labels['conv-apple']}"
 
         # get_context shows hashed ids, never the raw ones
         ctx = await memory.get_context("conv-apple", "u1")
@@ -238,7 +255,7 @@ async def test_resource_scope_batches_attribution_cursors_and_hashed_ids():
         again = await memory.observe("conv-elm", "u1")
         assert again.ran, again
         assert observer.observer_calls[-1].keys() == {labels["conv-elm"]}
-        assert await memory.om.unobserved("conv-elm", "u1") == []
+        assert await memory.store.unobserved("resource:u1", "conv-elm") == []
         final = await memory.observations("conv-apple", "u1")
         assert {g["thread_id"] for g in final["groups"]} == set(RS_THREADS)
     finally:
@@ -264,7 +281,7 @@ async def test_automatic_resource_observation_takes_largest_threads_until_thresh
         observed = {label for label in observer.observer_calls[0]}
         assert observed == {thread_label("large", True), thread_label("middle", True)}
         # the smallest thread was not needed to cover the threshold and stays raw
-        assert [m.id for m in await memory.om.unobserved("small", "u1")] == ["S1"]
+        assert [m.id for m in await memory.store.unobserved("resource:u1", "small")] == ["S1"]
     finally:
         await memory.close()
 
@@ -275,8 +292,8 @@ def test_batches_packing_is_greedy_in_order_with_oversized_alone():
             self.tokens = tokens
 
     by_thread = {t: [M(n)] for t, n in {"a": 40, "b": 50, "c": 500, "d": 30, "e": 30, "f": 45}.items()}
-    assert batches(list(by_thread), by_thread, 100) == [["a", "b"], ["c"], ["d", "e"], ["f"]]
-    assert batches(["c"], by_thread, 100) == [["c"]]
+    assert batches(list(by_thread), {t: sum(m.tokens for m in ms) for t, ms in by_thread.items()}, 100) == [["a", "b"], ["c"], ["d", "e"], ["f"]]
+    assert batches(["c"], {t: sum(m.tokens for m in ms) for t, ms in by_thread.items()}, 100) == [["c"]]
     assert batches([], by_thread, 100) == []
 
 
@@ -353,26 +370,26 @@ async def test_isolation_between_resources_in_the_engine():
 
         # search: only the resource's own messages, lexical and vector
         for query in ("dog beach", "happy dog sounds", "Pepper", "seagull", "sunset"):
-            out = await memory.recall("alice-1", "search", resource_id="alice", query=query)
+            out = await search(memory, "alice-1", "alice", query)
             assert {r.thread_id for r in out.results} <= alice_threads, query
             assert "Pepper" not in out.text and "seagull" not in out.text, query
-        assert (await memory.recall("alice-1", "search", resource_id="alice", query="dog")).count > 0
+        assert (await search(memory, "alice-1", "alice", "dog")).count > 0
 
         # recall: a cursor that only exists in the other resource is unknown here
         with pytest.raises(NotFound):
-            await memory.recall("alice-1", resource_id="alice", cursor="Z9")
+            await recall(memory, "alice-1", resource_id="alice", cursor="Z9")
         # a clashing id resolves inside the caller's resource
-        page = await memory.recall("alice-1", resource_id="alice", cursor="X1")
-        assert [m["id"] for m in page.messages] == ["X1", "X2"]
+        page = await recall(memory, "alice-1", resource_id="alice", cursor="X1")
+        assert HEADER_ID.findall(page.text) == ["X1", "X2"]
         assert "Biscuit" in page.text and "Pepper" not in page.text
         with pytest.raises(NotFound):
-            await memory.recall("alice-1", resource_id="alice", target_thread_id="bob-1")
+            await recall(memory, "alice-1", resource_id="alice", target_thread_id="bob-1")
         with pytest.raises(InputError):
-            await memory.recall("bob-1", resource_id="alice", cursor="X1")
+            await recall(memory, "bob-1", resource_id="alice", cursor="X1")
 
         # threads listing
-        listing = await memory.recall("alice-1", "threads", resource_id="alice")
-        assert {t.id for t in listing.threads} == alice_threads
+        listing = await recall(memory, "alice-1", mode="threads", resource_id="alice")
+        assert set(re.findall(r"\[([^\]]+)\]", listing.text)) == alice_threads
 
         # observations: one record per resource, nothing of the other
         assert (await memory.observe("alice-1", "alice")).ran
@@ -385,7 +402,7 @@ async def test_isolation_between_resources_in_the_engine():
         assert thread_label("bob-1", True) not in ctx.system_text
         # groups are searchable, still per resource
         await memory.retrieval.index("alice")
-        out = await memory.recall("alice-1", "search", resource_id="alice", query="saw Z9 X1")
+        out = await search(memory, "alice-1", "alice", "saw Z9 X1")
         assert {r.thread_id for r in out.results} <= alice_threads
         # no vector of one resource is stored under the other
         assert await count(memory, "SELECT COUNT(*) FROM embeddings WHERE resource_id = 'alice'"
@@ -405,7 +422,7 @@ async def test_isolation_through_the_mcp_server():
                 "thread_id": "alice-1", "resource_id": "alice", "mode": "search", "query": "Pepper seagull sunset dog",
             })
             assert not found.is_error
-            assert {r["thread_id"] for r in found.structured_content["results"]} <= {"alice-1", "alice-2"}
+            assert set(re.findall(r"thread (\S+):", found.content[0].text)) <= {"alice-1", "alice-2"}
             assert "Pepper" not in found.content[0].text
 
             foreign = await client.call_tool("recall", {"thread_id": "alice-1", "cursor": "Z9"})
@@ -420,7 +437,7 @@ async def test_isolation_through_the_mcp_server():
             assert "Z9" not in via_thread
             ctx = await client.call_tool("get_context", {"thread_id": "alice-1"})
             assert not ctx.is_error
-            assert "Pepper" not in ctx.structured_content["system_text"]
+            assert "Pepper" not in json.loads(ctx.content[0].text)["system_text"]
             # a thread cannot be read through another resource
             wrong = await client.call_tool("get_context", {"thread_id": "bob-1", "resource_id": "alice"})
             assert wrong.is_error
@@ -456,14 +473,12 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
 
         # cursor = the range's start reads forward from it (inclusive), in order
         start, end = ranges[0]
-        forward = await memory.recall("t1", cursor=start, limit=20)
-        assert [m["id"] for m in forward.messages] == ["m1", "m2", "m3", "m4", "m5", "m6"]
-        backward = await memory.recall("t1", cursor=end, page=-1, limit=20)
-        assert [m["id"] for m in backward.messages] == ["m1", "m2", "m3", "m4", "m5", "m6"]
+        assert await recall_ids(memory, "t1", cursor=start, limit=20) == ["m1", "m2", "m3", "m4", "m5", "m6"]
+        assert await recall_ids(memory, "t1", cursor=end, page=-1, limit=20) == ["m1", "m2", "m3", "m4", "m5", "m6"]
 
         # a whole range as cursor: a hint naming both ends, not a bare failure
         with pytest.raises(InputError) as error:
-            await memory.recall("t1", cursor=f"{start}:{end}")
+            await recall(memory, "t1", cursor=f"{start}:{end}")
         assert f"cursor={start!r}" in str(error.value) and f"cursor={end!r}" in str(error.value)
 
         # a second group, then a reflection over both
@@ -483,8 +498,7 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
         assert RANGE_LINE.findall(ctx.system_text) == [("m1", "m10")]
         assert "reflected: everything so far" in ctx.system_text
         assert extra in ctx.system_text
-        back = await memory.recall("t1", cursor="m10", page=-1, limit=3)
-        assert [m["id"] for m in back.messages] == ["m8", "m9", "m10"]
+        assert await recall_ids(memory, "t1", cursor="m10", page=-1, limit=3) == ["m8", "m9", "m10"]
 
         # through MCP: the range hint is the tool's error text
         server = build_server(memory.config, memory=memory)
@@ -496,11 +510,16 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
         await memory.close()
 
 
-async def test_resource_scope_instructions_present_before_any_group():
+async def test_recall_guidance_comes_with_observations_only():
+    """An empty thread's context costs few tokens: the recall guidance (and the configured
+    extra) arrive with the first observations, which are what it is about."""
     memory = await Memory.open(make_config(scope="resource", om={"retrieval": {"instructions": "XTRA-42"}}),
-                               db_path=":memory:", client=ScriptedModel([]))
+                               db_path=":memory:", client=ScriptedModel(single_thread_observer))
     try:
-        await memory.append_messages("t1", [say("a1", "hello")], "u1")
+        await memory.append_messages("t1", [say("a1", "hello m1"), say("a2", "hi m2", "assistant")], "u1")
+        text = (await memory.get_context("t1", "u1")).system_text
+        assert prompts.RECALL_INSTRUCTIONS not in text and "XTRA-42" not in text
+        assert (await memory.observe("t1", "u1")).ran
         text = (await memory.get_context("t1", "u1")).system_text
         assert prompts.RECALL_INSTRUCTIONS in text and "XTRA-42" in text
     finally:
@@ -531,7 +550,7 @@ async def test_resource_scope_reflection_range_spans_every_covered_message():
         assert (await memory.reflect("early", "u1")).ran
         [group] = (await memory.observations("early", "u1"))["groups"]
         assert group["kind"] == "reflection"
-        rows = await memory.store.om.groups("resource:u1")
+        rows = await memory.store.groups("resource:u1")
         assert rows[0].first_seq <= rows[0].last_seq, "a reflection range must not run backwards"
         assert group["range"] == "E1:L1"
     finally:
@@ -565,7 +584,7 @@ async def test_search_finds_an_answer_by_the_question_before_it():
             say("w1", "the street name changed last year"),
             say("w2", "please print a name badge for the conference", "assistant"),
         ], "u1")
-        out = await memory.recall("pets", "search", resource_id="u1", query="puppy name")
+        out = await search(memory, "pets", "u1", "puppy name")
         ids = [r.message_id for r in out.results]
         assert "a1" in ids, "the reply is found through the question it answers"
         assert ids.index("a1") <= 1
@@ -574,7 +593,7 @@ async def test_search_finds_an_answer_by_the_question_before_it():
         assert ids.index("a1") < ids.index("n1")
         assert not {"z0", "z1", "z2"} & set(ids)
         # the answer's own words rank it first
-        assert (await memory.recall("pets", "search", resource_id="u1", query="Biscuit")).results[0].message_id == "a1"
+        assert (await search(memory, "pets", "u1", "Biscuit")).results[0].message_id == "a1"
     finally:
         await memory.close()
 
@@ -587,14 +606,14 @@ async def test_search_prefers_messages_from_the_date_the_query_names():
         await memory.append_messages("summer", [say("july", text, created_at=_at(2023, 7, 14))], "u1")
         await memory.append_messages("other", [say("x", "the lake was cold", created_at=_at(2023, 5, 9))], "u1")
 
-        may = await memory.recall("other", "search", resource_id="u1", query="hiking at the lake in May 2023")
-        july = await memory.recall("other", "search", resource_id="u1", query="hiking at the lake in July 2023")
+        may = await search(memory, "other", "u1", "hiking at the lake in May 2023")
+        july = await search(memory, "other", "u1", "hiking at the lake in July 2023")
         assert may.results[0].message_id == "may"
         assert july.results[0].message_id == "july"
-        day = await memory.recall("other", "search", resource_id="u1", query="lake hiking on 14 July 2023")
+        day = await search(memory, "other", "u1", "lake hiking on 14 July 2023")
         assert day.results[0].message_id == "july"
         # the date words are not search terms: a date alone matches no words
-        assert (await memory.recall("other", "search", resource_id="u1", query="May 2023")).count == 0
+        assert (await search(memory, "other", "u1", "May 2023")).count == 0
     finally:
         await memory.close()
 
@@ -606,11 +625,11 @@ async def test_search_boosts_the_author_the_query_names():
         await memory.append_messages("c", [say("c1", text, metadata={"speaker": "Caroline"})], "u1")
         await memory.append_messages("m", [say("m1", text, metadata={"speaker": "Melanie"})], "u1")
         for name, expected in (("Caroline", "c1"), ("Melanie", "m1")):
-            out = await memory.recall("c", "search", resource_id="u1", query=f"what did {name} paint at the harbour")
+            out = await search(memory, "c", "u1", f"what did {name} paint at the harbour")
             assert out.results[0].message_id == expected, name
             assert len(out.results) == 2
         # the author boost on its own (the words tie exactly)
-        from om_mcp.engine.search import Candidate, parse_query, rerank
+        from om_mcp.engine.search.query import Candidate, parse_query, rerank
 
         q = parse_query("Melanie painted sunset")
         pair = [Candidate("c", 1.0, "t1", None, "Caroline: painted"), Candidate("m", 1.0, "t2", None, "Melanie: painted")]
@@ -636,20 +655,20 @@ async def test_search_escapes_hostile_queries():
         for query in HOSTILE:
             if not query.strip():
                 try:
-                    blank = await memory.recall("t1", "search", resource_id="u1", query=query)
+                    blank = await search(memory, "t1", "u1", query)
                 except InputError:
                     continue
                 assert blank.count == 0, query
                 continue
-            out = await memory.recall("t1", "search", resource_id="u1", query=query)
+            out = await search(memory, "t1", "u1", query)
             assert out.mode == "search", query
             if "puppy" in query.lower():
                 assert "p1" in [r.message_id for r in out.results], query
-        only_stop = await memory.recall("t1", "search", resource_id="u1", query="the and of *")
+        only_stop = await search(memory, "t1", "u1", "the and of *")
         assert only_stop.count == 0 and "no searchable words" in only_stop.text
-        assert (await memory.recall("t1", "search", resource_id="u1", query="body:secret")).results[0].message_id == "p2"
+        assert (await search(memory, "t1", "u1", "body:secret")).results[0].message_id == "p2"
         # the table survived the SQL-looking query
-        assert len(await memory.store.thread_messages("t1")) == 2
+        assert len(await memory.store.message_page("t1")) == 2
 
         server = build_server(memory.config, memory=memory)
         async with Client(server, raise_exceptions=True) as client:
@@ -665,9 +684,9 @@ async def test_search_thread_scope_versus_resource_scope():
     try:
         await memory.append_messages("mine", [say("a", "the marathon training plan starts soon")], "u1")
         await memory.append_messages("yours", [say("b", "my marathon shoes arrived today")], "u1")
-        wide = await memory.recall("mine", "search", resource_id="u1", query="marathon")
+        wide = await search(memory, "mine", "u1", "marathon")
         assert {r.message_id for r in wide.results} == {"a", "b"}
-        narrow = await memory.recall("mine", "search", resource_id="u1", query="marathon", scope="thread")
+        narrow = await search(memory, "mine", "u1", "marathon", scope="thread")
         assert [r.message_id for r in narrow.results] == ["a"]
     finally:
         await memory.close()
@@ -676,10 +695,10 @@ async def test_search_thread_scope_versus_resource_scope():
     try:
         await memory.append_messages("mine", [say("a", "the marathon training plan starts soon")], "u1")
         await memory.append_messages("yours", [say("b", "my marathon shoes arrived today")], "u1")
-        forced = await memory.recall("mine", "search", resource_id="u1", query="marathon", scope="resource")
+        forced = await search(memory, "mine", "u1", "marathon", scope="resource")
         assert [r.message_id for r in forced.results] == ["a"], "retrieval.scope='thread' keeps search in the thread"
         with pytest.raises(InputError):
-            await memory.recall("mine", "threads", resource_id="u1")
+            await recall(memory, "mine", mode="threads", resource_id="u1")
     finally:
         await memory.close()
 
@@ -688,8 +707,8 @@ async def test_search_thread_scope_versus_resource_scope():
 
 
 async def _embedded(memory: Memory, embedder: str = "hashing-256") -> dict[str, int]:
-    async with memory.store.db.read() as tx:
-        rows = await tx.all("SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind", (embedder,))
+    rows = await memory.store.db.read(lambda conn: conn.execute(
+        "SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind", (embedder,)).fetchall())
     return {r[0]: r[1] for r in rows}
 
 
@@ -713,7 +732,7 @@ async def test_vectors_are_built_in_the_background_and_used_by_search():
             ], "u1")
             await memory.append_messages("t2", [say("m4", "the quarterly budget spreadsheet is due friday")], "u1")
             # search never waits for vectors: words work straight away
-            early = await memory.recall("t1", "search", resource_id="u1", query="spreadsheet")
+            early = await search(memory, "t1", "u1", "spreadsheet")
             assert early.results[0].message_id == "m4"
             assert (await memory.observe("t1", "u1")).ran
             await memory.retrieval.index("u1")  # what the background job does; drains the rest
@@ -721,29 +740,29 @@ async def test_vectors_are_built_in_the_background_and_used_by_search():
 
         messages = await count(memory, "SELECT COUNT(*) FROM messages WHERE resource_id = 'u1'")
         assert await _embedded(memory) == {"message": messages, "group": await _active_groups(memory, "u1")}
-        async with memory.store.db.read() as tx:
-            blobs = [r[0] for r in await tx.all("SELECT vector FROM embeddings")]
+        blobs = [r[0] for r in await memory.store.db.read(
+            lambda conn: conn.execute("SELECT vector FROM embeddings").fetchall())]
         assert all(len(b) == 256 * 4 for b in blobs)
 
         # exact-word queries still put the lexical hit first with vectors on
-        out = await memory.recall("t1", "search", resource_id="u1", query="quarterly budget")
+        out = await search(memory, "t1", "u1", "quarterly budget")
         assert out.results[0].message_id == "m4"
-        out = await memory.recall("t1", "search", resource_id="u1", query="yellow trams pastries")
+        out = await search(memory, "t1", "u1", "yellow trams pastries")
         assert out.results[0].message_id == "m3"
         # the dense side on its own ranks by shared words
         [vector] = await memory.retrieval.embedder.embed(["pastries and yellow trams"], query=True)
-        nearest = await memory.retrieval.vectors.nearest("u1", "hashing-256", vector, limit=3)
+        nearest = await memory.store.nearest_vectors("u1", "hashing-256", vector, limit=3)
         top = await memory.store.messages_by_seq([int(nearest[0][1])]) if nearest[0][0] == "message" else {}
         assert [m.id for m in top.values()] == ["m3"]
         # vectors are per resource
-        assert await memory.retrieval.vectors.nearest("someone-else", "hashing-256", vector) == []
+        assert await memory.store.nearest_vectors("someone-else", "hashing-256", vector) == []
 
         # a group reflected away is no longer found through its old vector
         assert (await memory.reflect("t1", "u1")).ran
         await memory.retrieval.index("u1")
-        active = {g.id for g in await memory.store.om.groups("thread:t1")}
+        active = {g.id for g in await memory.store.groups("thread:t1")}
         [gvec] = await memory.retrieval.embedder.embed(["saw m1 m2 m3"], query=True)
-        for kind, ref, _ in await memory.retrieval.vectors.nearest("u1", "hashing-256", gvec, limit=50):
+        for kind, ref, _ in await memory.store.nearest_vectors("u1", "hashing-256", gvec, limit=50):
             if kind == "group":
                 assert ref in active, "a superseded group came back from the vector index"
         results = await memory.retrieval.search("u1", "saw m1 m2 m3")
@@ -805,7 +824,7 @@ async def test_delete_thread_leaves_no_trace(scope):
         assert orphans == 0
         assert await count(memory, "SELECT COUNT(*) FROM embeddings") < before
         # the other thread is intact and still searchable
-        assert (await memory.recall("kept", "search", resource_id="u1", query="gnome")).results[0].message_id == "m3"
+        assert (await search(memory, "kept", "u1", "gnome")).results[0].message_id == "m3"
         if scope == "resource":
             groups = (await memory.observations("kept", "u1"))["groups"]
             assert [g["thread_id"] for g in groups] == ["kept"]
@@ -823,8 +842,8 @@ async def test_search_resolves_last_month_against_today():
         # the older June has the better word match; only the date can put the recent one first
         await memory.append_messages("a", [say("old", "hiking trip today", created_at=_at(year - 1, 6, 10))], "u1")
         await memory.append_messages("b", [say("new", "hiking trip with friends", created_at=_at(year, 6, 10))], "u1")
-        assert (await memory.recall("a", "search", resource_id="u1", query="hiking")).results[0].message_id == "old"
-        out = await memory.recall("a", "search", resource_id="u1", query="hiking last June")
+        assert (await search(memory, "a", "u1", "hiking")).results[0].message_id == "old"
+        out = await search(memory, "a", "u1", "hiking last June")
         assert out.results[0].message_id == "new"
     finally:
         await memory.close()
@@ -838,9 +857,9 @@ async def test_vector_search_ignores_queries_without_searchable_words():
         await memory.retrieval.index("u1")
         assert await count(memory, "SELECT COUNT(*) FROM embeddings") == 2
         for query in ("the and of", "*", '"', "of the"):
-            out = await memory.recall("t1", "search", resource_id="u1", query=query)
+            out = await search(memory, "t1", "u1", query)
             assert out.count == 0 and "no searchable words" in out.text, query
-        assert (await memory.recall("t1", "search", resource_id="u1", query="cat")).results[0].message_id == "a"
+        assert (await search(memory, "t1", "u1", "cat")).results[0].message_id == "a"
     finally:
         await memory.close()
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from om_mcp.config import load_config
-from om_mcp.engine.memory import Memory
-from om_mcp.models import ScriptedModel
+from om_mcp.engine import Memory
+from om_mcp.testing import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -17,6 +17,8 @@ def _env(**extra: str) -> dict[str, str]:
     return {
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY": "true",
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+        "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
+        "OM_MODEL": "default",
         **extra,
     }
 

@@ -1,6 +1,6 @@
-"""Helpers for the engine tests: config from OM_ variables, messages with ids in
-their text, and a scripted model that tells Observer, Reflector and extractor
-calls apart by their system prompt."""
+"""Builders for engine tests: config from OM_ variables, messages with ids in their
+text, and a scripted model that tells Observer, Reflector and extractor calls apart
+by their system prompt."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
+from types import SimpleNamespace
+
 from om_mcp.config import Config, load_config
-from om_mcp.engine import prompts
-from om_mcp.engine.extractors import EXTRACT_SYSTEM
-from om_mcp.models import ScriptedModel
+from om_mcp.engine import Memory as _Memory
+from om_mcp.engine.prompts import agent as _agent_prompts, observer as _observer_prompts
+from om_mcp.engine.prompts import reflector as _reflector_prompts
+from om_mcp.engine.prompts.observer import EXTRACT_SYSTEM
+from om_mcp.testing import ScriptedModel
 
 PREFIX = "OM_OBSERVATIONAL_MEMORY__"
 ID_RE = re.compile(r"\bm(\d+)\b")
@@ -30,7 +34,11 @@ def om_env(**options: Any) -> dict[str, str]:
     return out
 
 
-def config(buffering: bool = False, **options: Any) -> Config:
+def config(buffering: bool = False, scope: str = "thread", **options: Any) -> Config:
+    """Engine test config: thread scope and no buffering unless asked, no backoff pauses."""
+    options.setdefault("scope", scope)
+    if not any(key == "model" or key.endswith("__model") for key in options):
+        options["model"] = "default"  # gemini-2.5-flash: one target, whatever this machine has
     if not buffering:
         options.setdefault("observation__buffer_tokens", False)
     options.setdefault("call_policy__backoff_initial_seconds", 0)
@@ -50,9 +58,9 @@ def role_of(messages: list[dict[str, Any]]) -> str:
     system = text_of(messages[0])
     if system.startswith(EXTRACT_SYSTEM[:40]):
         return "extractor"
-    if system.startswith(prompts.REFLECTOR_PERSONA[:40]):
+    if system.startswith(_reflector_prompts.REFLECTOR_PERSONA[:40]):
         return "reflector"
-    if system.startswith(prompts.OBSERVER_PERSONA[:40]):
+    if system.startswith(_observer_prompts.OBSERVER_PERSONA[:40]):
         return "observer"
     raise AssertionError(f"unknown call: {system[:80]!r}")
 
@@ -84,9 +92,22 @@ def observer_reply(ids: list[str], extra: str = "") -> str:
     )
 
 
+SECTION_RE = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.S)
+
+
 def tracing_observer(messages: list[dict[str, Any]]) -> str:
-    ids = [f"m{n}" for n in dict.fromkeys(ID_RE.findall(conversation_of(messages)))]
-    return observer_reply(ids)
+    """Names every message id it saw; in a multi-thread (resource scope) call, section by section."""
+    conversation = conversation_of(messages)
+    sections = SECTION_RE.findall(conversation)
+    if not sections:
+        ids = [f"m{n}" for n in dict.fromkeys(ID_RE.findall(conversation))]
+        return observer_reply(ids)
+    out = []
+    for label, body in sections:
+        ids = [f"m{n}" for n in dict.fromkeys(ID_RE.findall(body))]
+        lines = "\n".join(f"* 🔴 (10:00) saw {i}" for i in ids) or "* 🟡 (10:00) nothing new"
+        out.append(f'<thread id="{label}">\nDate: Mar 2, 2026\n{lines}\n<current-task>answer {label}</current-task>\n</thread>')
+    return "<observations>\n" + "\n".join(out) + "\n</observations>"
 
 
 def keep_ids_reflector(messages: list[dict[str, Any]]) -> str:
@@ -140,3 +161,32 @@ def at(minutes: float) -> datetime:
 DEGENERATE_REPLY = (
     "<observations>\n" + "* 🔴 (10:00) the very same line, again and again and again\n" * 80 + "</observations>"
 )
+
+
+class Memory(_Memory):
+    """The engine, with the status in every append and context result (tests assert on it)."""
+
+    async def append_messages(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("with_status", True)
+        return await super().append_messages(*args, **kwargs)
+
+    async def get_context(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("with_status", True)
+        return await super().get_context(*args, **kwargs)
+
+
+# Every prompt constant in one namespace, for assertions on what a model was shown.
+prompts = SimpleNamespace(**{
+    name: value for module in (_observer_prompts, _reflector_prompts, _agent_prompts)
+    for name, value in vars(module).items() if name.isupper()
+})
+
+
+async def stored_events(mem: _Memory, thread_id: str = "t", type_: str | None = None) -> list[dict]:
+    rows = await mem.store.events(thread_id=thread_id, limit=1000)
+    return [e.payload for e in rows if type_ is None or e.type == type_]
+
+
+async def cursor(mem: _Memory, thread_id: str = "t", resource_id: str = "default") -> int:
+    record = await mem.store.record(mem.record_key(thread_id, resource_id))
+    return record.cursors.get(thread_id, 0) if record else 0

@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from om_engine_helpers import (
-    Script, at, config, conversation_of, level_of, memory_log_of, msg, om_env, text_of,
-    tracing_observer,
+from support.engine import (
+    Memory, Script, at, config, conversation_of, cursor, level_of, memory_log_of, msg, om_env, prompts,
+    stored_events, text_of, tracing_observer,
 )
 from om_mcp.config import ConfigError, load_config
-from om_mcp.engine import prompts
-from om_mcp.engine.memory import Memory
-from om_mcp.engine.observational import Hooks
+from om_mcp.engine import Hooks
 from om_mcp.models import ModelError
 from om_mcp.server import build_server
 
@@ -45,14 +43,7 @@ async def per_message_tokens() -> int:
         await mem.close()
 
 
-async def events(mem: Memory, thread_id: str = "t", type_: str | None = None) -> list[dict]:
-    rows = await mem.store.om.events(thread_id=thread_id, limit=1000)
-    return [e.payload for e in rows if type_ is None or e.type == type_]
-
-
-async def cursor(mem: Memory, thread_id: str = "t") -> int:
-    record = await mem.om.record(thread_id, "default")
-    return record.cursors.get(thread_id, 0)
+events = stored_events
 
 
 def seen_ids(observer_call: list[dict]) -> list[str]:
@@ -121,7 +112,8 @@ async def test_the_turn_path_never_splits_a_tool_call_from_its_result():
     await mem.append_messages("t", [result, msg(4, "assistant")])
     assert seen_ids(script.observer_calls[-1]) == ["m2", "m3", "m4"]
     ends = await events(mem, type_="data-om-observation-end")
-    assert [e["message_ids"] for e in ends] == [["m0", "m1"], ["m2", "m3", "m4"]]
+    assert [(e["first_message_id"], e["last_message_id"], e["messages_observed"]) for e in ends] == [
+        ("m0", "m1", 2), ("m2", "m4", 3)]
     await mem.close()
 
 
@@ -519,18 +511,17 @@ async def test_observe_and_reflect_tools_report_progress_and_events():
         assert not result.is_error
         result = await client.call_tool("observe", {"thread_id": "t"}, progress_callback=on_progress)
         assert not result.is_error, result.content
-        observed = result.structured_content
-        assert observed["ran"] and observed["operation"] == "observation" and observed["cycle_id"]
-        assert observed["status"]["unobserved_messages"] == 0
-        assert any(e["type"] == "data-om-observation-end" for e in observed["events"])
-        assert progress and "observing 3 messages" in progress[0][1]
+        observed = json.loads(result.content[0].text)
+        assert observed["ran"] and observed["cycle_id"] and observed["tokens_in"] > 0
+        assert (await mem.status("t")).unobserved_messages == 0
+        assert progress and progress[0][1].startswith("observation:")
 
         progress.clear()
         result = await client.call_tool("reflect", {"thread_id": "t"}, progress_callback=on_progress)
-        reflected = result.structured_content
-        assert reflected["ran"] and reflected["operation"] == "reflection"
-        assert reflected["status"]["generation_count"] == 1
-        assert progress and progress[0][1].startswith("reflecting over")
+        reflected = json.loads(result.content[0].text)
+        assert reflected["ran"] and reflected["cycle_id"]
+        assert (await mem.status("t")).generation_count == 1
+        assert progress and progress[0][1].startswith("reflection:")
 
         listed = json.loads((await client.read_resource("om://threads/t/events")).contents[0].text)
         by_cycle: dict[str, list[str]] = {}
@@ -782,7 +773,7 @@ async def test_temporal_markers_insert_a_persisted_gap_reminder():
     assert len(out.events) == 1 and out.events[0]["type"] == "data-om-temporal-gap"
     assert out.events[0]["text"] == "[24 minutes passed since the previous message]"
 
-    stored = await mem.store.thread_messages("t")
+    stored = await mem.store.message_page("t", limit=1000)
     assert [m.id for m in stored] == ["m0", "m1", "m2", "m3", "m4~gap", "m4"]
     gap = stored[4]
     assert gap.role == "system" and gap.metadata["om_kind"] == "temporal-gap"
@@ -804,7 +795,7 @@ async def test_no_temporal_markers_by_default():
     mem = await open_memory(script)
     out = await mem.append_messages("t", [msg(0, at=at(0)), msg(1, at=at(1)), msg(2, at=at(500))])
     assert out.events == []
-    assert [m.id for m in await mem.store.thread_messages("t")] == ["m0", "m1", "m2"]
+    assert [m.id for m in await mem.store.message_page("t", limit=1000)] == ["m0", "m1", "m2"]
     await mem.close()
 
 
@@ -868,12 +859,10 @@ def test_buffer_tokens_must_be_below_message_tokens():
     load_config(env=om_env(observation__message_tokens=400, observation__buffer_tokens=399))
 
 
-def test_resource_scope_rejects_buffer_options():
-    message = config_error(scope="resource", observation__buffer_tokens=0.3)
-    assert "resource" in message and "buffer_tokens" in message
-    assert "buffer" in config_error(scope="resource", reflection__buffer_activation=0.4)
-    load_config(env=om_env(scope="resource", observation__buffer_tokens=False))
-    load_config(env=om_env(scope="resource"))
+def test_resource_scope_accepts_buffering():
+    limits = load_config(env=om_env(scope="resource", observation__buffer_tokens=0.3)).observational_memory.limits()
+    assert limits.buffer_tokens == 9000 and limits.block_after == 36000
+    assert load_config(env=om_env(scope="resource")).observational_memory.limits().reflection_buffer_at == 20000
 
 
 def test_share_token_budget_needs_buffering_off():

@@ -1,0 +1,29 @@
+"""Child processes for tests: a clean environment and the server's command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment for a child server: tmp HOME/XDG_DATA_HOME, no OM_ variables, no model keys."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+    home = tmp_path / "home"
+    data = tmp_path / "xdg-data"
+    home.mkdir(exist_ok=True)
+    data.mkdir(exist_ok=True)
+    env.update(
+        HOME=str(home), XDG_DATA_HOME=str(data), PYTHONUNBUFFERED="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true", PATH=os.environ.get("PATH", ""),
+    )
+    env.update(extra)
+    return env
+
+
+def server_command(*args: str) -> list[str]:
+    return [PYTHON, "-m", "om_mcp", "serve", *args]

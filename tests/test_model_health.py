@@ -1,0 +1,384 @@
+"""Model health: the circuit breaker, readiness at start, `model = "auto"`, client
+selection, and the router skipping and recording through a health book."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from om_mcp.models import (
+    CallPolicy, ModelError, ModelRouter, ModelTarget, ModelUnavailable, TransientModelError, is_transient,
+)
+from om_mcp.models import health as breaker
+from om_mcp.models import readiness
+from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, SAMPLING_MODEL, resolve_auto
+from om_mcp.models.clients import Clients
+from om_mcp.models.router import probe
+from om_mcp.store.rows import ModelHealth
+from om_mcp.testing import ScriptedModel
+
+NOW = 1_800_000_000.0
+TARGET = ModelTarget(model="openai/gpt-4o-mini")
+FAST = CallPolicy(timeout_seconds=2.0, total_budget_seconds=4.0, backoff_initial_seconds=0.01,
+                  backoff_max_seconds=0.02)
+MESSAGES = [{"role": "user", "content": "hello"}]
+
+
+class MemoryBook:
+    """A HealthBook kept in a dict, as the engine keeps it in the database."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, ModelHealth] = {}
+        self.puts = 0
+
+    async def get(self, model: str) -> ModelHealth | None:
+        return self.rows.get(model)
+
+    async def put(self, health: ModelHealth) -> None:
+        self.rows[health.model] = health
+        self.puts += 1
+
+
+# --------------------------------------------------------------------------------------
+# The breaker's decisions
+# --------------------------------------------------------------------------------------
+
+
+def test_no_state_or_ok_state_allows_a_call():
+    assert breaker.allowed(None, TARGET) == (True, "")
+    assert breaker.allowed(ModelHealth(model=TARGET.model), TARGET) == (True, "")
+
+
+def test_transient_failures_back_off_exponentially_up_to_a_cap():
+    health = None
+    delays = []
+    for _ in range(10):
+        health = breaker.after_failure(health, TARGET, "HTTP 503", transient=True, now=NOW)
+        delays.append(health.next_attempt_at - NOW)
+    assert delays[:4] == [30.0, 60.0, 120.0, 240.0]
+    assert delays[-1] == breaker.BACKOFF_MAX_SECONDS == 1800.0
+    assert health.state == "backoff" and health.failures == 10
+    assert health.config_hash is None
+
+
+def test_backoff_blocks_until_the_next_attempt_time():
+    health = breaker.after_failure(None, TARGET, "timed out", transient=True, now=NOW)
+    ok, why = breaker.allowed(health, TARGET, now=NOW + 10)
+    assert not ok
+    assert TARGET.model in why and "timed out" in why and "next attempt in 20s" in why
+    assert breaker.allowed(health, TARGET, now=NOW + 30) == (True, "")
+
+
+def test_a_permanent_failure_pauses_until_the_configuration_changes(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-revoked-1234567890")
+    health = breaker.after_failure(None, TARGET, "AuthenticationError: bad key", transient=False, now=NOW)
+    assert health.state == "paused" and health.next_attempt_at == 0.0
+    assert health.config_hash == breaker.fingerprint(TARGET)
+    ok, why = breaker.allowed(health, TARGET, now=NOW + 10 * 86400)  # time alone does not lift it
+    assert not ok and "paused" in why and "bad key" in why and "doctor --resume" in why
+    # A new key in the environment is a new configuration: worth one more try.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fresh-0987654321")
+    assert breaker.allowed(health, TARGET, now=NOW) == (True, "")
+    # So is another endpoint.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-revoked-1234567890")
+    moved = ModelTarget(model=TARGET.model, api_base="http://127.0.0.1:9/v1")
+    assert breaker.allowed(health, moved, now=NOW) == (True, "")
+
+
+def test_fingerprint_reads_the_configured_key_variable(monkeypatch):
+    target = ModelTarget(model="openai/x", api_key_env="MY_KEY")
+    monkeypatch.setenv("MY_KEY", "one")
+    first = breaker.fingerprint(target)
+    monkeypatch.setenv("OPENAI_API_KEY", "unrelated change")
+    assert breaker.fingerprint(target) == first
+    monkeypatch.setenv("MY_KEY", "two")
+    assert breaker.fingerprint(target) != first
+
+
+def test_failure_text_is_one_short_line_and_stamped():
+    health = breaker.after_failure(None, TARGET, "line one\n  line two\t" + "x" * 1000, transient=True, now=NOW)
+    assert health.last_error.startswith("line one line two x")
+    assert len(health.last_error) == breaker.ERROR_CHARS
+    assert health.last_failure_at.startswith("2027-01-15T")
+    assert health.model == TARGET.model
+
+
+def test_success_closes_the_breaker_and_writes_only_when_needed():
+    assert breaker.after_success(None, TARGET) is None
+    assert breaker.after_success(ModelHealth(model=TARGET.model), TARGET) is None
+    failing = breaker.after_failure(None, TARGET, "503", transient=True, now=NOW)
+    assert breaker.after_success(failing, TARGET) == ModelHealth(model=TARGET.model)
+    paused = breaker.after_failure(None, TARGET, "401", transient=False, now=NOW)
+    closed = breaker.after_success(paused, TARGET)
+    assert closed.state == "ok" and closed.failures == 0 and closed.last_error is None
+
+
+# --------------------------------------------------------------------------------------
+# Which failures pause a model and which only back it off
+# --------------------------------------------------------------------------------------
+
+
+def _litellm_like(name: str, status: int | None = None) -> Exception:
+    error = type(name, (Exception,), {})(f"{name} happened")
+    if status is not None:
+        error.status_code = status
+    return error
+
+
+@pytest.mark.parametrize(
+    "name, status, transient",
+    [
+        ("AuthenticationError", 401, False),
+        ("NotFoundError", 404, False),
+        ("BadRequestError", 400, False),
+        # The class wins over a made-up status: a too-long prompt never fits on a retry.
+        ("ContextWindowExceededError", 500, False),
+        ("ContentPolicyViolationError", None, False),
+        ("PermissionDeniedError", 403, False),
+        ("RateLimitError", 429, True),
+        ("InternalServerError", 500, True),
+        ("ServiceUnavailableError", 503, True),
+        ("Timeout", 408, True),
+        ("APIConnectionError", 500, True),
+        ("APIConnectionError", None, True),
+        ("SomethingElse", None, False),  # unknown errors are not retried
+        ("SomethingElse", 502, True),
+    ],
+)
+def test_litellm_errors_map_to_transient_or_permanent(name, status, transient):
+    from om_mcp.models.litellm_client import _model_error
+
+    error = _model_error(_litellm_like(name, status), ModelTarget(model="openai/x"))
+    assert error.transient is transient
+    assert error.status_code == status
+    assert error.model == "openai/x"
+    assert error.message.startswith(f"{name}: ")
+
+
+def test_is_transient():
+    assert is_transient(TimeoutError()) and is_transient(ConnectionRefusedError())
+    assert is_transient(TransientModelError("flaky"))
+    assert not is_transient(ModelError("bad key"))
+    assert not is_transient(ValueError("bug"))
+    for status, expected in [(408, True), (425, True), (429, True), (500, True), (599, True), (404, False),
+                             (400, False), (600, False)]:
+        assert is_transient(_litellm_like("E", status)) is expected, status
+
+
+# --------------------------------------------------------------------------------------
+# Readiness
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "", "   ", "<your-api-key>", "${OPENAI_API_KEY}", "$OPENAI_API_KEY", "xxxx", "your-key-here",
+     "YOUR_API_KEY", "sk-...", "sk-", "sk-xxxxxxxx", "...", "changeme", "replace-me", "none", "NULL",
+     "my-placeholder", "example-key", "dummy"],
+)
+def test_placeholders_are_not_keys(value):
+    assert not readiness.is_real_key(value)
+
+
+@pytest.mark.parametrize("value", ["sk-proj-4f9aQ2", "AIzaSyD-9tSrke72PouQMnMX", "gsk_abc123", "ollama"])
+def test_real_looking_keys(value):
+    assert readiness.is_real_key(value)
+
+
+def test_key_variables():
+    assert readiness.key_variables(ModelTarget(model="gemini/gemini-2.5-flash")) == ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    assert readiness.key_variables(ModelTarget(model="openai/x", api_key_env="MINE")) == ("MINE",)
+    assert readiness.key_variables(ModelTarget(model="ollama_chat/llama3")) == ()
+    assert readiness.key_variables(ModelTarget(model="noprovider")) == ()
+
+
+def test_check_by_key_endpoint_and_provider():
+    env = {"ANTHROPIC_API_KEY": "sk-ant-real", "OPENAI_API_KEY": "<your key>", "GOOGLE_API_KEY": "AIza-real"}
+    assert readiness.check(ModelTarget(model="anthropic/claude-haiku-4-5"), env).ready
+    not_ready = readiness.check(ModelTarget(model="openai/gpt-4o"), env)
+    assert not not_ready.ready and "OPENAI_API_KEY" in not_ready.reason and "OM_MODEL" in not_ready.reason
+    assert readiness.check(ModelTarget(model="gemini/gemini-2.5-flash"), env).ready  # any of its variables
+    local = readiness.check(ModelTarget(model="openai/x", api_base="http://127.0.0.1:8080/v1"), {})
+    assert local.ready and "127.0.0.1:8080" in local.reason
+    for keyless in ("ollama_chat/llama3", CLAUDE_CLI_MODEL, SAMPLING_MODEL):
+        assert readiness.check(ModelTarget(model=keyless), {}).ready, keyless
+    unknown = readiness.check(ModelTarget(model="someprovider/model"), {})
+    assert unknown.ready and "not checked" in unknown.reason
+
+
+def test_check_with_a_named_key_variable():
+    target = ModelTarget(model="openai/x", api_key_env="TEAM_KEY", api_base="http://127.0.0.1:1/v1")
+    missing = readiness.check(target, {})
+    assert not missing.ready and "TEAM_KEY" in missing.reason  # the named key is required even with api_base
+    assert readiness.check(target, {"TEAM_KEY": "sk-team-real"}).ready
+
+
+def test_check_all_takes_the_first_ready_enabled_target():
+    env = {"OPENAI_API_KEY": "sk-real"}
+    targets = [ModelTarget(model="anthropic/a"), ModelTarget(model="openai/b")]
+    assert readiness.check_all(targets, env).reason == "openai/b"
+    none_ready = readiness.check_all(targets, {})
+    assert not none_ready.ready and "ANTHROPIC_API_KEY" in none_ready.reason  # the first one's reason
+    disabled = [ModelTarget(model="openai/b", enabled=False)]
+    assert readiness.check_all(disabled, env) == readiness.Readiness(False, "no enabled model is configured")
+
+
+# --------------------------------------------------------------------------------------
+# model = "auto"
+# --------------------------------------------------------------------------------------
+
+
+def no_claude(name: str) -> str | None:
+    return None
+
+
+def test_auto_prefers_a_provider_key_in_order():
+    choice = resolve_auto({"OPENAI_API_KEY": "sk-real", "ANTHROPIC_API_KEY": "sk-ant-real"}, which=no_claude)
+    assert choice.models == ("anthropic/claude-haiku-4-5",)
+    assert "ANTHROPIC_API_KEY" in choice.reason
+    assert resolve_auto({"GOOGLE_API_KEY": "AIza-real"}, which=no_claude).models == ("gemini/gemini-2.5-flash",)
+
+
+def test_auto_skips_placeholder_keys():
+    choice = resolve_auto({"ANTHROPIC_API_KEY": "<key>", "OPENAI_API_KEY": "sk-real"}, which=no_claude)
+    assert choice.models == ("openai/gpt-4o-mini",)
+
+
+def test_auto_uses_the_claude_command_then_sampling():
+    found = resolve_auto({}, which=lambda name: "/usr/local/bin/claude" if name == "claude" else None)
+    assert found.models == (CLAUDE_CLI_MODEL, SAMPLING_MODEL)
+    assert "claude" in found.reason
+
+
+def test_auto_with_nothing_falls_back_to_sampling_and_says_how_to_fix_it():
+    choice = resolve_auto({}, which=no_claude)
+    assert choice.models == (SAMPLING_MODEL,)
+    assert choice.reason == NO_MODEL_REASON and "ANTHROPIC_API_KEY" in choice.reason
+
+
+# --------------------------------------------------------------------------------------
+# Which client calls which target
+# --------------------------------------------------------------------------------------
+
+
+def test_clients_by_kind_of_target():
+    sampling = ScriptedModel(["from the host"])
+    clients = Clients(sampling)
+    assert clients.for_target(ModelTarget(model="sampling")) is sampling
+    litellm_client = clients.for_target(ModelTarget(model="openai/x"))
+    assert type(litellm_client).__name__ == "LiteLLMClient"
+    assert clients.for_target(ModelTarget(model="gemini/y")) is litellm_client  # made once
+
+
+@pytest.mark.anyio
+async def test_sampling_without_a_connected_client_is_unavailable():
+    client = Clients().for_target(ModelTarget(model="sampling"))
+    with pytest.raises(ModelUnavailable) as info:
+        await client.complete(MESSAGES, ModelTarget(model="sampling"), None, 1.0)  # type: ignore[arg-type]
+    assert "sampling" in str(info.value)
+
+
+# --------------------------------------------------------------------------------------
+# The router and the health book
+# --------------------------------------------------------------------------------------
+
+
+def router(choice, model: ScriptedModel, book: MemoryBook) -> ModelRouter:
+    return ModelRouter(choice, policy=FAST, client=model, health=book)
+
+
+@pytest.mark.anyio
+async def test_a_success_with_a_healthy_model_writes_nothing():
+    book = MemoryBook()
+    await router("openai/a", ScriptedModel(["ok"]), book).complete(MESSAGES)
+    assert book.rows == {} and book.puts == 0
+
+
+@pytest.mark.anyio
+async def test_a_transient_failure_opens_the_breaker_and_the_next_call_is_skipped():
+    book = MemoryBook()
+    model = ScriptedModel([TransientModelError("HTTP 503"), TransientModelError("HTTP 503"), "never"])
+    target = ModelTarget(model="openai/a", max_retries=1)
+    with pytest.raises(ModelError) as info:
+        await router(target, model, book).complete(MESSAGES)
+    assert info.value.transient and len(model.calls) == 2  # retried within the call first
+    health = book.rows["openai/a"]
+    assert health.state == "backoff" and health.failures == 1 and "503" in health.last_error
+
+    with pytest.raises(ModelUnavailable) as info:
+        await router(target, model, book).complete(MESSAGES)
+    assert "openai/a" in str(info.value) and "next attempt in" in str(info.value)
+    assert len(model.calls) == 2  # no call was made
+
+
+@pytest.mark.anyio
+async def test_a_permanent_failure_pauses_the_model_without_retries():
+    book = MemoryBook()
+    model = ScriptedModel([ModelError("AuthenticationError: invalid key", transient=False)])
+    with pytest.raises(ModelError):
+        await router(ModelTarget(model="openai/a", max_retries=3), model, book).complete(MESSAGES)
+    assert len(model.calls) == 1
+    assert book.rows["openai/a"].state == "paused"
+    with pytest.raises(ModelUnavailable) as info:
+        await router("openai/a", model, book).complete(MESSAGES)
+    assert "paused" in str(info.value) and "invalid key" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_an_open_breaker_moves_on_to_the_next_model():
+    book = MemoryBook()
+    book.rows["openai/a"] = breaker.after_failure(None, ModelTarget(model="openai/a"), "down", transient=True)
+    model = ScriptedModel(lambda messages, target: f"answered by {target.model}")
+    result = await router(["openai/a", "openai/b"], model, book).complete(MESSAGES)
+    assert result.text == "answered by openai/b"
+    assert [c.target.model for c in model.calls] == ["openai/b"]
+    assert "openai/b" not in book.rows  # healthy all along: nothing written
+
+
+@pytest.mark.anyio
+async def test_every_model_skipped_raises_unavailable_naming_each():
+    book = MemoryBook()
+    for name in ("openai/a", "openai/b"):
+        book.rows[name] = breaker.after_failure(None, ModelTarget(model=name), f"{name} down", transient=True)
+    model = ScriptedModel(["never"])
+    with pytest.raises(ModelUnavailable) as info:
+        await router(["openai/a", "openai/b"], model, book).complete(MESSAGES)
+    assert "openai/a down" in str(info.value) and "openai/b down" in str(info.value)
+    assert isinstance(info.value, ModelError) and model.calls == []
+
+
+@pytest.mark.anyio
+async def test_a_success_after_the_backoff_closes_the_breaker():
+    book = MemoryBook()
+    failing = breaker.after_failure(None, ModelTarget(model="openai/a"), "down", transient=True)
+    book.rows["openai/a"] = replace(failing, next_attempt_at=0.0)  # the wait is over
+    result = await router("openai/a", ScriptedModel(["ok"]), book).complete(MESSAGES)
+    assert result.text == "ok"
+    assert book.rows["openai/a"] == ModelHealth(model="openai/a")
+
+
+@pytest.mark.anyio
+async def test_failures_count_up_across_calls():
+    book = MemoryBook()
+    target = ModelTarget(model="openai/a", max_retries=0)
+    for expected in (1, 2):
+        if expected == 2:
+            book.rows["openai/a"].next_attempt_at = 0.0  # let the second call through
+        with pytest.raises(ModelError):
+            await router(target, ScriptedModel([TransientModelError("503")]), book).complete(MESSAGES)
+        assert book.rows["openai/a"].failures == expected
+
+
+@pytest.mark.anyio
+async def test_an_explicit_probe_tries_a_model_whose_breaker_is_open():
+    book = MemoryBook()
+    book.rows["openai/a"] = breaker.after_failure(None, ModelTarget(model="openai/a"), "401", transient=False)
+    model = ScriptedModel(["back"])
+    token = probe.set(True)
+    try:
+        result = await router("openai/a", model, book).complete(MESSAGES)
+    finally:
+        probe.reset(token)
+    assert result.text == "back" and len(model.calls) == 1
+    assert book.rows["openai/a"].state == "ok"
