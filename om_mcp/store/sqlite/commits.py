@@ -94,16 +94,38 @@ def commit_observation(
     insert_groups(conn, key, generation, _group_rows(groups))
     for thread_id, seq in new_cursors.items():
         _move_cursor(conn, key, thread_id, seq)
-        # A chunk overlapping what was just observed would observe it twice.
-        conn.execute(
-            "DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq <= ?", (key, thread_id, seq)
-        )
+        _drop_stale_chunks(conn, key, thread_id, seq)
         _set_hints(conn, key, thread_id, hints.get(thread_id, {}))
     # Buffering intervals count from what is still unobserved.
     conn.execute("UPDATE om_records SET last_buffered_at_tokens = 0 WHERE key = ?", (key,))
     _touch_record(conn, key, extracted=extracted, observed_at=observed_at)
     add_events(conn, events)
     return True
+
+
+def _gap(conn: sqlite3.Connection, thread_id: str, after: int, before: int) -> bool:
+    """Is an observable message between two seqs (exclusive)? Then chunks do not continue there."""
+    return conn.execute(
+        "SELECT 1 FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND observable LIMIT 1",
+        (thread_id, after, before),
+    ).fetchone() is not None
+
+
+def _drop_stale_chunks(conn: sqlite3.Connection, key: str, thread_id: str, cursor: int) -> None:
+    """After the cursor moved: a chunk overlapping what was just observed would observe it twice,
+    and chunks that no longer continue right after the cursor would skip messages."""
+    conn.execute("DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq <= ?",
+                 (key, thread_id, cursor))
+    previous = cursor
+    for chunk_id, first, last in conn.execute(
+        "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = ? AND thread_id = ? ORDER BY first_seq",
+        (key, thread_id),
+    ).fetchall():
+        if _gap(conn, thread_id, previous, first):
+            conn.execute("DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq >= ?",
+                         (key, thread_id, first))
+            return
+        previous = last
 
 
 def tail(conn: sqlite3.Connection, key: str, thread_id: str) -> int:
@@ -151,11 +173,18 @@ def activate_chunks(
     if not prefix or [c.id for c in prefix] != chunk_ids:
         return False
     # Per thread, the chunks must continue right after the cursor, with no message skipped.
-    first_by_thread: dict[str, Chunk] = {}
+    previous: dict[str, int] = {}
     for c in prefix:
-        first_by_thread.setdefault(c.thread_id, c)
-    if any(c.first_seq <= _cursor(conn, key, t) for t, c in first_by_thread.items()):
-        return False
+        start = previous.get(c.thread_id)
+        if start is None:
+            start = _cursor(conn, key, c.thread_id)
+            if c.first_seq <= start:
+                return False
+        if _gap(conn, c.thread_id, start, c.first_seq):
+            # They would skip messages: drop them, buffering starts again from the cursor.
+            _drop_stale_chunks(conn, key, c.thread_id, _cursor(conn, key, c.thread_id))
+            return False
+        previous[c.thread_id] = c.last_seq
     generation = conn.execute("SELECT generation FROM om_records WHERE key = ?", (key,)).fetchone()[0]
     insert_groups(conn, key, generation, [
         {"kind": "observation", "thread_id": c.thread_id, "first_seq": c.first_seq, "last_seq": c.last_seq,
