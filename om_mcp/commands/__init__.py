@@ -1,0 +1,1 @@
+"""One module per CLI command; `_output` holds the shared printing helpers."""

@@ -1,0 +1,1 @@
+"""HTTP transport pieces (the status page lives in `ui/`)."""

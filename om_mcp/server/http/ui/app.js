@@ -1,0 +1,303 @@
+// The om-mcp status page: plain DOM and inline SVG, no library, nothing loaded from elsewhere.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const hash = new URLSearchParams(location.hash.slice(1));
+if (hash.get("token")) sessionStorage.setItem("om-token", hash.get("token"));
+const token = sessionStorage.getItem("om-token");
+const state = { info: null, threads: {}, current: null, lastEvent: null, events: [], poll: null };
+const KIND_LABEL = { observation: "observation", buffering: "buffering", activation: "activation", reflection: "reflection" };
+
+async function api(path, options = {}) {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const response = await fetch(`api/${path}`, { ...options, headers });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
+  return body;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined) continue;
+    if (key === "text") node.textContent = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else if (key === "onchange") node.addEventListener("change", value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
+  return node;
+}
+
+const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const when = (iso) => (iso ? new Date(iso).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short" }) : "–");
+const clock = (iso) => new Date(iso).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const ids = (id) => encodeURIComponent(id);
+
+function showError(error) {
+  const box = document.getElementById("error");
+  box.textContent = String(error.message || error);
+  box.hidden = false;
+  document.body.dataset.state = "error";
+}
+
+async function start() {
+  try {
+    state.info = await api("info");
+    const i = state.info;
+    document.getElementById("info").textContent =
+      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}`;
+    await renderSidebar();
+    const wanted = hash.get("thread");
+    if (wanted) await openThread(wanted);
+    else document.body.dataset.state = "ready";
+  } catch (error) { showError(error); }
+}
+
+async function renderSidebar() {
+  const nav = document.getElementById("sidebar");
+  const resources = await api("resources");
+  const blocks = await Promise.all(resources.map(async (r) => {
+    const threads = await api(`resources/${ids(r.id)}/threads`);
+    threads.forEach((t) => { state.threads[t.id] = t; });
+    return [
+      el("h2", { text: r.id }, el("small", { text: ` · ${r.threads} threads · ${fmt(r.messages)} messages` })),
+      threads.map((t) => el("a", { href: `#thread=${ids(t.id)}`, "data-thread": t.id,
+        onclick: (e) => { e.preventDefault(); openThread(t.id); } },
+        t.title || t.id, el("small", { text: `${fmt(t.messages)} messages · generation ${t.generation} · ${when(t.updated_at)}` }))),
+    ];
+  }));
+  nav.replaceChildren(...blocks.flat(2));
+  if (!resources.length) nav.append(el("p", { class: "empty", text: "No memory yet." }));
+}
+
+async function openThread(id) {
+  clearInterval(state.poll);
+  state.current = id; state.events = []; state.lastEvent = null;
+  history.replaceState(null, "", `#thread=${ids(id)}`);
+  document.querySelectorAll("#sidebar a").forEach((a) => a.classList.toggle("current", a.dataset.thread === id));
+  document.body.dataset.state = "loading";
+  try {
+    const [detail, series] = await Promise.all([api(`threads/${ids(id)}`), api(`threads/${ids(id)}/series`)]);
+    renderThread(detail, series);
+    await pollEvents();
+    state.poll = setInterval(() => pollEvents().catch(showError), 5000);
+    document.body.dataset.state = "ready";
+  } catch (error) { showError(error); }
+}
+
+function renderThread(d, series) {
+  const t = d.thread;
+  const main = document.getElementById("main");
+  main.replaceChildren(
+    el("div", { class: "thread-head" },
+      el("div", {}, el("h2", { text: t.title || t.id }),
+        el("div", { class: "meta" }, el("code", { text: t.id }),
+          ` · ${d.record_key} · ${fmt(t.messages)} messages · created ${when(t.created_at)} · updated ${when(t.updated_at)}`)),
+      el("button", { class: "danger", id: "forget", onclick: () => askForget(d) }, "Forget thread…")),
+    el("div", { id: "confirm-slot" }),
+    el("section", {}, el("h3", { text: "The two windows" }), el("div", { class: "grid2" },
+      gauge("msg", "Unobserved messages", d.messages_window, "observe at"),
+      gauge("obs", "Observation log", d.observations_window, "reflect at")),
+      el("div", { class: "meta", text: `Buffered ahead: ${d.buffered.chunks} chunks (${fmt(d.buffered.message_tokens)} message tokens → ${fmt(d.buffered.observation_tokens)} observation tokens)${d.buffered.reflection_ready ? " · a reflection is ready" : ""}` })),
+    el("section", {}, el("h3", { text: "Over time" }), el("div", { class: "charts" },
+      tokenChart("Unobserved message tokens", "s-msg", series.points, "unobserved_tokens", "message_threshold"),
+      tokenChart("Observation log tokens", "s-obs", series.points, "observation_tokens", "observation_threshold"),
+      cycleChart("Model latency per cycle", series.cycles, (c) => c.duration_ms === null ? null : c.duration_ms / 1000,
+        (v) => `${v.toFixed(1)} s`, (v) => `${+v.toPrecision(3)} s`),
+      cycleChart("Cost per cycle (USD)", series.cycles, (c) => c.cost, (v) => `$${v.toFixed(4)}`,
+        (v) => `$${+v.toPrecision(2)}`))),
+    el("section", {}, el("h3", { text: "Where the agent was" }), el("dl", { class: "kv" },
+      el("dt", { text: "Current task" }), el("dd", { text: d.hints.current_task || "–" }),
+      el("dt", { text: "Suggested response" }), el("dd", { text: d.hints.suggested_response || "–" }),
+      el("dt", { text: `Working memory${d.working_memory_scope ? ` (${d.working_memory_scope})` : ""}` }),
+      el("dd", {}, el("pre", { id: "working-memory", text: d.working_memory || "–" })))),
+    logSection(d.generations),
+    el("section", {}, el("h3", { text: "Events" }), el("ul", { class: "events", id: "events" })),
+  );
+}
+
+function gauge(cls, label, w, verb) {
+  const share = w.threshold ? Math.min(w.tokens / w.threshold, 1) : 0;
+  const fill = el("div");
+  fill.style.width = `${(share * 100).toFixed(1)}%`;
+  return el("div", { class: `gauge ${cls}` },
+    el("div", { text: `${label}: ${fmt(w.tokens)} tokens (${Math.round(share * 100)}% · ${verb} ${fmt(w.threshold)})` }),
+    el("div", { class: "bar" }, fill));
+}
+
+// -- charts ------------------------------------------------------------------------------
+
+const W = 520, H = 190, M = { l: 52, r: 10, t: 8, b: 24 };
+
+function niceStep(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v)), n = v / p;
+  return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 2.5 ? 2.5 : n <= 5 ? 5 : 10) * p;
+}
+
+function frame(xs, maxY, yLabel) {
+  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1000);
+  const step = niceStep((maxY * 1.05) / 4), top = step * 4;
+  const sx = (x) => M.l + ((x - x0) / (x1 - x0)) * (W - M.l - M.r);
+  const sy = (y) => H - M.b - (y / top) * (H - M.t - M.b);
+  const svg = el("svg:svg", { class: "plot", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img" });
+  const grid = el("svg:g", { class: "grid" });
+  for (let i = 0; i <= 4; i++) {
+    const y = sy(step * i);
+    grid.append(el("svg:line", { x1: M.l, x2: W - M.r, y1: y, y2: y }),
+      el("svg:text", { x: M.l - 6, y: y + 3, "text-anchor": "end", text: yLabel(step * i) }));
+  }
+  const span = x1 - x0;
+  for (let i = 0; i <= 3; i++) {
+    const x = x0 + (span * i) / 3, d = new Date(x);
+    const label = span > 2 * 86400e3 ? d.toLocaleDateString("en-GB", { day: "numeric", month: "short" })
+      : d.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" });
+    grid.append(el("svg:text", { x: sx(x), y: H - 6, "text-anchor": i === 0 ? "start" : i === 3 ? "end" : "middle", text: label }));
+  }
+  svg.append(grid, el("svg:line", { class: "axis", x1: M.l, x2: W - M.r, y1: H - M.b, y2: H - M.b, stroke: "#bbb" }));
+  return { svg, sx, sy };
+}
+
+function pathOf(points, sx, sy, step) {
+  let d = "";
+  points.forEach(([x, y], i) => {
+    if (i === 0) d = `M${sx(x).toFixed(1)},${sy(y).toFixed(1)}`;
+    else if (step) d += `H${sx(x).toFixed(1)}V${sy(y).toFixed(1)}`;
+    else d += `L${sx(x).toFixed(1)},${sy(y).toFixed(1)}`;
+  });
+  return d;
+}
+
+function tokenChart(title, cls, points, key, thresholdKey) {
+  const box = el("div", { class: "chart", "data-chart": key });
+  box.append(el("h4", { text: title }), el("div", { class: "legend" },
+    el("span", {}, el("i", { class: cls }), "tokens"), el("span", {}, el("i", { class: cls }), "threshold (dashed)")));
+  if (!points.length) { box.append(el("p", { class: "empty", text: "No data yet." })); return box; }
+  const xs = points.map((p) => Date.parse(p.at));
+  const values = points.map((p, i) => [xs[i], p[key]]);
+  const limits = points.map((p, i) => [xs[i], p[thresholdKey]]);
+  const { svg, sx, sy } = frame(xs, Math.max(...values.map((v) => v[1]), ...limits.map((v) => v[1])), fmt);
+  svg.append(
+    el("svg:path", { class: `threshold ${cls}`, d: pathOf(limits, sx, sy, true), "data-points": limits.length }),
+    el("svg:path", { class: `series ${cls}`, d: pathOf(values, sx, sy, true), "data-points": values.length },
+      el("svg:title", { text: `${title}: ${fmt(values.at(-1)[1])} now` })));
+  box.append(svg);
+  return box;
+}
+
+function cycleChart(title, cycles, value, label, tick) {
+  const box = el("div", { class: "chart", "data-chart": title });
+  const shown = cycles.filter((c) => value(c) !== null && value(c) !== undefined);
+  const kinds = [...new Set(shown.map((c) => c.kind))];
+  const total = shown.reduce((s, c) => s + value(c), 0);
+  box.append(el("h4", { text: `${title}${title.includes("Cost") ? ` · total ${label(total)}` : ""}` }),
+    el("div", { class: "legend" }, kinds.map((k) => el("span", {}, el("i", { class: `k-${k}` }), KIND_LABEL[k] || k))));
+  if (!shown.length) { box.append(el("p", { class: "empty", text: "No model calls yet." })); return box; }
+  const xs = shown.map((c) => Date.parse(c.at));
+  const { svg, sx, sy } = frame(xs, Math.max(...shown.map(value)), tick);
+  const width = Math.max(2, Math.min(10, (W - M.l - M.r) / shown.length - 1));
+  shown.forEach((c, i) => {
+    const y = sy(value(c));
+    svg.append(el("svg:rect", { class: `bar k-${c.kind}${c.ok ? "" : " failed"}`, x: (sx(xs[i]) - width / 2).toFixed(1),
+      y: y.toFixed(1), width: width.toFixed(1), height: Math.max(0.5, H - M.b - y).toFixed(1) },
+      el("svg:title", { text: `${c.kind}${c.ok ? "" : " (failed)"} at ${clock(c.at)}: ${label(value(c))}${c.model ? ` · ${c.model}` : ""}` })));
+  });
+  box.append(svg);
+  return box;
+}
+
+// -- the observation log ----------------------------------------------------------------
+
+function logSection(generations) {
+  const section = el("section", { id: "log" }, el("h3", { text: `Observation log · ${generations.length} generation${generations.length === 1 ? "" : "s"}` }));
+  if (!generations.length) { section.append(el("p", { class: "empty", text: "Nothing observed yet." })); return section; }
+  const last = generations.length - 1;
+  const columns = el("div", { class: "compare" });
+  const column = (initial) => {
+    const holder = el("div", { class: "generation-column" });
+    const select = el("select", { "aria-label": "generation", onchange: () => fill(Number(select.value)) },
+      generations.map((g, i) => el("option", { value: i, text: `Generation ${g.generation}${g.current ? " (current)" : ""} · ${fmt(g.tokens)} tokens · ${g.groups.length} groups` })));
+    const body = el("div");
+    const fill = (i) => {
+      select.value = String(i);
+      body.replaceChildren(...generations[i].groups.map((g) => el("div", { class: `group ${g.kind}`, "data-generation": generations[i].generation },
+        el("header", { text: `#${g.position} ${g.kind} · ${fmt(g.tokens)} tokens${g.first_message_id ? ` · ${g.first_message_id}…${g.last_message_id}` : ""}${g.observed_at ? ` · ${when(g.observed_at)}` : ""}` }),
+        el("pre", { text: g.text }))));
+    };
+    fill(initial);
+    holder.append(select, body);
+    return holder;
+  };
+  columns.append(column(Math.max(0, last - 1)));
+  if (last > 0) columns.append(column(last));
+  section.append(el("p", { class: "meta", text: last > 0 ? "Side by side: what the Reflector condensed (left) into the next generation (right)." : "One generation so far: no reflection yet." }), columns);
+  return section;
+}
+
+// -- events -----------------------------------------------------------------------------
+
+function summary(e) {
+  const p = e.payload, secs = p.duration_ms ? ` in ${(p.duration_ms / 1000).toFixed(1)} s` : "";
+  const what = p.operation_type === "reflection" ? "reflected" : null;
+  switch (e.type) {
+    case "data-om-buffering-end": return `${what || "buffered"} ${fmt(p.tokens_buffered)} → ${fmt(p.buffered_tokens)} tokens${secs}`;
+    case "data-om-observation-end": return `${what || "observed"} ${fmt(p.tokens_observed)} → ${fmt(p.observation_tokens)} tokens${secs}`;
+    case "data-om-activation": return `activated ${fmt(p.tokens_activated)} message tokens as ${fmt(p.observation_tokens)} observation tokens (${p.triggered_by || "threshold"})`;
+    case "data-om-thread-update": return `title: ${p.old_title ? `${p.old_title} → ` : ""}${p.new_title}`;
+    default:
+      if (e.type.endsWith("-failed")) return `failed${secs}: ${p.error || "unknown error"}`;
+      if (e.type.endsWith("-start")) return `started on ${fmt(p.tokens_to_observe ?? p.tokens_to_buffer)} tokens`;
+      return "";
+  }
+}
+
+async function pollEvents() {
+  const id = state.current;
+  const page = await api(`threads/${ids(id)}/events?limit=500${state.lastEvent !== null ? `&after=${state.lastEvent}` : ""}`);
+  if (id !== state.current) return;
+  state.lastEvent = page.next_after;
+  const fresh = page.events.filter((e) => e.type !== "data-om-tokens");
+  if (!fresh.length) return;
+  const list = document.getElementById("events");
+  for (const e of fresh) {
+    const kind = e.payload.operation_type === "reflection" ? "reflection" : e.type.includes("buffering") ? "buffering"
+      : e.type.includes("activation") ? "activation" : "observation";
+    const failed = e.type.endsWith("-failed");
+    list.prepend(el("li", { "data-event": e.id }, el("time", { datetime: e.at, text: when(e.at) }),
+      el("span", { class: `badge k-${kind}${failed ? " failed" : ""}`, text: e.type.replace("data-om-", "") }),
+      el("span", { text: summary(e) })));
+  }
+  if (state.events.length) {  // new cycles since the page drew: redraw the numbers
+    const [detail, series] = await Promise.all([api(`threads/${ids(id)}`), api(`threads/${ids(id)}/series`)]);
+    const events = document.getElementById("events");
+    renderThread(detail, series);
+    document.getElementById("events").replaceWith(events);
+  }
+  state.events.push(...fresh);
+}
+
+// -- forgetting -------------------------------------------------------------------------
+
+function askForget(d) {
+  const slot = document.getElementById("confirm-slot");
+  const t = d.thread;
+  slot.replaceChildren(el("div", { class: "confirm", id: "confirm-forget" },
+    el("p", { text: `Forget “${t.title || t.id}”? This deletes its ${fmt(t.messages)} messages, its observation log and its events. It cannot be undone.` }),
+    el("button", { onclick: () => slot.replaceChildren() }, "Cancel"), " ",
+    el("button", { class: "danger solid", id: "forget-confirm", onclick: () => forget(t) }, "Forget this thread")));
+}
+
+async function forget(t) {
+  try {
+    const done = await api(`threads/${ids(t.id)}`, { method: "DELETE" });
+    clearInterval(state.poll);
+    state.current = null;
+    history.replaceState(null, "", "#");
+    await renderSidebar();
+    document.getElementById("main").replaceChildren(el("p", { class: "notice", id: "forgotten",
+      text: `Forgot “${t.title || t.id}”: ${fmt(done.messages)} messages deleted.` }));
+  } catch (error) { showError(error); }
+}
+
+start();

@@ -1,0 +1,202 @@
+"""The status page's JSON contract: what each endpoint returns, and the data source behind it.
+
+Endpoints (all JSON; errors are {"error": "..."} with 400 or 404):
+
+    GET    /api/info                                  ServerInfo
+    GET    /api/resources                             list[ResourceSummary]
+    GET    /api/resources/{resource_id}/threads       list[ThreadSummary]     (404: unknown resource)
+    GET    /api/threads/{thread_id}                   ThreadDetail            (404: unknown thread)
+    GET    /api/threads/{thread_id}/events?after=&limit=   EventPage          (after: last id seen; limit <= 500)
+    GET    /api/threads/{thread_id}/series            ThreadSeries
+    DELETE /api/threads/{thread_id}                   Forgotten               (the page asks first)
+
+The page is read-only except that DELETE. Times are ISO-8601 strings with a
+time zone; token counts are the engine's stored counts.
+
+What the engine must record for the plots (see `series.build_series`):
+- every cycle-ending event (observation-end, buffering-end, activation,
+  observation-failed, buffering-failed, and their reflection forms) keeps what
+  it has now (`duration_ms`, `model`, `usage.cost`, the tokens in/out fields,
+  `completed_at` / `activated_at` / `failed_at`) and adds one object,
+  `"windows": {"unobserved_tokens", "observation_tokens", "message_threshold",
+  "observation_threshold"}`: the record's two windows right after the commit;
+- each `append_messages` that stores messages writes one small event,
+  `{"type": "data-om-tokens", "at", "windows": {...same four...}}`, in the
+  same transaction as the messages (the rise between cycles; for imported
+  history the message dates say nothing about when the engine saw them).
+Without these fields the series is rebuilt from the messages' dates and the
+events' token deltas, which is right for live threads and only approximate
+for imported ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerInfo(_Out):
+    """The page header: what is running and its two thresholds."""
+
+    name: str = "om-mcp"
+    version: str
+    database: str | None = Field(None, description="where the memory lives, as the user would recognise it")
+    scope: Literal["thread", "resource"]
+    message_threshold: int = Field(description="observation.message_tokens")
+    observation_threshold: int = Field(description="reflection.observation_tokens")
+    observer_model: str | None = None
+    reflector_model: str | None = None
+
+
+class ResourceSummary(_Out):
+    id: str
+    threads: int
+    messages: int
+    updated_at: str | None = None
+    working_memory: str | None = Field(None, description="the resource-scoped working memory, if any")
+
+
+class ThreadSummary(_Out):
+    id: str
+    resource_id: str
+    title: str | None = None
+    messages: int
+    unobserved_tokens: int = Field(description="tokens of this thread's messages after the cursor")
+    observation_tokens: int = Field(description="tokens of the active observation log of its record")
+    generation: int
+    created_at: str
+    updated_at: str
+    last_observed_at: str | None = None
+
+
+class Group(_Out):
+    """One block of the observation log."""
+
+    id: str
+    position: int
+    kind: Literal["observation", "reflection"]
+    text: str
+    tokens: int
+    thread_id: str | None = None
+    first_message_id: str | None = None
+    last_message_id: str | None = None
+    observed_at: str | None = None
+    created_at: str | None = None
+
+
+class Generation(_Out):
+    """The log as it stood in one generation: observations appended, until a reflection starts the next."""
+
+    generation: int
+    current: bool
+    created_at: str | None = Field(None, description="when it started (the reflection that made it)")
+    tokens: int
+    groups: list[Group]
+
+
+class Hints(_Out):
+    current_task: str | None = None
+    suggested_response: str | None = None
+
+
+class Window(_Out):
+    tokens: int
+    threshold: int
+
+
+class Buffered(_Out):
+    """Work done ahead and not yet active."""
+
+    chunks: int = 0
+    message_tokens: int = 0
+    observation_tokens: int = 0
+    reflection_ready: bool = False
+
+
+class ThreadDetail(_Out):
+    thread: ThreadSummary
+    record_key: str = Field(description="thread:<id> or resource:<id>")
+    scope: Literal["thread", "resource"]
+    working_memory: str | None = None
+    working_memory_scope: Literal["thread", "resource"] | None = None
+    hints: Hints = Hints()
+    extracted: dict[str, Any] = Field(default_factory=dict)
+    messages_window: Window = Field(description="unobserved message tokens against observation.message_tokens")
+    observations_window: Window = Field(description="observation log tokens against reflection.observation_tokens")
+    buffered: Buffered = Buffered()
+    generations: list[Generation] = Field(description="oldest first; the last one is current")
+
+
+class Event(_Out):
+    id: int = Field(description="increasing; pass the last one seen as ?after= to poll")
+    type: str = Field(description="e.g. data-om-observation-end")
+    at: str
+    cycle_id: str | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventPage(_Out):
+    events: list[Event] = Field(description="oldest first, ids > after")
+    next_after: int | None = Field(description="the last id returned (or `after` when none): the next ?after=")
+
+
+class SeriesPoint(_Out):
+    """The two windows that drive everything, at one instant."""
+
+    at: str
+    unobserved_tokens: int
+    observation_tokens: int
+    message_threshold: int
+    observation_threshold: int
+
+
+class Cycle(_Out):
+    """One Observer / Reflector run (or an activation, which calls no model)."""
+
+    at: str
+    kind: Literal["observation", "buffering", "activation", "reflection"]
+    ok: bool = True
+    trigger: str | None = None
+    duration_ms: int | None = None
+    cost: float | None = Field(None, description="USD, when the provider reported it")
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+class ThreadSeries(_Out):
+    points: list[SeriesPoint] = Field(description="in time order")
+    cycles: list[Cycle] = Field(description="in time order")
+
+
+class Forgotten(_Out):
+    thread_id: str
+    messages: int = Field(description="how many messages were deleted")
+
+
+class UiDataSource(Protocol):
+    """What the page needs from the engine; the HTTP layer only serialises it.
+
+    A method returns None when the id names nothing (the route answers 404).
+    """
+
+    async def info(self) -> ServerInfo: ...
+
+    async def resources(self) -> list[ResourceSummary]: ...
+
+    async def threads(self, resource_id: str) -> list[ThreadSummary] | None: ...
+
+    async def thread(self, thread_id: str) -> ThreadDetail | None: ...
+
+    async def events(self, thread_id: str, after: int | None, limit: int) -> EventPage | None: ...
+
+    async def series(self, thread_id: str) -> ThreadSeries | None: ...
+
+    async def forget_thread(self, thread_id: str) -> Forgotten | None:
+        """Delete the thread, its messages, its record (thread scope) and its events."""
+        ...

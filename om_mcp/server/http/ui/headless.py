@@ -1,0 +1,77 @@
+"""Serve a Starlette app on loopback in a thread, and look at it with headless Chromium.
+
+Used by the status page's browser test and by `python -m om_mcp.server.http.ui.demo`.
+Chromium is driven by its own command-line flags (`--dump-dom`, `--screenshot`)
+rather than Playwright: Debian's `chromium` package is all it needs, nothing
+downloads a browser, and the page needs no clicking to be checked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-extensions", "--no-first-run",
+    "--no-default-browser-check", "--hide-scrollbars", "--mute-audio", "--force-device-scale-factor=1",
+)
+
+
+def find_chromium() -> str | None:
+    """The Chromium binary: $CHROMIUM, else the first of CANDIDATES on PATH."""
+    explicit = os.environ.get("CHROMIUM")
+    if explicit and Path(explicit).exists():
+        return explicit
+    return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
+
+
+@contextmanager
+def serve(app, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Run `app` with uvicorn in a thread; yields its base URL; stops it on exit."""
+    import uvicorn
+
+    if port == 0:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"the test server did not start on {host}:{port}")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def run_chromium(
+    url: str, *, screenshot: Path | None = None, size: tuple[int, int] = (1400, 1000), budget_ms: int = 5000,
+    binary: str | None = None, timeout: float = 60,
+) -> str:
+    """Load `url`; return the DOM after `budget_ms` of virtual time, or write a PNG to `screenshot`."""
+    binary = binary or find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no Chromium binary (install Debian's chromium package, or set CHROMIUM)")
+    with tempfile.TemporaryDirectory(prefix="om-chromium-") as profile:
+        command = [binary, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
+                   f"--window-size={size[0]},{size[1]}"]
+        command += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
+        done = subprocess.run([*command, url], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"chromium exited with {done.returncode}: {done.stderr.strip()[-600:]}")
+    return done.stdout

@@ -1,0 +1,111 @@
+"""Starlette routes for the status page: the three static files and the JSON API.
+
+    app.routes.extend(ui_routes(data_source))   # behind the same auth as /mcp
+
+The page is served at `/` and `/ui`; its files at `/ui/app.js` and
+`/ui/style.css`; the API under `/api/` (see `contract`). The static files hold
+no data, so only `/api/` needs the auth check; DELETE is not a "simple"
+cross-origin request, so a browser will not send it from another site without
+a CORS preflight, which these routes never grant.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from om_mcp.server.http.ui.contract import UiDataSource
+
+EVENTS_LIMIT = 500
+_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "style.css": "text/css; charset=utf-8"}
+# The page loads nothing from elsewhere and runs no inline script.
+_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+
+
+def ui_routes(api: UiDataSource) -> list[Route]:
+    files = {name: resources.files(__package__).joinpath(name).read_bytes() for name in _FILES}
+
+    def static(name: str):
+        async def serve(request: Request) -> Response:
+            return Response(files[name], media_type=_FILES[name], headers={
+                "Cache-Control": "no-cache", "Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"})
+        return serve
+
+    async def info(request: Request) -> Response:
+        return _json(await api.info())
+
+    async def resource_list(request: Request) -> Response:
+        return _json(await api.resources())
+
+    async def thread_list(request: Request) -> Response:
+        resource_id = request.path_params["resource_id"]
+        return _found(await api.threads(resource_id), f"unknown resource {resource_id!r}")
+
+    async def thread(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        return _found(await api.thread(thread_id), f"unknown thread {thread_id!r}")
+
+    async def events(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        after = _int_param(request, "after", None)
+        limit = _int_param(request, "limit", 200)
+        if isinstance(after, str) or isinstance(limit, str):
+            return _error(400, after if isinstance(after, str) else limit)
+        if not 1 <= limit <= EVENTS_LIMIT:
+            return _error(400, f"limit: expected 1 to {EVENTS_LIMIT}")
+        return _found(await api.events(thread_id, after, limit), f"unknown thread {thread_id!r}")
+
+    async def series(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        return _found(await api.series(thread_id), f"unknown thread {thread_id!r}")
+
+    async def forget(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        return _found(await api.forget_thread(thread_id), f"unknown thread {thread_id!r}")
+
+    return [
+        Route("/", static("index.html"), methods=["GET"]),
+        Route("/ui", static("index.html"), methods=["GET"]),
+        Route("/ui/app.js", static("app.js"), methods=["GET"]),
+        Route("/ui/style.css", static("style.css"), methods=["GET"]),
+        Route("/api/info", info, methods=["GET"]),
+        Route("/api/resources", resource_list, methods=["GET"]),
+        Route("/api/resources/{resource_id:path}/threads", thread_list, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}/events", events, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}/series", series, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}", thread, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}", forget, methods=["DELETE"]),
+    ]
+
+
+def _int_param(request: Request, name: str, default: int | None) -> int | str | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    if not value.isdigit():
+        return f"{name}: expected a non-negative integer, got {value!r}"
+    return int(value)
+
+
+def _json(value: Any) -> Response:
+    if isinstance(value, BaseModel):
+        data = value.model_dump(mode="json")
+    elif isinstance(value, list):
+        data = [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in value]
+    else:
+        data = value
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+
+def _found(value: Any, missing: str) -> Response:
+    return _error(404, missing) if value is None else _json(value)
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
