@@ -177,6 +177,9 @@ def test_legacy_entries() -> None:
     assert shot["content"][0]["result"] == "Screenshot taken\n[image: image/png]"
     edit = next(m for m in messages if any(p["type"] == "tool-call" and p["tool_name"] == "Edit" for p in m["content"]))
     assert [p["type"] for p in edit["content"]] == ["text", "tool-call"]  # the thinking block is gone
+    # a custom slash command is what the person asked for; its expansion and /model are not
+    assert texts(messages[-1]) == ["/fix-issue 123 --quick"]
+    assert "reproduce, test, patch" not in text and "haiku" not in text
 
 
 def test_sidechains_can_be_included_and_are_marked() -> None:

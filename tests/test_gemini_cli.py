@@ -129,3 +129,14 @@ def test_rewind_and_the_older_json_format(tmp_path: Path) -> None:
     messages, _ = read_messages(legacy, final=True)
     assert [m["id"] for m in messages] == ["a", "b", "c"]
     assert read_messages(tmp_path / "absent.jsonl", final=True) == ([], GeminiState())
+
+
+def test_what_each_event_does() -> None:
+    from om_mcp.hosts.common import HookPlan
+    from om_mcp.hosts.gemini_cli import plan_for
+
+    assert plan_for(parse_hook_input(hook("SessionStart-resume"))) == HookPlan(ingest=True, final=False, print_context=True)
+    assert plan_for(parse_hook_input(hook("AfterAgent"))) == HookPlan(ingest=True, final=True)
+    assert plan_for(parse_hook_input(hook("SessionEnd-exit"))) == HookPlan(ingest=True, final=True)
+    assert plan_for(parse_hook_input(hook("PreCompress-auto"))) == HookPlan(ingest=True, final=False)
+    assert plan_for(parse_hook_input(hook("BeforeAgent"))) == HookPlan(ingest=False)

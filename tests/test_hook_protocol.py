@@ -334,3 +334,14 @@ def test_launcher_fails_open_without_om_mcp_and_honours_the_kill_switch(tmp_path
     _fake_om_mcp(tmp_path / "bin")
     done = _launcher(tmp_path, {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "OM_MCP_HOOKS": "off"})
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+
+
+def test_what_each_event_does() -> None:
+    from om_mcp.hosts.claude_code import HookPlan, plan_for
+
+    for name in ("SessionStart-startup", "SessionStart-resume", "SessionStart-clear", "SessionStart-compact"):
+        assert plan_for(parse_hook_input(load(name))) == HookPlan(ingest=True, print_context=True)
+    for name in ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact-manual", "SessionEnd-other"):
+        assert plan_for(parse_hook_input(load(name))) == HookPlan(ingest=True)
+    for name in ("PreToolUse-Bash", "PostToolUse-Bash", "SubagentStart", "PostCompact-manual"):
+        assert plan_for(parse_hook_input(load(name))) == HookPlan()

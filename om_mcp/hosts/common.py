@@ -31,6 +31,15 @@ def hooks_disabled(env: Mapping[str, str] | None = None) -> bool:
     return value.strip().lower() in _OFF
 
 
+@dataclass(frozen=True)
+class HookPlan:
+    """What `om-mcp hook <host>` does for one event."""
+
+    ingest: bool = False  # read the transcript from the saved state and append the new messages
+    final: bool = True  # the turn is over (Gemini CLI: also take the newest reply)
+    print_context: bool = False  # print session_start_output(render_session_context(...))
+
+
 # --------------------------------------------------------------------------------------
 # The project a session belongs to
 # --------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from om_mcp.hosts.common import HookInputError, Project, TrimRule, find_project, parse_with, trim_value
+from om_mcp.hosts.common import HookInputError, HookPlan, Project, TrimRule, find_project, parse_with, trim_value
 
 HOST = "gemini-cli"
 INGEST_EVENTS = ("AfterAgent", "PreCompress", "SessionEnd")
@@ -121,6 +121,16 @@ EVENT_MODELS: dict[str, type[GeminiHookInput]] = {
 def parse_hook_input(data: str | bytes | dict[str, Any]) -> GeminiHookInput:
     """The typed input of one Gemini CLI hook call; HookInputError if unusable."""
     return parse_with(data, EVENT_MODELS, GeminiHookInput)
+
+
+def plan_for(hook: GeminiHookInput) -> HookPlan:
+    """SessionStart: catch up and print the context; AfterAgent and SessionEnd:
+    ingest the finished turn; PreCompress: ingest, holding back the open reply."""
+    if hook.hook_event_name == "SessionStart":
+        return HookPlan(ingest=True, final=False, print_context=True)
+    if hook.hook_event_name in INGEST_EVENTS:
+        return HookPlan(ingest=True, final=hook.hook_event_name in FINAL_EVENTS)
+    return HookPlan()
 
 
 # --------------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from om_mcp.hosts.claude_code.hooks import (
     HookInput,
     SessionStartInput,
     parse_hook_input,
+    plan_for,
 )
 from om_mcp.hosts.claude_code.transcript import ReadResult, TranscriptState, read_new, read_transcript
-from om_mcp.hosts.common import HookInputError
+from om_mcp.hosts.common import HookInputError, HookPlan
 from om_mcp.hosts.context import render_session_context, session_start_output
 
 
@@ -42,11 +43,13 @@ __all__ = [
     "ConvertOptions",
     "HookInput",
     "HookInputError",
+    "HookPlan",
     "ReadResult",
     "SessionStartInput",
     "TranscriptState",
     "entry_to_message",
     "parse_hook_input",
+    "plan_for",
     "read_messages",
     "read_new",
     "read_transcript",

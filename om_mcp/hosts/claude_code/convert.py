@@ -24,8 +24,11 @@ What is skipped, and why:
   `mode`, titles, and any type not listed above.
 * `isMeta` entries (command caveats, "Continue from where you left off."),
   synthetic assistant entries (`model: "<synthetic>"`, `isApiErrorMessage`),
-  slash-command and local-command markup (`<command-name>`,
-  `<local-command-stdout>`, ...), "[Request interrupted by user]".
+  local-command markup (`<local-command-stdout>`, bash mode's `<bash-input>`,
+  ...), built-in slash commands (/compact, /clear, /model, ...),
+  "[Request interrupted by user]". A custom or plugin slash command is kept
+  as the text the person typed ("/fix-issue 123"); its expanded prompt is a
+  meta entry and is skipped.
 * `/compact` summaries (`isCompactSummary`): skipped by default, because the
   original turns stay in the same transcript file above the compact boundary
   and are ingested as themselves; the summary would only repeat them.
@@ -61,8 +64,18 @@ HOST = "claude-code"
 UNKNOWN_TOOL = "unknown_tool"
 
 _LOCAL_MARKUP = re.compile(
-    r"^\s*<(command-name|command-message|command-args|local-command-stdout|local-command-stderr|"
+    r"^\s*<(command-message|command-args|local-command-stdout|local-command-stderr|"
     r"local-command-caveat|bash-input|bash-stdout|bash-stderr|user-memory-input)>",
+)
+_COMMAND = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+# Built-in commands that steer Claude Code itself; a custom or plugin command
+# ("/fix-issue 123") is what the person asked for and is kept as "/name args".
+HOUSEKEEPING_COMMANDS = frozenset(
+    "/add-dir /agents /bug /clear /compact /config /context /cost /doctor /exit /export /help /hooks /ide "
+    "/init /install-github-app /login /logout /mcp /memory /model /output-style /permissions /plugin /plugins "
+    "/pr-comments /privacy-settings /quit /release-notes /resume /rewind /status /statusline /terminal-setup "
+    "/todos /upgrade /usage /vim /effort /fast /theme /keybindings /tasks /bashes /reload-plugins".split()
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _INTERRUPTED = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
@@ -206,6 +219,14 @@ def _user_parts(content: Any, options: ConvertOptions, tools: dict[str, str], tr
 
 
 def _user_text(text: str) -> str:
+    command = _COMMAND.search(text)
+    if command:
+        name = command.group(1).strip()
+        name = name if name.startswith("/") else "/" + name
+        if name in HOUSEKEEPING_COMMANDS:
+            return ""
+        args = _COMMAND_ARGS.search(text)
+        return f"{name} {args.group(1).strip() if args else ''}".strip()
     if _LOCAL_MARKUP.match(text):
         return ""
     text = _REMINDER.sub("", text).strip()

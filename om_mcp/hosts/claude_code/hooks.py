@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from om_mcp.hosts.common import HookInputError, Project, find_project, parse_with
+from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
 
 # The events the om-mcp plugin registers, and the SessionStart sources it matches.
 INGEST_EVENTS = ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
@@ -113,3 +113,11 @@ EVENT_MODELS: dict[str, type[HookInput]] = {
 def parse_hook_input(data: str | bytes | Mapping[str, Any]) -> HookInput:
     """The typed input of one hook call; HookInputError (one line, naming the field) if unusable."""
     return parse_with(data, EVENT_MODELS, HookInput)
+
+
+def plan_for(hook: HookInput) -> HookPlan:
+    """SessionStart: catch up (a resumed or compacted session has turns on
+    disk) and print the context; the ingest events: catch up; others: nothing."""
+    if hook.hook_event_name == "SessionStart":
+        return HookPlan(ingest=True, print_context=True)
+    return HookPlan(ingest=hook.hook_event_name in INGEST_EVENTS)
