@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from om_mcp.models import (
+    ModelSettings,
     CallPolicy, ModelError, ModelRouter, ModelTarget, ModelUnavailable, TransientModelError, is_transient,
 )
 from om_mcp.models import health as breaker
@@ -175,13 +176,13 @@ def test_is_transient():
     "value",
     [None, "", "   ", "<your-api-key>", "${OPENAI_API_KEY}", "$OPENAI_API_KEY", "xxxx", "your-key-here",
      "YOUR_API_KEY", "sk-...", "sk-", "sk-xxxxxxxx", "...", "changeme", "replace-me", "none", "NULL",
-     "my-placeholder", "example-key", "dummy"],
+     "your-placeholder", "paste-key-here", "dummy"],
 )
 def test_placeholders_are_not_keys(value):
     assert not readiness.is_real_key(value)
 
 
-@pytest.mark.parametrize("value", ["sk-proj-4f9aQ2", "AIzaSyD-9tSrke72PouQMnMX", "gsk_abc123", "ollama"])
+@pytest.mark.parametrize("value", ["sk-proj-4f9aQ2xK8mWq", "AIzaSyD-9tSrke72PouQMnMX", "gsk_abc123def456ghi"])
 def test_real_looking_keys(value):
     assert readiness.is_real_key(value)
 
@@ -194,7 +195,7 @@ def test_key_variables():
 
 
 def test_check_by_key_endpoint_and_provider():
-    env = {"ANTHROPIC_API_KEY": "sk-ant-real", "OPENAI_API_KEY": "<your key>", "GOOGLE_API_KEY": "AIza-real"}
+    env = {"ANTHROPIC_API_KEY": "sk-ant-api03-realkey123", "OPENAI_API_KEY": "<your key>", "GOOGLE_API_KEY": "AIzaSyD-realkey12345"}
     assert readiness.check(ModelTarget(model="anthropic/claude-haiku-4-5"), env).ready
     not_ready = readiness.check(ModelTarget(model="openai/gpt-4o"), env)
     assert not not_ready.ready and "OPENAI_API_KEY" in not_ready.reason and "OM_MODEL" in not_ready.reason
@@ -211,11 +212,11 @@ def test_check_with_a_named_key_variable():
     target = ModelTarget(model="openai/x", api_key_env="TEAM_KEY", api_base="http://127.0.0.1:1/v1")
     missing = readiness.check(target, {})
     assert not missing.ready and "TEAM_KEY" in missing.reason  # the named key is required even with api_base
-    assert readiness.check(target, {"TEAM_KEY": "sk-team-real"}).ready
+    assert readiness.check(target, {"TEAM_KEY": "sk-team-realkey12345"}).ready
 
 
 def test_check_all_takes_the_first_ready_enabled_target():
-    env = {"OPENAI_API_KEY": "sk-real"}
+    env = {"OPENAI_API_KEY": "sk-proj-realkey12345"}
     targets = [ModelTarget(model="anthropic/a"), ModelTarget(model="openai/b")]
     assert readiness.check_all(targets, env).reason == "openai/b"
     none_ready = readiness.check_all(targets, {})
@@ -234,14 +235,15 @@ def no_claude(name: str) -> str | None:
 
 
 def test_auto_prefers_a_provider_key_in_order():
-    choice = resolve_auto({"OPENAI_API_KEY": "sk-real", "ANTHROPIC_API_KEY": "sk-ant-real"}, which=no_claude)
+    choice = resolve_auto({"OPENAI_API_KEY": "sk-proj-realkey12345", "ANTHROPIC_API_KEY": "sk-ant-api03-realkey123"},
+                          which=no_claude)
     assert choice.models == ("anthropic/claude-haiku-4-5",)
-    assert "ANTHROPIC_API_KEY" in choice.reason
-    assert resolve_auto({"GOOGLE_API_KEY": "AIza-real"}, which=no_claude).models == ("gemini/gemini-2.5-flash",)
+    assert choice.targets[0]["api_key_env"] == "ANTHROPIC_API_KEY" and "ANTHROPIC_API_KEY" in choice.reason
+    assert resolve_auto({"GOOGLE_API_KEY": "AIzaSyD-realkey12345"}, which=no_claude).models == ("gemini/gemini-2.5-flash",)
 
 
 def test_auto_skips_placeholder_keys():
-    choice = resolve_auto({"ANTHROPIC_API_KEY": "<key>", "OPENAI_API_KEY": "sk-real"}, which=no_claude)
+    choice = resolve_auto({"ANTHROPIC_API_KEY": "<key>", "OPENAI_API_KEY": "sk-proj-realkey12345"}, which=no_claude)
     assert choice.models == ("openai/gpt-4o-mini",)
 
 
@@ -263,9 +265,8 @@ def test_auto_with_nothing_falls_back_to_sampling_and_says_how_to_fix_it():
 
 
 def test_clients_by_kind_of_target():
-    sampling = ScriptedModel(["from the host"])
-    clients = Clients(sampling)
-    assert clients.for_target(ModelTarget(model="sampling")) is sampling
+    clients = Clients()
+    assert type(clients.for_target(ModelTarget(model="sampling"))).__name__ == "SamplingClient"
     litellm_client = clients.for_target(ModelTarget(model="openai/x"))
     assert type(litellm_client).__name__ == "LiteLLMClient"
     assert clients.for_target(ModelTarget(model="gemini/y")) is litellm_client  # made once
@@ -275,7 +276,7 @@ def test_clients_by_kind_of_target():
 async def test_sampling_without_a_connected_client_is_unavailable():
     client = Clients().for_target(ModelTarget(model="sampling"))
     with pytest.raises(ModelUnavailable) as info:
-        await client.complete(MESSAGES, ModelTarget(model="sampling"), None, 1.0)  # type: ignore[arg-type]
+        await client.complete(MESSAGES, ModelTarget(model="sampling"), ModelSettings(), 1.0)
     assert "sampling" in str(info.value)
 
 

@@ -34,6 +34,7 @@ from om_mcp.engine.search import Retrieval
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient
+from om_mcp.models.sampling import SamplingBroker
 from om_mcp.store import Hints, NotFound as StoreNotFound, Store, StoreError, StoreUnavailable, Thread, open_store
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class Memory:
     """Long-term memory over one database."""
 
     def __init__(self, store: Store, config: Config, counter: TokenCounter | None = None, *,
-                 client: ModelClient | None = None, hooks: Hooks | None = None, sampling: ModelClient | None = None):
+                 client: ModelClient | None = None, hooks: Hooks | None = None, sampling: SamplingBroker | None = None):
         self.store = store
         self.config = config
         self.counter = counter or get_token_counter()
@@ -69,10 +70,13 @@ class Memory:
 
     @classmethod
     async def open(cls, config: Config | None = None, db_path: str | None = None, *,
-                   client: ModelClient | None = None, hooks: Hooks | None = None) -> "Memory":
-        """Open the database. Without `running()`, model work runs inline."""
+                   client: ModelClient | None = None, hooks: Hooks | None = None,
+                   sampling: SamplingBroker | None = None) -> "Memory":
+        """Open the database. Without `running()`, model work runs inline. `sampling` lets
+        the `sampling` model reach the MCP clients the server registers with it."""
         config = config or Config()
-        return cls(await open_store(db_path or config.resolved_db_path()), config, client=client, hooks=hooks)
+        return cls(await open_store(db_path or config.resolved_db_path()), config, client=client, hooks=hooks,
+                   sampling=sampling)
 
     @asynccontextmanager
     async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator["Memory"]:

@@ -4,6 +4,7 @@
   a provider's data export (its `conversations.json`, or the `.zip`) as
   `ImportedThread`s, streamed; `iter_export(path)` picks the provider itself.
 - `jsonl_format`: om-mcp's own versioned JSONL export of a memory.
+- `openai_messages`: a JSONL of `{role, content}` chat messages (`om-mcp ingest --format openai-messages`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from om_mcp.importers._stream import ExportError, iter_array, open_export
+from om_mcp.importers.openai_messages import ImportFormatError, parse_openai_messages, read_openai_messages
 from om_mcp.importers.thread import ImportedThread
 
-__all__ = ["ExportError", "ImportedThread", "detect_source", "iter_export"]
+__all__ = [
+    "ExportError", "ImportFormatError", "ImportedThread", "detect_source", "iter_export", "parse_openai_messages",
+    "read_openai_messages",
+]
 
 
 def detect_source(path: str | Path) -> str:

@@ -1,48 +1,47 @@
-"""Which client calls which target: litellm for provider models, the claude CLI
-for `claude-cli/<model>`, the connected MCP client for `sampling`."""
+"""Which client calls which target: litellm for provider models, the claude CLI for
+`claude-cli/<model>`, the connected MCP client for `sampling` (through the broker)."""
 
 from __future__ import annotations
 
-from typing import Any
+from om_mcp.models.base import ModelClient
+from om_mcp.models.sampling import SamplingBroker, SamplingClient
+from om_mcp.models.settings import ModelTarget
 
-from om_mcp.models.base import Completion, ModelClient
-from om_mcp.models.errors import ModelUnavailable
-from om_mcp.models.settings import ModelSettings, ModelTarget
+CLAUDE_CLI = "claude-cli"
+SAMPLING = "sampling"
 
 
-class _NoSampling:
-    async def complete(
-        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
-    ) -> Completion:
-        raise ModelUnavailable("no connected client offers MCP sampling")
+def backend_of(model: str) -> str:
+    """"claude-cli", "sampling" or "litellm"."""
+    for prefix in (CLAUDE_CLI, SAMPLING):
+        if model == prefix or model.startswith(prefix + "/"):
+            return prefix
+    return "litellm"
 
 
 class Clients:
-    """One client per kind of target, made on first use."""
+    """One client per kind of target, made on first use (litellm is imported only if needed)."""
 
-    def __init__(self, sampling: ModelClient | None = None):
-        self.sampling = sampling
+    def __init__(self, broker: SamplingBroker | None = None, *, litellm: ModelClient | None = None,
+                 claude_cli: ModelClient | None = None):
+        self.broker = broker or SamplingBroker()
         self._made: dict[str, ModelClient] = {}
+        if litellm is not None:
+            self._made["litellm"] = litellm
+        if claude_cli is not None:
+            self._made[CLAUDE_CLI] = claude_cli
 
     def for_target(self, target: ModelTarget) -> ModelClient:
-        kind = _kind(target.model)
-        if kind == "sampling":
-            return self.sampling or _NoSampling()
+        kind = backend_of(target.model)
         if kind not in self._made:
-            if kind == "claude-cli":
-                from om_mcp.models.claude_cli import ClaudeCLIClient
+            if kind == SAMPLING:
+                self._made[kind] = SamplingClient(self.broker)
+            elif kind == CLAUDE_CLI:
+                from om_mcp.models.claude_cli import ClaudeCliClient
 
-                self._made[kind] = ClaudeCLIClient()
+                self._made[kind] = ClaudeCliClient()
             else:
                 from om_mcp.models.litellm_client import LiteLLMClient  # no litellm import here
 
                 self._made[kind] = LiteLLMClient()
         return self._made[kind]
-
-
-def _kind(model: str) -> str:
-    if model == "sampling" or model.startswith("sampling/"):
-        return "sampling"
-    if model.startswith("claude-cli/"):
-        return "claude-cli"
-    return "litellm"

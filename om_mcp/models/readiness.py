@@ -9,10 +9,10 @@ answers is the circuit breaker's business, not this one's.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from om_mcp.models.auto import is_real_key
 from om_mcp.models.settings import ModelTarget
 
 # litellm provider prefix -> the variables litellm reads the key from (any one will do).
@@ -36,21 +36,10 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 # Providers that run locally or borrow the host's model: no key to check.
 KEYLESS = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile", "claude-cli", "sampling")
 
-_PLACEHOLDER = re.compile(
-    r"^(|<.*>|\$\{?\w+\}?|x+|your[-_ ].*|.*(placeholder|changeme|replace[-_ ]?me|example|dummy).*|sk-\.*|sk-x+|\.{3}|none|null)$",
-    re.IGNORECASE,
-)
-
-
 @dataclass(frozen=True)
 class Readiness:
     ready: bool
     reason: str  # one line: which model observes, or why observation is paused and how to fix it
-
-
-def is_real_key(value: str | None) -> bool:
-    """An API key worth trying: not empty, not a placeholder from a sample config."""
-    return value is not None and not _PLACEHOLDER.match(value.strip())
 
 
 def provider_of(model: str) -> str:

@@ -21,6 +21,7 @@ from om_mcp import __version__
 from om_mcp.config import Config
 from om_mcp.engine import Memory
 from om_mcp.engine.observation.events import one_line
+from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import descriptions as text
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.notify import Notifier
@@ -30,10 +31,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class App:
-    """What a request handler needs: the engine and the notifier."""
+    """What a request handler needs: the engine, the notifier, and the sampling broker
+    that lets the `sampling` model reach clients which offer it."""
 
     memory: Memory
     notifier: Notifier
+    broker: SamplingBroker
 
 
 def app_of(ctx: Context) -> App:
@@ -71,11 +74,12 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(memory, notifier)
+                yield App(memory, notifier, memory.observation.clients.broker)
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
-        opened = await Memory.open(config)
+        broker = SamplingBroker()
+        opened = await Memory.open(config, sampling=broker)
         opened.events.listeners.append(notifier.on_event)
         status = opened.observation.readiness
         log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
@@ -84,7 +88,7 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
             async with opened.running():
                 # Counts made by an older tokenizer are refreshed in the background.
                 await opened.worker.submit("tokens", "recount", opened.recount_tokens)
-                yield App(opened, notifier)
+                yield App(opened, notifier, broker)
         finally:
             await opened.close()
 

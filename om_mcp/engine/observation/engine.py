@@ -34,6 +34,7 @@ from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient, ModelRouter, ModelTarget, health as breaker, readiness
 from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
+from om_mcp.models.sampling import SamplingBroker
 from om_mcp.models.settings import AUTO, normalize_choice
 from om_mcp.store import ModelHealth, Store, record_key
 
@@ -69,7 +70,7 @@ class StoreHealthBook:
 class ObservationEngine:
     def __init__(
         self, store: Store, config: Config, counter: TokenCounter, *, client: ModelClient | None = None,
-        hooks: Hooks | None = None, worker: Worker | None = None, sampling: ModelClient | None = None,
+        hooks: Hooks | None = None, worker: Worker | None = None, sampling: SamplingBroker | None = None,
     ):
         self.store = store
         self.config = config
@@ -114,9 +115,8 @@ class ObservationEngine:
         choice = om.model if om.model is not None else (own if own is not None else other)
         if choice is None or choice == AUTO:
             auto = resolve_auto()
-            targets = [ModelTarget(model=m) for m in auto.models]
             ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
-            return [t.model_dump() for t in targets], ready
+            return list(auto.targets), ready
         targets = normalize_choice(choice)
         if not isinstance(targets, list):
             return choice, readiness.Readiness(True, "models chosen by input size")
@@ -138,7 +138,7 @@ class ObservationEngine:
         return LeaseRenewal(self, key, op, cycle_id)
 
     def sampling_connected(self) -> bool:
-        return self.clients.sampling is not None
+        return self.clients.broker.available()
 
     async def model_available(self, operation: str, manual: bool = False) -> tuple[bool, str]:
         """Can a cycle call its model now? No network: readiness, sampling, the breaker

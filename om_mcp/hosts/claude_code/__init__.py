@@ -1,0 +1,59 @@
+"""Claude Code: transcript reading and conversion, hook input, SessionStart output."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from om_mcp.hosts.claude_code.convert import ConvertOptions, entry_to_message, to_messages
+from om_mcp.hosts.claude_code.hooks import (
+    EVENT_MODELS,
+    INGEST_EVENTS,
+    SESSION_START_SOURCES,
+    HookInput,
+    SessionStartInput,
+    parse_hook_input,
+    plan_for,
+)
+from om_mcp.hosts.claude_code.transcript import ReadResult, TranscriptState, read_new, read_transcript
+from om_mcp.hosts.common import HookInputError, HookPlan
+from om_mcp.hosts.context import render_session_context, session_start_output
+
+
+def read_messages(
+    path: str | os.PathLike[str],
+    state: TranscriptState | None = None,
+    options: ConvertOptions | None = None,
+) -> tuple[list[dict[str, Any]], TranscriptState]:
+    """The new messages of a transcript since `state`, and the state to keep.
+
+    `read_new` + `to_messages` with the tool names of earlier reads carried
+    over (dropped when the file had to be re-read from the top).
+    """
+    state = state or TranscriptState()
+    result = read_transcript(path, state)
+    known = {} if result.rescanned else state.pending_tools
+    return to_messages(result.entries, options=options, known_tools=known), result.state
+
+
+__all__ = [
+    "EVENT_MODELS",
+    "INGEST_EVENTS",
+    "SESSION_START_SOURCES",
+    "ConvertOptions",
+    "HookInput",
+    "HookInputError",
+    "HookPlan",
+    "ReadResult",
+    "SessionStartInput",
+    "TranscriptState",
+    "entry_to_message",
+    "parse_hook_input",
+    "plan_for",
+    "read_messages",
+    "read_new",
+    "read_transcript",
+    "render_session_context",
+    "session_start_output",
+    "to_messages",
+]

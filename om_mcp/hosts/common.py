@@ -1,0 +1,193 @@
+"""Pieces every host integration shares: the kill switch for hooks, the project
+a working directory belongs to, and the rule that trims large tool output.
+
+All pure functions: no database, no subprocess, no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+# Set to "off" in the environment of a nested model run (claude -p, gemini -p)
+# so that our own hooks, if they fire there, exit at once and ingest nothing.
+HOOKS_ENV = "OM_MCP_HOOKS"
+_OFF = frozenset({"off", "0", "false", "no", "disabled"})
+
+# Resource ids are limited to 200 characters by the tools.
+MAX_RESOURCE_ID = 200
+
+
+def hooks_disabled(env: Mapping[str, str] | None = None) -> bool:
+    """True when OM_MCP_HOOKS says off/0/false/no: the hook command must exit 0 at once."""
+    value = (os.environ if env is None else env).get(HOOKS_ENV, "")
+    return value.strip().lower() in _OFF
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """What `om-mcp hook <host>` does for one event."""
+
+    ingest: bool = False  # read the transcript from the saved state and append the new messages
+    final: bool = True  # the turn is over (Gemini CLI: also take the newest reply)
+    print_context: bool = False  # print session_start_output(render_session_context(...))
+
+
+# --------------------------------------------------------------------------------------
+# The project a session belongs to
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where a session runs: its root folder and the resource id memory uses for it."""
+
+    root: Path
+    resource_id: str
+    is_git: bool
+
+    @property
+    def name(self) -> str:
+        return self.root.name or str(self.root)
+
+
+def find_project(cwd: str | os.PathLike[str]) -> Project:
+    """The project of `cwd`: the nearest folder upwards holding `.git`, else `cwd` itself.
+
+    No subprocess: `.git` is looked up on disk. A linked worktree (a `.git`
+    *file* pointing into `<repo>/.git/worktrees/<name>`) belongs to its main
+    repository, so every worktree of a repo shares one memory; a submodule
+    (`.git/modules/...`) is its own project.
+    """
+    start = Path(os.path.abspath(os.fspath(cwd)))
+    for folder in (start, *start.parents):
+        marker = folder / ".git"
+        if marker.is_dir():
+            return Project(folder, resource_id_for(folder), True)
+        if marker.is_file():
+            root = _worktree_main_root(marker) or folder
+            return Project(root, resource_id_for(root), True)
+    return Project(start, resource_id_for(start), False)
+
+
+def _worktree_main_root(git_file: Path) -> Path | None:
+    try:
+        first = git_file.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    gitdir = Path(first[len("gitdir:"):].strip())
+    if not gitdir.is_absolute():
+        gitdir = (git_file.parent / gitdir).resolve()
+    parts = gitdir.parts
+    # <repo>/.git/worktrees/<name>: the project is <repo>.
+    if len(parts) >= 3 and parts[-2] == "worktrees" and parts[-3] == ".git":
+        return Path(*parts[:-3])
+    return None
+
+
+def resource_id_for(root: Path) -> str:
+    """The resource id of a project folder: its absolute path, shortened with a
+    hash when it does not fit the 200-character limit."""
+    text = str(root)
+    if len(text) <= MAX_RESOURCE_ID:
+        return text
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    return f"{text[: MAX_RESOURCE_ID - len(digest) - 3]}...{digest}"
+
+
+# --------------------------------------------------------------------------------------
+# Trimming large tool output
+# --------------------------------------------------------------------------------------
+
+TRIM_MARKER = "\n[... {omitted} characters omitted by om-mcp ...]\n"
+
+
+@dataclass(frozen=True)
+class TrimRule:
+    """Keep the first `head` and last `tail` characters of a long tool output.
+
+    Applied to tool results and to string arguments of tool calls (a Write
+    tool's file content); a person's or the model's own text is never trimmed.
+    The default keeps 2,000 characters: the start of a listing or log (what
+    was asked for) and its end (the error, the summary line).
+    """
+
+    head: int = 1500
+    tail: int = 500
+
+    def __post_init__(self) -> None:
+        if self.head < 0 or self.tail < 0:
+            raise ValueError("TrimRule head and tail must be >= 0")
+
+    @property
+    def keep(self) -> int:
+        return self.head + self.tail
+
+
+def trim_text(text: str, rule: TrimRule) -> tuple[str, dict[str, int] | None]:
+    """(text, None) when it fits, else (trimmed text, {"original_chars", "kept_chars"}).
+
+    A text only slightly over the limit is kept whole: cutting it would save
+    less than the marker costs.
+    """
+    if len(text) <= rule.keep + len(TRIM_MARKER) + 8:
+        return text, None
+    omitted = len(text) - rule.keep
+    tail = text[len(text) - rule.tail:] if rule.tail else ""
+    trimmed = text[: rule.head] + TRIM_MARKER.format(omitted=f"{omitted:,}") + tail
+    return trimmed, {"original_chars": len(text), "kept_chars": rule.keep}
+
+
+def trim_value(value: Any, rule: TrimRule, path: str, record: list[dict[str, Any]]) -> Any:
+    """`value` with every long string inside it trimmed; each cut is appended to
+    `record` as {"field": path, "original_chars", "kept_chars"}."""
+    if isinstance(value, str):
+        text, info = trim_text(value, rule)
+        if info is not None:
+            record.append({"field": path, **info})
+        return text
+    if isinstance(value, dict):
+        return {k: trim_value(v, rule, f"{path}.{k}", record) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trim_value(v, rule, f"{path}[{i}]", record) for i, v in enumerate(value)]
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# Hook input
+# --------------------------------------------------------------------------------------
+
+
+class HookInputError(ValueError):
+    """The hook input is not usable; the message names the field."""
+
+
+def parse_with(
+    data: str | bytes | Mapping[str, Any], models: Mapping[str, type[BaseModel]], base: type[BaseModel]
+) -> Any:
+    """Shared by the hosts: decode JSON, pick the model by `hook_event_name`, validate."""
+    if isinstance(data, (str, bytes)):
+        if not data.strip():
+            raise HookInputError("hook input: stdin is empty (expected a JSON object)")
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise HookInputError(f"hook input: not JSON ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise HookInputError(f"hook input: expected a JSON object, got {type(data).__name__}")
+    model = models.get(str(data.get("hook_event_name", "")), base)
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "input"
+        raise HookInputError(f"hook input: {where}: {first['msg']}") from None

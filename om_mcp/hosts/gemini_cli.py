@@ -1,0 +1,345 @@
+"""Gemini CLI: hook input and session transcript -> om-mcp messages.
+
+Why Gemini CLI as the second host: its hooks reference
+(google-gemini/gemini-cli docs/hooks/reference.md) documents lifecycle events
+with the same stdin/stdout JSON contract as Claude Code (session_id,
+transcript_path, cwd, hook_event_name; SessionStart may return
+`hookSpecificOutput.additionalContext`), and its code is JavaScript on npm, so
+the transcript format could be read at the source and checked by running
+gemini-cli 0.61.0 against a local fake API (fixtures in tests/fixtures/gemini_cli).
+
+The transcript (`~/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl`) is
+not a plain log: it is a record log folded by message id.
+* the first line is metadata {sessionId, projectHash, startTime, kind, ...};
+* a message record {id, timestamp, type: user|gemini|info|error|warning,
+  content, toolCalls?, thoughts?, tokens?, model?} is written again, whole,
+  each time it changes (a "gemini" message gains its tool calls and results);
+* {"$set": {...}} updates metadata (and, on resume and after compression,
+  holds a rebuilt copy of the model's history in `messages`);
+* {"$rewindTo": id} drops that message and everything after it.
+Older versions wrote one JSON object ({..., "messages": [...]}) to `.json`.
+
+So the reader folds the whole file each time (session files are small) and
+returns the messages after the last one it returned. The newest "gemini"
+message may still change until its turn ends, so it is held back unless the
+caller says the turn is over (`final=True`: AfterAgent, SessionEnd).
+
+Conversion: "user" -> role user (the `<session_context>` setup message and
+`<hook_context>` blocks, which hooks such as ours inject into the prompt, are
+removed); "gemini" -> role assistant with text and `tool-call` parts, plus a
+role "tool" message `<id>:tool-results` with the results from `toolCalls`;
+user records that only echo `functionResponse`s are skipped (same results);
+thoughts, info/error/warning records are skipped. Large outputs are trimmed
+by the same `TrimRule` as Claude Code and recorded in `metadata.trimmed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from om_mcp.hosts.common import HookInputError, HookPlan, Project, TrimRule, find_project, parse_with, trim_value
+
+HOST = "gemini-cli"
+INGEST_EVENTS = ("AfterAgent", "PreCompress", "SessionEnd")
+FINAL_EVENTS = ("AfterAgent", "SessionEnd")
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+# --------------------------------------------------------------------------------------
+# Hook input
+# --------------------------------------------------------------------------------------
+
+
+class GeminiHookInput(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str = Field(min_length=1)
+    hook_event_name: str = Field(min_length=1)
+    transcript_path: str | None = None
+    cwd: str | None = None
+    timestamp: str | None = None
+
+    def project(self) -> Project:
+        if not self.cwd:
+            raise HookInputError("hook input: cwd is missing, so the project is unknown")
+        return find_project(self.cwd)
+
+
+class GeminiSessionStart(GeminiHookInput):
+    source: str | None = Field(default=None, description="startup | resume | clear")
+
+
+class GeminiSessionEnd(GeminiHookInput):
+    reason: str | None = Field(default=None, description="exit | clear | logout | prompt_input_exit | other")
+
+
+class GeminiBeforeAgent(GeminiHookInput):
+    prompt: str = ""
+
+
+class GeminiAfterAgent(GeminiHookInput):
+    prompt: str = ""
+    prompt_response: str | None = None
+    stop_hook_active: bool = False
+
+
+class GeminiPreCompress(GeminiHookInput):
+    trigger: str | None = Field(default=None, description="auto | manual")
+
+
+class GeminiToolHook(GeminiHookInput):
+    tool_name: str = ""
+    tool_input: Any = None
+    tool_response: Any = None
+    mcp_context: Any = None
+
+
+class GeminiNotification(GeminiHookInput):
+    notification_type: str | None = None
+    message: str | None = None
+    details: Any = None
+
+
+EVENT_MODELS: dict[str, type[GeminiHookInput]] = {
+    "SessionStart": GeminiSessionStart,
+    "SessionEnd": GeminiSessionEnd,
+    "BeforeAgent": GeminiBeforeAgent,
+    "AfterAgent": GeminiAfterAgent,
+    "PreCompress": GeminiPreCompress,
+    "BeforeTool": GeminiToolHook,
+    "AfterTool": GeminiToolHook,
+    "Notification": GeminiNotification,
+}
+
+
+def parse_hook_input(data: str | bytes | dict[str, Any]) -> GeminiHookInput:
+    """The typed input of one Gemini CLI hook call; HookInputError if unusable."""
+    return parse_with(data, EVENT_MODELS, GeminiHookInput)
+
+
+def plan_for(hook: GeminiHookInput) -> HookPlan:
+    """SessionStart: catch up and print the context; AfterAgent and SessionEnd:
+    ingest the finished turn; PreCompress: ingest, holding back the open reply."""
+    if hook.hook_event_name == "SessionStart":
+        return HookPlan(ingest=True, final=False, print_context=True)
+    if hook.hook_event_name in INGEST_EVENTS:
+        return HookPlan(ingest=True, final=hook.hook_event_name in FINAL_EVENTS)
+    return HookPlan()
+
+
+# --------------------------------------------------------------------------------------
+# Transcript
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GeminiState:
+    """The id of the last message returned; plain data, store `to_dict()`."""
+
+    emitted_through: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> GeminiState:
+        return cls(emitted_through=(data or {}).get("emitted_through"))
+
+
+@dataclass(frozen=True)
+class GeminiOptions:
+    trim: TrimRule = field(default_factory=TrimRule)
+    max_attachment_chars: int = 200_000
+
+
+def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The message records of a session file after folding (updates, $set, rewinds)."""
+    try:
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except FileNotFoundError:
+        return []
+    records: list[Any] = []
+    if os.fspath(path).endswith(".json"):  # the older one-object format
+        try:
+            whole = json.loads(text)
+            records = [whole] if isinstance(whole, dict) else []
+        except ValueError:
+            records = []
+    else:
+        for line in text.split("\n")[:-1]:  # the piece after the last newline may be half-written
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return fold(records)
+
+
+def fold(records: list[Any]) -> list[dict[str, Any]]:
+    """The messages of a session, in order, each in its latest version.
+
+    `$set.messages` is not applied: Gemini CLI writes it on resume and after
+    compression as a rebuilt copy of the model's history (without the user's
+    prompts, with tool calls as raw parts), while every real message also has
+    its own record. The older `.json` format is read through it.
+    """
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        if isinstance(record.get("$rewindTo"), str):
+            ids = list(messages)
+            cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in messages else len(ids)
+            for message_id in ids[cut:]:
+                del messages[message_id]
+        elif isinstance(record.get("messages"), list) and "id" not in record:  # the older one-object file
+            for message in record["messages"]:
+                if isinstance(message, dict) and isinstance(message.get("id"), str):
+                    messages[message["id"]] = message
+        elif isinstance(record.get("id"), str) and "type" in record:
+            messages[record["id"]] = record
+    return list(messages.values())
+
+
+def read_messages(
+    path: str | os.PathLike[str],
+    state: GeminiState | None = None,
+    *,
+    final: bool = False,
+    options: GeminiOptions | None = None,
+) -> tuple[list[dict[str, Any]], GeminiState]:
+    """Messages added since `state`. With `final=False` the newest assistant
+    message is held back: its turn may still add tool calls to it."""
+    state = state or GeminiState()
+    records = load_records(path)
+    if not final and records and records[-1].get("type") == "gemini":
+        records = records[:-1]
+    ids = [r["id"] for r in records]
+    start = ids.index(state.emitted_through) + 1 if state.emitted_through in ids else 0
+    fresh = records[start:]
+    if not fresh:
+        return [], state
+    options = options or GeminiOptions()
+    messages = [m for record in fresh for m in record_to_messages(record, options)]
+    return messages, GeminiState(emitted_through=fresh[-1]["id"])
+
+
+def record_to_messages(record: dict[str, Any], options: GeminiOptions) -> list[dict[str, Any]]:
+    kind = record.get("type")
+    if kind == "user":
+        parts = _user_parts(record.get("content"), options)
+        return [_message(record["id"], "user", parts, record.get("timestamp"), {"host": HOST})] if parts else []
+    if kind != "gemini":
+        return []  # info, error, warning: UI notices
+    out: list[dict[str, Any]] = []
+    metadata: dict[str, Any] = {"host": HOST}
+    if record.get("model"):
+        metadata["model"] = record["model"]
+    parts = [{"type": "text", "text": t} for t in _texts(record.get("content"))]
+    calls = [c for c in record.get("toolCalls") or [] if isinstance(c, dict)]
+    trimmed: list[dict[str, Any]] = []
+    for call in calls:
+        cuts: list[dict[str, Any]] = []
+        args = trim_value(call.get("args"), options.trim, "args", cuts)
+        trimmed.extend({"part": len(parts), **c} for c in cuts)
+        part = {"type": "tool-call", "tool_name": str(call.get("name") or "unknown_tool"), "args": args}
+        if isinstance(call.get("id"), str):
+            part["tool_call_id"] = call["id"]
+        parts.append(part)
+    if parts:
+        out.append(_message(record["id"], "assistant", parts, record.get("timestamp"), _with_trims(metadata, trimmed)))
+    results, trimmed = _results(calls, options)
+    if results:
+        when = next((c.get("timestamp") for c in reversed(calls) if c.get("timestamp")), record.get("timestamp"))
+        out.append(_message(f"{record['id']}:tool-results", "tool", results, when, _with_trims({"host": HOST}, trimmed)))
+    return out
+
+
+def _results(calls: list[dict[str, Any]], options: GeminiOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    parts: list[dict[str, Any]] = []
+    trimmed: list[dict[str, Any]] = []
+    for call in calls:
+        if "result" not in call and call.get("status") not in ("error", "cancelled"):
+            continue  # still running
+        value, error = _result_value(call.get("result"))
+        cuts: list[dict[str, Any]] = []
+        value = trim_value(value, options.trim, "result", cuts)
+        trimmed.extend({"part": len(parts), **c} for c in cuts)
+        part = {"type": "tool-result", "tool_name": str(call.get("name") or "unknown_tool"), "result": value}
+        if isinstance(call.get("id"), str):
+            part["tool_call_id"] = call["id"]
+        if error or call.get("status") in ("error", "cancelled"):
+            part["is_error"] = True
+        parts.append(part)
+    return parts, trimmed
+
+
+def _result_value(result: Any) -> tuple[Any, bool]:
+    """The tool output from a list of functionResponse parts: the `output` text
+    when that is all there is, else the response object."""
+    if not isinstance(result, list):
+        return result, False
+    values, error = [], False
+    for item in result:
+        response = (item.get("functionResponse") or {}).get("response") if isinstance(item, dict) else None
+        if isinstance(response, dict):
+            error = error or "error" in response
+            only = set(response)
+            values.append(response["output"] if only == {"output"} else response["error"] if only == {"error"} else response)
+        elif isinstance(item, dict) and "text" in item:
+            values.append(item["text"])
+    if len(values) == 1:
+        return values[0], error
+    return values, error
+
+
+def _user_parts(content: Any, options: GeminiOptions) -> list[dict[str, Any]]:
+    items = content if isinstance(content, list) else [{"text": content}] if isinstance(content, str) else []
+    if items and all(isinstance(i, dict) and "functionResponse" in i for i in items):
+        return []  # the tool results going back to the model; taken from toolCalls
+    parts: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("text"), str):
+            text = _HOOK_CONTEXT.sub("", item["text"]).strip()
+            if text and not text.startswith("<session_context>"):
+                parts.append({"type": "text", "text": text})
+        elif isinstance(item.get("inlineData"), dict):
+            data = item["inlineData"]
+            mime = str(data.get("mimeType") or "application/octet-stream")
+            part: dict[str, Any] = {"type": "image" if mime.startswith("image/") else "file", "mime_type": mime}
+            if isinstance(data.get("data"), str) and len(data["data"]) <= options.max_attachment_chars:
+                part["data"] = data["data"]
+            parts.append(part)
+        elif isinstance(item.get("fileData"), dict):
+            data = item["fileData"]
+            mime = str(data.get("mimeType") or "application/octet-stream")
+            parts.append({"type": "image" if mime.startswith("image/") else "file", "mime_type": mime,
+                          **({"url": data["fileUri"]} if data.get("fileUri") else {})})
+    return parts
+
+
+def _texts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content] if content.strip() else []
+    if isinstance(content, list):
+        return [i["text"] for i in content if isinstance(i, dict) and isinstance(i.get("text"), str)
+                and i["text"].strip() and not i.get("thought")]
+    return []
+
+
+def _message(message_id: str, role: str, parts: list[dict[str, Any]], when: Any, metadata: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": message_id, "role": role, "content": parts, "metadata": metadata}
+    if isinstance(when, str):
+        out["created_at"] = when
+    return out
+
+
+def _with_trims(metadata: dict[str, Any], trimmed: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**metadata, "trimmed": trimmed} if trimmed else metadata
