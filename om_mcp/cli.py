@@ -24,11 +24,22 @@ def _parser() -> argparse.ArgumentParser:
         target.add_argument("--port", type=int, help="HTTP port (default 8765)")
         target.add_argument("--db", help="SQLite database file")
         target.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
+        target.add_argument(
+            "--insecure", action="store_true",
+            help="allow HTTP on a non-loopback address without authentication (anyone who reaches it can"
+            " read and change all memory)",
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        return _serve(_parser().parse_args(argv))
+    except KeyboardInterrupt:  # Ctrl-C while starting: no traceback
+        return 130
+
+
+def _serve(args: argparse.Namespace) -> int:
     overrides = {
         "server.transport": args.transport,
         "server.host": args.host,
@@ -45,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    http = config.server.transport == "http"
+    if http:
+        from om_mcp.server.http import bind_refusal
+
+        refusal = bind_refusal(config, insecure=args.insecure)
+        if refusal:
+            print(f"om-mcp: {refusal}", file=sys.stderr)
+            return 2
     # Imported here so `om-mcp --help` and config errors answer instantly.
     from om_mcp.server import build_server
 
@@ -52,17 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     config = config.model_copy(update={"db_path": db_path})
     logging.getLogger("om_mcp").info("database: %s", db_path)
     server = build_server(config)
-    if config.server.transport == "http":
-        logging.getLogger("om_mcp").info(
-            "serving streamable HTTP on http://%s:%d%s", config.server.host, config.server.port, config.server.path
-        )
-        server.run(
-            "streamable-http", host=config.server.host, port=config.server.port,
-            streamable_http_path=config.server.path,
-        )
-    else:
-        server.run("stdio")
-    return 0
+    if http:
+        from om_mcp.server.http import run_http
+
+        return run_http(server, config)
+    from om_mcp.server.stdio import run_stdio
+
+    return run_stdio(server)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ errors become tool errors whose text names the field.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import warnings
@@ -29,6 +30,10 @@ from om_mcp.engine.results import (
     AppendOutcome, ContextOut, CycleOut, DeleteOut, RecallOut, ThreadOut, WorkingMemoryOut,
 )
 from om_mcp.server import descriptions as text
+from om_mcp.server.http.auth import (  # transport: resource check
+    ResourceNotAllowed, allowed_resources, check_resource, check_thread, default_resource,
+)
+from om_mcp.server.log_level import client_wants_log, install_log_level  # transport: logging/setLevel
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +69,15 @@ async def _notify(ctx: Context, events: list[dict[str, Any]]) -> None:
     """Send a request's lifecycle events as log notifications and resource
     updates. Delivery is best effort: the events resource keeps them all."""
     seen: set[str] = set()
+    wants_log = client_wants_log(ctx, "info")  # transport: logging/setLevel
     for event in events:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # logging is deprecated in 2026-07-28, still useful before
-                await ctx.log("info", event, logger_name="om-mcp.events")
-        except Exception as error:  # noqa: BLE001
-            log.debug("log notification not sent: %s", error)
+        if wants_log:  # transport: logging/setLevel
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # logging is deprecated in 2026-07-28, still useful before
+                    await ctx.log("info", event, logger_name="om-mcp.events")
+            except Exception as error:  # noqa: BLE001
+                log.debug("log notification not sent: %s", error)
         for uri in event_uris(event):
             if uri in seen:
                 continue
@@ -87,10 +94,16 @@ def _tool_errors(handler):
     """Run a tool: engine input errors become tool errors naming the field,
     and the lifecycle events it caused are sent as notifications."""
 
+    takes_resource = "resource_id" in inspect.signature(handler).parameters  # transport: resource check
+
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx: Context = kwargs["ctx"]
         memory = _memory(ctx)
+        try:  # transport: resource check
+            await _check_access(memory, kwargs, takes_resource)
+        except ResourceNotAllowed as error:
+            raise ToolError(str(error)) from None
         with memory.om.collect() as events:
             try:
                 result = await handler(*args, **kwargs)
@@ -104,6 +117,34 @@ def _tool_errors(handler):
         return result
 
     return wrapper
+
+
+async def _check_access(memory: Memory, arguments: dict[str, Any], takes_resource: bool) -> None:
+    """transport: resource check. Refuse a thread or resource the caller's token does not
+    grant; a new thread of a token bound to one resource goes to that resource."""
+    if allowed_resources() is None:
+        return
+    thread_id = arguments.get("thread_id")
+    thread = await memory.store.get_thread(thread_id) if thread_id else None
+    if thread is not None:
+        check_thread(thread_id, thread.resource_id)
+    elif takes_resource and arguments.get("resource_id") is None:
+        arguments["resource_id"] = default_resource()
+        check_resource(arguments["resource_id"] or memory.config.default_resource_id)
+    if arguments.get("resource_id"):
+        check_resource(arguments["resource_id"])
+    target = arguments.get("target_thread_id")
+    if target not in (None, "current"):
+        other = await memory.store.get_thread(target)
+        if other is not None:
+            check_thread(target, other.resource_id)
+
+
+async def _check_thread_access(memory: Memory, thread_id: str) -> None:
+    """transport: resource check, for resources addressed by thread."""
+    thread = await memory.store.get_thread(thread_id)
+    if thread is not None:
+        check_thread(thread_id, thread.resource_id)
 
 
 def _progress(ctx: Context):
@@ -277,6 +318,7 @@ def build_server(config: Config, memory: Memory | None = None) -> MCPServer:
         return await _memory(ctx).delete_thread(thread_id)
 
     _register_resources(mcp)
+    install_log_level(mcp)  # transport: logging/setLevel
     return mcp
 
 
@@ -303,6 +345,7 @@ def _register_resources(mcp: MCPServer) -> None:
     @mcp.resource("om://resources/{resource_id}/threads", mime_type="application/json",
                   description="The resource's threads, newest first.")
     async def resource_threads(resource_id: str, ctx: Context) -> str:
+        check_resource(resource_id)  # transport: resource check
         memory = _memory(ctx)
         threads, _ = await memory.store.list_threads(resource_id, limit=50)
         return json.dumps([t.__dict__ for t in threads], ensure_ascii=False, indent=2)
@@ -311,6 +354,7 @@ def _register_resources(mcp: MCPServer) -> None:
                   description="The thread's most recent messages (a page; use the recall tool for more).")
     async def thread_messages(thread_id: str, ctx: Context) -> str:
         memory = _memory(ctx)
+        await _check_thread_access(memory, thread_id)  # transport: resource check
         thread = await memory.store.get_thread(thread_id)
         if thread is None:
             raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
@@ -319,22 +363,26 @@ def _register_resources(mcp: MCPServer) -> None:
     @mcp.resource("om://resources/{resource_id}/working-memory", mime_type="application/json",
                   description="Resource-scoped working memory.")
     async def resource_working_memory(resource_id: str, ctx: Context) -> str:
+        check_resource(resource_id)  # transport: resource check
         memory = await _memory(ctx).resource_working_memory(resource_id)
         return json.dumps({"resource_id": resource_id, "memory": memory}, ensure_ascii=False)
 
     @mcp.resource("om://threads/{thread_id}/observations", mime_type="application/json",
                   description="The thread's active observation log (its resource's, in resource scope).")
     async def thread_observations(thread_id: str, ctx: Context) -> str:
+        await _check_thread_access(_memory(ctx), thread_id)  # transport: resource check
         return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.observations(thread_id))
 
     @mcp.resource("om://threads/{thread_id}/observations/history", mime_type="application/json",
                   description="Every generation of the thread's observation log, newest first.")
     async def thread_observation_history(thread_id: str, ctx: Context) -> str:
+        await _check_thread_access(_memory(ctx), thread_id)  # transport: resource check
         return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.observations(thread_id, history=True))
 
     @mcp.resource("om://resources/{resource_id}/observations", mime_type="application/json",
                   description="The resource's shared observation log (resource scope).")
     async def resource_observations(resource_id: str, ctx: Context) -> str:
+        check_resource(resource_id)  # transport: resource check
         try:
             data = await _memory(ctx).observations_for_key(f"resource:{resource_id}")
         except NotFound as error:
@@ -344,6 +392,7 @@ def _register_resources(mcp: MCPServer) -> None:
     @mcp.resource("om://resources/{resource_id}/observations/history", mime_type="application/json",
                   description="Every generation of the resource's observation log, newest first.")
     async def resource_observation_history(resource_id: str, ctx: Context) -> str:
+        check_resource(resource_id)  # transport: resource check
         try:
             data = await _memory(ctx).observations_for_key(f"resource:{resource_id}", history=True)
         except NotFound as error:
@@ -354,6 +403,7 @@ def _register_resources(mcp: MCPServer) -> None:
                   description="The thread's observation lifecycle events (newest 200).")
     async def thread_events(thread_id: str, ctx: Context) -> str:
         memory = _memory(ctx)
+        await _check_thread_access(memory, thread_id)  # transport: resource check
         if await memory.store.get_thread(thread_id) is None:
             raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
         events = await memory.store.om.events(thread_id=thread_id, limit=200)
@@ -362,12 +412,14 @@ def _register_resources(mcp: MCPServer) -> None:
     @mcp.resource("om://threads/{thread_id}/status", mime_type="application/json",
                   description="The thread's memory status: message and observation windows, buffered work.")
     async def thread_status(thread_id: str, ctx: Context) -> str:
+        await _check_thread_access(_memory(ctx), thread_id)  # transport: resource check
         return await _json_or_missing(_memory(ctx), thread_id, lambda m: m.status(thread_id))
 
     @mcp.resource("om://threads/{thread_id}/working-memory", mime_type="application/json",
                   description="The working memory a thread sees (its resource's or its own, by scope).")
     async def thread_working_memory(thread_id: str, ctx: Context) -> str:
         memory = _memory(ctx)
+        await _check_thread_access(memory, thread_id)  # transport: resource check
         if await memory.store.get_thread(thread_id) is None:
             raise ResourceNotFoundError(f"unknown thread {thread_id!r}")
         return await read(memory.get_working_memory(thread_id))
