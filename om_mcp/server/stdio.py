@@ -286,6 +286,8 @@ def run_stdio(server: MCPServer) -> int:
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
+                if sys.platform == "win32":  # no signal receiver there; Ctrl-C raises KeyboardInterrupt
+                    return
                 with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                     async for number in signals:
                         stopped_by.append(number)

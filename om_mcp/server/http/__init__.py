@@ -1,13 +1,25 @@
 """Streamable HTTP that can face a network: bearer tokens bound to resources,
-Host/Origin checks, owned and capped sessions, a rate limit per caller."""
+Host/Origin checks, owned and capped sessions, a rate limit per caller.
 
-from om_mcp.server.http.app import build_http_app
-from om_mcp.server.http.auth import (
-    ResourceNotAllowed, allowed_resources, check_resource, check_thread, default_resource,
-)
-from om_mcp.server.http.run import bind_refusal, run_http, serve_http
+Names load on first use, so the tool layer's `from om_mcp.server.http.auth import ...`
+does not pull the HTTP app into a stdio server.
+"""
 
-__all__ = [
-    "ResourceNotAllowed", "allowed_resources", "bind_refusal", "build_http_app", "check_resource", "check_thread",
-    "default_resource", "run_http", "serve_http",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "build_http_app": "app",
+    "ResourceNotAllowed": "auth", "allowed_resources": "auth", "check_resource": "auth", "check_thread": "auth",
+    "default_resource": "auth",
+    "bind_refusal": "run", "run_http": "run", "serve_http": "run",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

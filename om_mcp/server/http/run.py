@@ -51,6 +51,8 @@ async def serve_http(server: MCPServer, config: Config) -> None:
     import uvicorn
 
     log.info("%s", describe(config))
+    if config.server.auth.mode != "bearer" and not is_loopback(config.server.host):
+        log.warning("--insecure: anyone who can reach %s may read and change every memory", config.server.host)
     uvicorn_config = uvicorn.Config(
         build_http_app(server, config),
         host=config.server.host,
