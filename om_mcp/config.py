@@ -103,7 +103,9 @@ class HttpConfig(_Section):
     )
     session_idle_seconds: float = Field(1800.0, gt=0, le=86_400 * 7, description="idle legacy sessions end after this")
     max_sessions: int = Field(100, ge=1, le=100_000, description="open legacy sessions at most; more get 503")
-    rate_limit_per_minute: int = Field(600, ge=0, description="requests per token (or client address); 0 = off")
+    rate_limit_per_minute: int = Field(
+        600, ge=0, description="requests per token (per client address on a public bind without auth); 0 = off"
+    )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body; larger gets 413")
 
 

@@ -285,6 +285,16 @@ async def test_rate_limit_per_token_answers_429_with_retry_after(make_config):
         assert other.status_code != 429  # a bucket per token
 
 
+async def test_without_auth_the_limit_is_per_address_on_a_public_bind_and_off_on_loopback(make_config):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    modern = {"Mcp-Protocol-Version": "2026-07-28"}
+    async with serving(make_config, host="0.0.0.0", http={"rate_limit_per_minute": 2}) as url:
+        codes = [(await post(url, ping, **modern)).status_code for _ in range(3)]
+        assert 429 not in codes[:2] and codes[2] == 429  # (the bare ping itself is a 400: no _meta envelope)
+    async with serving(make_config, http={"rate_limit_per_minute": 2}) as url:
+        assert 429 not in [(await post(url, ping, **modern)).status_code for _ in range(4)]
+
+
 def test_token_bucket_refills_at_the_configured_rate():
     now = [0.0]
     limiter = RateLimiter(60, clock=lambda: now[0])

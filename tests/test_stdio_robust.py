@@ -91,6 +91,9 @@ def test_each_unparseable_line_gets_an_error_with_the_id_when_there_is_one():
     # a malformed *response* must not resolve one of the client's own requests
     assert error_of('{"jsonrpc":"2.0","id":7,"result":5}')[:2] == (None, -32600)
     assert error_of('{"jsonrpc":"2.0","id":"\\udc00","method":"x"}')[:2] == (None, -32600)
+    for bad_id in ("null", "1.5", "true"):  # the SDK would take these for notifications: no answer at all
+        assert error_of(f'{{"jsonrpc":"2.0","id":{bad_id},"method":"ping"}}')[:2] == (None, -32600)
+    assert parse_line(b'{"jsonrpc":"2.0","method":"notifications/initialized","params":{"id":1}}').message
     assert parse_line(b"  \r") is None
     assert parse_line(json.dumps(INIT).encode() + b"\r").message.id == 1
 

@@ -55,9 +55,15 @@ def parse_line(line: bytes) -> SessionMessage | JSONRPCError | None:
     if not text:
         return None
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(text, by_name=False))
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError as error:
         problems = error.errors(include_input=False, include_url=False)
+    else:
+        if isinstance(message, types.JSONRPCNotification) and b'"id"' in text and "id" in json.loads(text):
+            # The SDK reads a request whose id is null, a float or a bool as a notification
+            # and never answers it; MCP allows only a string or an integer.
+            return _error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer")
+        return SessionMessage(message)
     try:
         # Python's parser takes deeper nesting and lone surrogates, so the id is often recoverable.
         data: Any = json.loads(text)

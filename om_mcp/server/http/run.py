@@ -38,7 +38,8 @@ def describe(config: Config) -> str:
         who = "no authentication"
     security = transport_security(config)
     hosts = ", ".join(security.allowed_hosts) if security.enable_dns_rebinding_protection else "off (bearer auth)"
-    limit = f"{server.http.rate_limit_per_minute}/min per caller" if server.http.rate_limit_per_minute else "off"
+    per = "token" if auth.mode == "bearer" else None if is_loopback(server.host) else "client address"
+    limit = f"{server.http.rate_limit_per_minute}/min per {per}" if server.http.rate_limit_per_minute and per else "off"
     return (
         f"serving streamable HTTP on http://{server.host}:{server.port}{server.path}; {who};"
         f" Host check: {hosts}; sessions: at most {server.http.max_sessions}, idle end after"
