@@ -71,13 +71,26 @@ def _serve(args: argparse.Namespace) -> int:
     config = config.model_copy(update={"db_path": db_path})
     logging.getLogger("om_mcp").info("database: %s", db_path)
     server = build_server(config)
-    if http:
-        from om_mcp.server.http import run_http
+    try:
+        if http:
+            from om_mcp.server.http import run_http
 
-        return run_http(server, config)
-    from om_mcp.server.stdio import run_stdio
+            return run_http(server, config)
+        from om_mcp.server.stdio import run_stdio
 
-    return run_stdio(server)
+        return run_stdio(server)
+    except Exception as error:  # noqa: BLE001 - one line; the traceback at debug level
+        logging.getLogger("om_mcp").debug("the server stopped on an error", exc_info=True)
+        cause = _first_leaf(error)
+        print(f"om-mcp: stopped: {type(cause).__name__}: {cause} (log_level = \"debug\" shows where)",
+              file=sys.stderr)
+        return 1
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
 
 
 if __name__ == "__main__":

@@ -191,3 +191,16 @@ def test_ctrl_c_stops_the_server_at_once_without_a_traceback(tmp_path, busy):
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
     assert "stopped by SIGINT" in stderr
+
+
+@pytest.mark.slow
+def test_a_failure_to_start_is_one_line_without_a_traceback(tmp_path):
+    result = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "serve", "--db", str(tmp_path)],  # a directory, not a database file
+        env=clean_env(tmp_path), cwd=REPO, input=json.dumps(INIT) + "\n", capture_output=True, text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert "Traceback" not in result.stderr, result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("om-mcp:")]
+    assert "unable to open database file" in line

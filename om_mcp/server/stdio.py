@@ -32,7 +32,7 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class TooLong:
 
 def parse_line(line: bytes) -> SessionMessage | JSONRPCError | None:
     """A message, the error answering a line that is not one, or None for a blank line."""
-    text = line.strip()
+    text = line.strip().removeprefix(b"\xef\xbb\xbf")  # a byte order mark is no reason to refuse
     if not text:
         return None
     try:
@@ -208,6 +208,11 @@ async def serve_stdio(
             await anyio.to_thread.run_sync(writer.join, 2.0)
             group.cancel_scope.cancel()
     finally:
+        # Whatever the threads still wait for in the loop fails now, not at loop shutdown.
+        for stream in (to_server, server_reads, server_writes, answers, to_client):
+            stream.close()
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.01)
         wire.release()
 
 
@@ -263,7 +268,7 @@ def _writer(
             message = anyio.from_thread.run(to_client.receive, token=token)
         except BaseException:  # noqa: BLE001 - end of stream, or the loop is gone
             return
-        data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        data = _encode(message)
         try:
             view = memoryview(data)
             while view:
@@ -276,6 +281,16 @@ def _writer(
             except BaseException:  # noqa: BLE001
                 pass
             return
+
+
+def _encode(message: SessionMessage) -> bytes:
+    try:
+        return message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+    except ValueError as error:  # e.g. a lone surrogate in a result: answer, do not stall the writer
+        log.error("message to the client could not be encoded: %s", error)
+        request_id = getattr(message.message, "id", None)
+        fallback = _error(request_id, INTERNAL_ERROR, "Internal error: the answer could not be encoded as JSON")
+        return fallback.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 def run_stdio(server: MCPServer) -> int:
