@@ -143,8 +143,8 @@ class Gate:
         return build_resource_metadata_url(AnyHttpUrl(self._resource_url(scope)))
 
     async def _metadata(self, scope: Scope, send: Send) -> None:
-        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
-            await _respond(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, HEAD, OPTIONS")])
+        if scope["method"] not in ("GET", "OPTIONS"):
+            await _respond(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, OPTIONS")])
             return
         document = {
             "resource": self._resource_url(scope),
