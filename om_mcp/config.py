@@ -91,6 +91,10 @@ class AuthConfig(_Section):
             self.mode = "bearer" if self.tokens else "none"
         if self.mode == "bearer" and not self.tokens:
             raise ValueError("mode 'bearer' needs at least one token: run om-mcp token create --resource NAME")
+        if self.mode == "none" and self.tokens:
+            # Tokens that silently do nothing would leave the server open while looking closed.
+            raise ValueError("mode is 'none' but tokens are configured (or OM_HTTP_TOKEN is set): set mode = 'bearer'"
+                             " or remove the tokens")
         return self
 
 

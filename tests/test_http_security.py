@@ -199,6 +199,7 @@ def test_tokens_from_environment_and_their_errors():
          "server.auth.tokens.0.resources"),
         ({"OM_SERVER__AUTH__MODE": "bearer"}, "server.auth"),
         ({"OM_HTTP_TOKEN": "short"}, "server.auth"),
+        ({"OM_HTTP_TOKEN": "a-long-enough-plain-token", "OM_SERVER__AUTH__MODE": "none"}, "server.auth"),
         ({"OM_SERVER__HTTP__MAX_SESSIONS": "0"}, "server.http.max_sessions"),
         ({"OM_SERVER__HTTP__SESSION_IDLE": "5"}, "server.http.session_idle"),
     ]:
