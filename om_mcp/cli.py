@@ -1,73 +1,50 @@
-"""`om-mcp serve`: start the memory server over stdio or streamable HTTP.
+"""`om-mcp`: the entry point. `serve` (the default) runs the MCP server; the other
+commands look at, move and look after a memory from the shell.
 
-Stdout belongs to the protocol in stdio mode, so every log line goes to stderr.
+Each command lives in `om_mcp/commands/<name>.py` with `add_arguments(parser)` and
+`run(args) -> int`, and is imported only when it runs, so `om-mcp --help` and the
+hook answer fast. Stdout belongs to the protocol in stdio mode: logs go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import sys
 
-from om_mcp import __version__, logs
-from om_mcp.config import ConfigError, load_config
+from om_mcp import __version__
+
+# name -> one-line help; the module om_mcp.commands.<name> does the work.
+COMMANDS = {
+    "serve": "run the MCP server over stdio (default) or streamable HTTP",
+    "token": "create a bearer token for the HTTP server",
+}
+ALIASES = {"import": "import_"}  # a command named after a Python keyword
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="om-mcp", description="Long-term memory for MCP hosts.")
-    parser.add_argument("--version", action="version", version=f"om-mcp {__version__}")
-    commands = parser.add_subparsers(dest="command")
-    serve = commands.add_parser("serve", help="run the MCP server (the default command)")
-    for target in (parser, serve):
-        target.add_argument("--transport", choices=["stdio", "http"], help="stdio (default) or streamable HTTP")
-        target.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
-        target.add_argument("--port", type=int, help="HTTP port (default 8765)")
-        target.add_argument("--db", help="SQLite database file")
-        target.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
-    return parser
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="om-mcp", description="Long-term memory for MCP hosts.")
+    root.add_argument("--version", action="version", version=f"om-mcp {__version__}")
+    commands = root.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        _module(name).add_arguments(sub)
+    return root
+
+
+def _module(name: str):
+    return importlib.import_module(f"om_mcp.commands.{ALIASES.get(name, name)}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    overrides = {
-        "server.transport": args.transport,
-        "server.host": args.host,
-        "server.port": args.port,
-        "db_path": args.db,
-    }
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv.insert(0, "serve")  # `om-mcp --db x` means `om-mcp serve --db x`
+    args = parser().parse_args(argv)
     try:
-        config = load_config(args.config, overrides=overrides)
-    except ConfigError as error:
-        print(f"om-mcp: {error}", file=sys.stderr)
-        return 2
-    logs.configure(config.log_level)
-    db_path = config.resolved_db_path()
-    config = config.model_copy(update={"db_path": db_path})
-    # Refuse a bad database file now, in one line, before any client connects.
-    from om_mcp.store.errors import DatabaseRefused
-    from om_mcp.store.sqlite.database import connect
-
-    try:
-        connect(db_path).close()
-    except DatabaseRefused as error:
-        print(f"om-mcp: {error}", file=sys.stderr)
-        return 3
-    logging.getLogger("om_mcp").info("database: %s", db_path)
-    # Imported here so `om-mcp --help` and config errors answer instantly.
-    from om_mcp.server import build_server
-
-    server = build_server(config)
-    if config.server.transport == "http":
-        logging.getLogger("om_mcp").info(
-            "serving streamable HTTP on http://%s:%d%s", config.server.host, config.server.port, config.server.path
-        )
-        server.run(
-            "streamable-http", host=config.server.host, port=config.server.port,
-            streamable_http_path=config.server.path,
-        )
-    else:
-        server.run("stdio")
-    return 0
+        return _module(args.command).run(args)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback
+        return 130
 
 
 if __name__ == "__main__":

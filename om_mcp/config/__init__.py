@@ -8,10 +8,11 @@ from om_mcp.config.loader import ConfigError, load_config
 from om_mcp.config.memory import (
     HooksConfig, Limits, ObservationalMemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig,
 )
-from om_mcp.config.settings import Config, ServerConfig
+from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
+from om_mcp.config.settings import Config
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
 __all__ = [
-    "Config", "ConfigError", "Extractor", "HooksConfig", "Limits", "ObservationConfig", "ObservationalMemoryConfig",
+    "AuthConfig", "Config", "ConfigError", "HttpConfig", "TokenEntry", "hash_token", "Extractor", "HooksConfig", "Limits", "ObservationConfig", "ObservationalMemoryConfig",
     "ReflectionConfig", "RetrievalConfig", "ServerConfig", "WorkingMemoryConfig", "load_config",
 ]

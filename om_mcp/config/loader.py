@@ -21,7 +21,11 @@ from om_mcp.config.settings import Config
 ENV_PREFIX = "OM_"
 CONFIG_FILE_ENV = "OM_MCP_CONFIG"
 # Short names people actually type, mapped to their key paths.
-ENV_ALIASES = {"OM_DB_PATH": ("db_path",), "OM_MODEL": ("observational_memory", "model")}
+ENV_ALIASES = {
+    "OM_DB_PATH": ("db_path",),
+    "OM_MODEL": ("observational_memory", "model"),
+    "OM_HTTP_TOKEN": ("server", "auth", "http_token"),  # one plain token for all resources, hashed at load
+}
 
 
 class ConfigError(ValueError):

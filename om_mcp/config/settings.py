@@ -10,18 +10,12 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.config.memory import ObservationalMemoryConfig
+from om_mcp.config.server import ServerConfig
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class ServerConfig(_Section):
-    transport: Literal["stdio", "http"] = "stdio"
-    host: str = "127.0.0.1"
-    port: int = Field(8765, ge=1, le=65535)
-    path: str = "/mcp"
 
 
 class Config(_Section):

@@ -24,6 +24,7 @@ from om_mcp.engine.observation.events import one_line
 from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import descriptions as text
 from om_mcp.server.errors import describe_validation
+from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
 
 log = logging.getLogger(__name__)
@@ -98,4 +99,5 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
 
     tools.register(server)
     resources.register(server)
+    install_log_level(server)  # legacy clients may set the level of the event notifications
     return server

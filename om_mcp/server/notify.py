@@ -11,6 +11,8 @@ from typing import Any, Iterable
 from mcp.server.mcpserver import Context
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
+from om_mcp.server.log_level import client_wants_log
+
 log = logging.getLogger(__name__)
 
 
@@ -60,7 +62,7 @@ class Notifier:
         await self.publish(event_uris(event))
 
     async def events(self, ctx: Context, events: list[dict[str, Any]]) -> None:
-        for event in events:
+        for event in events if client_wants_log(ctx, "info") else ():
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # logging is deprecated in 2026-07-28, still useful before

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from om_mcp.engine import EngineError, Memory
+from om_mcp.server.access import authorize_read
 from om_mcp.server.app import app_of
 
 
@@ -31,10 +32,12 @@ def register(server: MCPServer) -> None:
 
     @resource("om://resources/{resource_id}/threads", "The resource's threads, newest first.")
     async def resource_threads(resource_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.threads(resource_id))
 
     @resource("om://resources/{resource_id}/working-memory", "Resource-scoped working memory.")
     async def resource_working_memory(resource_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, resource_id=resource_id)
         async def read(m: Memory) -> dict[str, Any]:
             return {"resource_id": resource_id, "memory": await m.resource_working_memory(resource_id)}
 
@@ -42,30 +45,37 @@ def register(server: MCPServer) -> None:
 
     @resource("om://resources/{resource_id}/observations", "The resource's shared observation log.")
     async def resource_observations(resource_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.observations(resource_id=resource_id))
 
     @resource("om://resources/{resource_id}/observations/history", "Every generation of the resource's log.")
     async def resource_observation_history(resource_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.observations(resource_id=resource_id, history=True))
 
     @resource("om://threads/{thread_id}/messages", "The thread's newest messages (recall reads more).")
     async def thread_messages(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.messages(thread_id))
 
     @resource("om://threads/{thread_id}/observations", "The thread's active observation log.")
     async def thread_observations(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.observations(thread_id))
 
     @resource("om://threads/{thread_id}/observations/history", "Every generation of the thread's log, newest first.")
     async def thread_observation_history(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.observations(thread_id, history=True))
 
     @resource("om://threads/{thread_id}/events", "The thread's observation lifecycle events (newest 200).")
     async def thread_events(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.events_of(thread_id))
 
     @resource("om://threads/{thread_id}/status", "Memory status: windows, buffered work, model readiness.")
     async def thread_status(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         async def read(m: Memory):
             await m.messages(thread_id, limit=1)  # unknown thread -> not found
             return await m.status(thread_id)
@@ -74,6 +84,7 @@ def register(server: MCPServer) -> None:
 
     @resource("om://threads/{thread_id}/working-memory", "The working memory a thread sees.")
     async def thread_working_memory(thread_id: str, ctx: Context) -> str:
+        await authorize_read(ctx, thread_id=thread_id)
         async def read(m: Memory):
             await m.messages(thread_id, limit=1)  # unknown thread -> not found
             return await m.get_working_memory(thread_id)

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from om_mcp.server import descriptions as text
 from om_mcp.server.output import compact
+from om_mcp.server.access import authorize
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import CYCLE, invoke, progress_reporter
 
@@ -24,13 +25,15 @@ def register(server: MCPServer) -> None:
     @server.tool(description=text.OBSERVE, annotations=CYCLE, structured_output=False)
     async def observe(thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None,
                       instruction: Instruction = None) -> str:
-        outcome = await invoke(ctx, lambda app: app.memory.observe(thread_id, resource_id, instruction,
+        resource = await authorize(ctx, thread_id, resource_id)
+        outcome = await invoke(ctx, lambda app: app.memory.observe(thread_id, resource, instruction,
                                                                     progress=progress_reporter(ctx)))
         return _result(outcome)
 
     @server.tool(description=text.REFLECT, annotations=CYCLE, structured_output=False)
     async def reflect(thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None,
                       instruction: Instruction = None) -> str:
-        outcome = await invoke(ctx, lambda app: app.memory.reflect(thread_id, resource_id, instruction,
+        resource = await authorize(ctx, thread_id, resource_id)
+        outcome = await invoke(ctx, lambda app: app.memory.reflect(thread_id, resource, instruction,
                                                                     progress=progress_reporter(ctx)))
         return _result(outcome)

@@ -10,6 +10,7 @@ from pydantic import Field
 from om_mcp.engine import InputError
 from om_mcp.server import descriptions as text
 from om_mcp.server.output import compact
+from om_mcp.server.access import authorize
 from om_mcp.server.schemas import Message, ResourceId, ThreadId, message_dicts
 from om_mcp.server.tools.base import APPEND, invoke, status_view
 
@@ -27,13 +28,14 @@ def register(server: MCPServer) -> None:
                                                                 " working_memory")] = None,
         include_status: bool = False,
     ) -> str:
+        resource = await authorize(ctx, thread_id, resource_id)
         batch = message_dicts(messages or [])
         batch += [{"role": r, "content": t} for r, t in (("user", user), ("assistant", assistant)) if t is not None]
 
         async def call(app):
             if not batch:
                 raise InputError("give user, assistant or messages", field="messages")
-            return await app.memory.append_messages(thread_id, batch, resource_id, thread_metadata,
+            return await app.memory.append_messages(thread_id, batch, resource, thread_metadata,
                                                     with_status=include_status)
 
         outcome = await invoke(ctx, call, changed=lambda o: [

@@ -1,0 +1,183 @@
+"""The ASGI app: the SDK's streamable HTTP app behind authentication, a rate limit,
+Host/Origin checks and the RFC 9728 protected-resource metadata.
+
+Request order: bearer token verified (SDK middleware, sets `get_access_token()`) ->
+`Gate` (metadata document; 401 pointing at it; 429) -> SDK app (Host/Origin checks,
+413, session ownership, idle expiry and the session cap, both protocol eras).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import re
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from om_mcp.config import Config
+from om_mcp.server.http.auth import TokenTable, bearer_required
+from om_mcp.server.http.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+_SAFE_HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
+def _with_ports(names: list[str]) -> list[str]:
+    # The SDK matches a Host/Origin exactly or as "<base>:*"; a bare name means either.
+    out: list[str] = []
+    for name in names:
+        out += [name] if name.endswith(":*") else [name, f"{name}:*"]
+    return out
+
+
+def transport_security(config: Config) -> TransportSecuritySettings:
+    """Host/Origin checks (DNS rebinding). On whenever auth is off, whatever the bind
+    address; with bearer auth on a public address they allow the configured names, or are
+    off when none are configured (a rebinding page cannot send the bearer token)."""
+    server = config.server
+    bind = server.host
+    hosts = _with_ports(LOOPBACK_HOSTS + server.http.allowed_hosts)
+    origins = _with_ports([f"http://{h}" for h in LOOPBACK_HOSTS] + server.http.allowed_origins)
+    if not is_loopback(bind) and bind not in ("0.0.0.0", "::", ""):
+        name = f"[{bind}]" if ":" in bind else bind
+        hosts += _with_ports([name])
+        origins += _with_ports([f"http://{name}", f"https://{name}"])
+    public_bearer = server.auth.mode == "bearer" and not is_loopback(bind)
+    if public_bearer and not server.http.allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def build_http_app(server: MCPServer, config: Config) -> ASGIApp:
+    """The whole HTTP app for `server`, configured from `config.server`."""
+    settings = config.server
+    bearer = settings.auth.mode == "bearer"
+    mcp_app = server.streamable_http_app(
+        streamable_http_path=settings.path,
+        max_request_body_size=settings.http.max_body_bytes,
+        session_idle_timeout=settings.http.session_idle_seconds,
+        max_sessions=settings.http.max_sessions,
+        transport_security=transport_security(config),
+        host=settings.host,
+    )
+    limiter = RateLimiter(settings.http.rate_limit_per_minute) if settings.http.rate_limit_per_minute else None
+    app: ASGIApp = Gate(mcp_app, config, limiter)
+    if bearer:
+        app = AuthContextMiddleware(app)
+        app = AuthenticationMiddleware(app, backend=BearerAuthBackend(TokenTable(settings.auth.tokens)))
+    return app
+
+
+class Gate:
+    """Serves the metadata document, refuses unauthenticated and over-limit requests."""
+
+    def __init__(self, app: ASGIApp, config: Config, limiter: RateLimiter | None) -> None:
+        self.app = app
+        self.config = config
+        self.bearer = config.server.auth.mode == "bearer"
+        self.limiter = limiter
+        self.loopback = is_loopback(config.server.host)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.bearer:
+            with bearer_required():  # lasts from start-up to shut-down
+                await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if self.bearer and (path == METADATA_PATH or path.startswith(METADATA_PATH + "/")):
+            await self._metadata(scope, send)
+            return
+        user = scope.get("user")
+        if self.bearer and not isinstance(user, AuthenticatedUser):
+            log.debug("401 for %s %s from %s", scope["method"], path, _client(scope))
+            await RequireAuthMiddleware(self.app, [], self._metadata_url(scope))(scope, receive, send)
+            return
+        key = self._limit_key(scope, user)
+        if key is not None and self.limiter is not None:
+            wait = self.limiter.take(key)
+            if wait:
+                await self._too_many(send, self.limiter.retry_after(wait), user)
+                return
+        await self.app(scope, receive, send)
+
+    def _limit_key(self, scope: Scope, user: object) -> str | None:
+        """A bucket per token; per client address on a public bind without auth; none on
+        loopback without auth (one local user, whose hooks may burst)."""
+        if isinstance(user, AuthenticatedUser):
+            return f"token:{user.access_token.subject}"
+        return None if self.loopback else _client(scope)
+
+    def _resource_url(self, scope: Scope) -> str:
+        configured = self.config.server.auth.resource_url
+        if configured:
+            return configured
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        if not _SAFE_HOST.match(host):  # it goes into a quoted header value
+            host = f"{self.config.server.host}:{self.config.server.port}"
+        return f"{scope.get('scheme', 'http')}://{host}{self.config.server.path}"
+
+    def _metadata_url(self, scope: Scope) -> AnyHttpUrl:
+        return build_resource_metadata_url(AnyHttpUrl(self._resource_url(scope)))
+
+    async def _metadata(self, scope: Scope, send: Send) -> None:
+        if scope["method"] not in ("GET", "OPTIONS"):
+            await _respond(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, OPTIONS")])
+            return
+        document = {
+            "resource": self._resource_url(scope),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "om-mcp",
+        }
+        if self.config.server.auth.authorization_servers:
+            document["authorization_servers"] = self.config.server.auth.authorization_servers
+        await _respond(send, 200, document, [
+            (b"access-control-allow-origin", b"*"),
+            (b"access-control-allow-methods", b"GET, OPTIONS"),
+            (b"cache-control", b"public, max-age=3600"),
+        ])
+
+    async def _too_many(self, send: Send, retry_after: int, user: object) -> None:
+        who = f"token {user.access_token.client_id!r}" if isinstance(user, AuthenticatedUser) else "this client"
+        limit = self.config.server.http.rate_limit_per_minute
+        message = f"rate limit of {limit} requests per minute reached for {who}; retry after {retry_after} s"
+        log.debug("429: %s", message)
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
+        await _respond(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"address:{client[0]}" if client else "address:unknown"
+
+
+async def _respond(send: Send, status: int, body: dict, headers: list[tuple[bytes, bytes]]) -> None:
+    data = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
+    })
+    await send({"type": "http.response.body", "body": data})
