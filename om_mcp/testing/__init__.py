@@ -1,0 +1,1 @@
+"""Test doubles and throwaway servers shipped with the package, for tests and benchmarks."""
