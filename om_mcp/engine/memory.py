@@ -19,6 +19,7 @@ import anyio
 
 from om_mcp.config import Config
 from om_mcp.engine import intake, working_memory as wm
+from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.engine.context.build import compose, fit_messages, render_groups
 from om_mcp.engine.errors import InputError, NotFound, Unavailable
 from om_mcp.engine.messages import MessageIn
@@ -66,6 +67,7 @@ class Memory:
         self.observation = ObservationEngine(store, config, self.counter, client=client, hooks=hooks,
                                              worker=self.worker, sampling=sampling)
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
+        self.working_memory = WorkingMemory(store, config.working_memory)
         self._counted_by: int | None = None
 
     @classmethod
@@ -152,7 +154,7 @@ class Memory:
         rows = intake.prepare(self.config, self.counter, messages)
         if self.config.observational_memory.temporal_markers:
             rows = intake.with_gap_markers(self.counter, await self.store.last_message_time(thread_id), rows)
-        seed = self._working_memory_seed(metadata.get("working_memory"))
+        seed = self.working_memory.seed(metadata.get("working_memory"))
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
         result = await _translated(self.store.append_messages(
@@ -187,25 +189,6 @@ class Memory:
             raise InputError("give user, assistant, or both", field="user")
         return await self.append_messages(thread_id, messages, resource_id)
 
-    def _working_memory_seed(self, initial: Any):
-        """The working memory a new thread brings in its metadata (WM-10), as a store seed."""
-        config = self.config.working_memory
-        if initial is None or not config.enabled:
-            return None
-        try:
-            value = wm.apply_update(config.model_copy(update={"read_only": False}), None, initial).value
-        except wm.WorkingMemoryError as error:
-            raise InputError(f"thread_metadata.working_memory: {error}", field="thread_metadata.working_memory") from None
-        encoded = _encode_wm(value)
-
-        def seed(stored: str | None) -> str | None:
-            # A new thread never erases what the user's memory already holds.
-            if stored is not None and not wm.is_empty(config, _decode_wm(config.mode, stored)):
-                return None
-            return encoded
-
-        return config.scope, seed
-
     # -- status and context ----------------------------------------------------------------------
 
     async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
@@ -229,7 +212,7 @@ class Memory:
         stored = read.working_memory if read else (
             await self.store.get_working_memory("resource", resource_id) if wm_location and wm_location[0] ==
             "resources" else None)
-        memory = self._read_wm(stored) if wm_config.enabled else None
+        memory = self.working_memory.value(stored) if wm_config.enabled else None
         wm_text = wm.render_for_context(wm_config, memory) if wm_config.enabled else ""
         if read is None:
             blocks, _ = compose(self.config, [], Hints(), {}, wm_text, {}, budget, self.counter.count_text)
@@ -356,52 +339,18 @@ class Memory:
         return await self.retrieval.search(resource_id, text, thread_id=thread_id if scope == "thread" else None,
                                            limit=limit)
 
-    # -- working memory -----------------------------------------------------------------------------
-
-    def _read_wm(self, stored: str | None) -> str | dict:
-        value = _decode_wm(self.config.working_memory.mode, stored)
-        return value if value is not None else wm.initial_value(self.config.working_memory)
-
-    def _wm_location(self, thread_id: str, resource_id: str) -> tuple[str, str]:
-        scope = self.config.working_memory.scope
-        return scope, (resource_id if scope == "resource" else thread_id)
-
-    def _require_wm(self) -> None:
-        if not self.config.working_memory.enabled:
-            raise InputError("working memory is disabled in the configuration", field="working_memory.enabled")
+    # -- working memory ---------------------------------------------------------------------------------
 
     async def get_working_memory(self, thread_id: str, resource_id: str | None = None) -> WorkingMemoryOut:
         resource_id, _ = await self._resolve(thread_id, resource_id)
-        self._require_wm()
-        scope, key = self._wm_location(thread_id, resource_id)
-        memory = self._read_wm(await self.store.get_working_memory(scope, key))
-        return self._wm_out(thread_id, resource_id, memory)
+        return await self.working_memory.get(thread_id, resource_id)
 
     async def update_working_memory(self, thread_id: str, memory: Any, resource_id: str | None = None,
                                     read_only: bool | None = None) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
-        self._require_wm()
-        intake.check_text(memory, "memory")
-        config = self.config.working_memory
-        if read_only and not config.read_only:
-            config = config.model_copy(update={"read_only": True})
-        scope, key = self._wm_location(thread_id, resource_id)
-        if scope == "thread" and thread is None:
-            raise NotFound(f"unknown thread {thread_id!r}: append a message first", field="thread_id")
-        outcome: dict[str, wm.UpdateResult] = {}
-
-        def update(current: str | None) -> str | None:
-            result = wm.apply_update(config, _decode_wm(config.mode, current), memory)
-            outcome["result"] = result
-            return _encode_wm(result.value) if result.changed else None
-
-        try:
-            await _translated(self.store.update_working_memory(scope, key, update))
-        except wm.WorkingMemoryError as error:
-            raise InputError(str(error), field=error.field) from None
-        result = outcome["result"]
-        return self._wm_out(thread_id, resource_id, result.value, updated=result.changed, notice=result.notice)
+        return await _translated(self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None,
+                                                            read_only=read_only))
 
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
@@ -414,10 +363,9 @@ class Memory:
     def supports_atomic_working_memory_merge() -> bool:
         return True  # each merge is one write-locked transaction, across processes too
 
-    def _wm_out(self, thread_id: str, resource_id: str, memory: Any, **extra: Any) -> WorkingMemoryOut:
-        config = self.config.working_memory
-        return WorkingMemoryOut(scope=config.scope, mode=config.mode, thread_id=thread_id, resource_id=resource_id,
-                                memory=memory, read_only=config.read_only, **extra)
+    async def resource_working_memory(self, resource_id: str) -> str | dict | None:
+        """The stored resource-scoped working memory, or None."""
+        return await self.working_memory.stored("resource", resource_id)
 
     # -- threads and resources -------------------------------------------------------------------------
 
@@ -452,10 +400,6 @@ class Memory:
         found = await self.store.message_page(thread_id, limit=limit, newest_first=True)
         return [_message_out(m) for m in reversed(found)]
 
-    async def resource_working_memory(self, resource_id: str) -> str | dict | None:
-        """The stored resource-scoped working memory, or None."""
-        return _decode_wm(self.config.working_memory.mode, await self.store.get_working_memory("resource", resource_id))
-
     async def threads(self, resource_id: str, limit: int = 50) -> list[ThreadOut]:
         found, _ = await self.store.list_threads(resource_id, limit=limit)
         return [_thread_out(t) for t in found]
@@ -475,19 +419,6 @@ class Memory:
                 counts.append((row["seq"], tokens, cache["parts"]))
             await self.store.set_token_counts(self._counted_by, counts)
             done += len(counts)
-
-
-def _decode_wm(mode: str, stored: str | None) -> str | dict | None:
-    if stored is None or mode != "schema":
-        return stored
-    try:
-        return json.loads(stored)
-    except ValueError:
-        return stored
-
-
-def _encode_wm(value: str | dict) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _message_out(message) -> MessageOut:
