@@ -1,19 +1,41 @@
 """The memory engine: messages, token counts, observation, reflection, recall.
 
-Nothing here knows about MCP or transports. `Memory` is the public facade;
-the server and the CLI use only it, its results and its errors.
+Nothing here knows about MCP or transports. `Memory` is the public facade; the
+server and the CLI use only it, its results and its errors. Names load on first
+use, so importing a light part (errors, the recall query) does not import the
+whole engine.
 """
 
-from om_mcp.engine.errors import EngineError, InputError, NotFound, Unavailable
-from om_mcp.engine.memory import Memory
-from om_mcp.engine.messages import MessageIn
-from om_mcp.engine.observation.cycle import CycleOutcome
-from om_mcp.engine.observation.events import EventType, Hooks
-from om_mcp.engine.recall import RecallOut, RecallQuery
-from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut
+from __future__ import annotations
 
-__all__ = [
-    "AppendOutcome", "ContextOut", "CycleOutcome", "DeleteOut", "EngineError", "EventType", "Hooks", "InputError",
-    "Memory", "MessageIn", "NotFound", "RecallOut", "RecallQuery", "Status", "ThreadOut", "Unavailable",
-    "WorkingMemoryOut",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_HOMES = {
+    "AppendOutcome": "results", "ContextOut": "results", "DeleteOut": "results", "Status": "results",
+    "ThreadOut": "results", "WorkingMemoryOut": "results",
+    "CycleOutcome": "observation.cycle", "EventType": "observation.events", "Hooks": "observation.events",
+    "EngineError": "errors", "InputError": "errors", "NotFound": "errors", "Unavailable": "errors",
+    "Memory": "memory", "MessageIn": "messages", "RecallOut": "recall.query", "RecallQuery": "recall.query",
+    "SamplingBroker": "_sampling",
+}
+__all__ = sorted(_HOMES)
+
+if TYPE_CHECKING:
+    from om_mcp.engine.errors import EngineError, InputError, NotFound, Unavailable
+    from om_mcp.engine.memory import Memory
+    from om_mcp.engine.messages import MessageIn
+    from om_mcp.engine.observation.cycle import CycleOutcome
+    from om_mcp.engine.observation.events import EventType, Hooks
+    from om_mcp.engine.recall.query import RecallOut, RecallQuery
+    from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut
+    from om_mcp.models.sampling import SamplingBroker
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if home == "_sampling":  # the broker is part of the facade: the server registers its clients with it
+        return importlib.import_module("om_mcp.models.sampling").SamplingBroker
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -147,6 +147,17 @@ class TokenCounter:
         self._ensure_loaded()
         return f"{self._name}@{self._version}"
 
+    @property
+    def loaded(self) -> bool:
+        return self._count is not None
+
+    async def ready(self) -> None:
+        """Load the tokenizer off the event loop (about half a second, once), so no turn stalls on it."""
+        if self._count is None:
+            import anyio
+
+            await anyio.to_thread.run_sync(self._ensure_loaded)
+
     def _ensure_loaded(self) -> Callable[[str], int]:
         if self._count is not None:
             return self._count

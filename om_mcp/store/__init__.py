@@ -14,14 +14,26 @@ from om_mcp.store.rows import (
     AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, IngestState, Message,
     ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, Snapshot, Stats, Thread,
 )
-from om_mcp.store.sqlite.store import SQLiteStore
+from typing import TYPE_CHECKING
 
-Store = SQLiteStore
+if TYPE_CHECKING:
+    from om_mcp.store.sqlite.store import SQLiteStore as Store
 
 
-async def open_store(location: str | Path) -> Store:
+async def open_store(location: str | Path) -> "Store":
     """Open the database at a path (SQLite)."""
+    from om_mcp.store.sqlite.store import SQLiteStore
+
     return await SQLiteStore.open(location)
+
+
+def __getattr__(name: str):
+    # The SQLite store (and the thread it runs on) loads when first used, not when rows are.
+    if name in ("Store", "SQLiteStore"):
+        from om_mcp.store.sqlite.store import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
