@@ -94,12 +94,29 @@ def _load_o200k(path: Path) -> Callable[[str], int]:
     encoding = tiktoken.Encoding(
         O200K_NAME, pat_str=_O200K_PATTERN, mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL
     )
+    # tiktoken keeps its own copy of the ranks in Rust; the Python dict (about 30 MiB)
+    # is kept only for pickling, which we never do: let it go, and give the pages back.
+    encoding._mergeable_ranks = {}
+    del ranks, fields, data
+    _release_memory()
     encode = encoding.encode_ordinary  # no special-token scan: "<|endoftext|>" is just text here
 
     def count(text: str) -> int:
         return len(encode(text))
 
     return count
+
+
+def _release_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the pages stay with the process
+        pass
 
 
 def _estimate(text: str) -> int:

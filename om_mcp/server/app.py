@@ -26,6 +26,7 @@ from om_mcp.server import descriptions as text
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
+from om_mcp.server.subscriptions import install_subscriptions
 
 if TYPE_CHECKING:
     from om_mcp.engine import Memory, SamplingBroker
@@ -149,4 +150,5 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
+    install_subscriptions(server)  # and subscribe to the resources they want updates of
     return server
