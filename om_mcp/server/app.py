@@ -17,6 +17,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from om_mcp import __version__
@@ -26,6 +27,7 @@ from om_mcp.server import descriptions as text
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
+from om_mcp.server.schemas import slim
 from om_mcp.server.subscriptions import install_subscriptions
 
 if TYPE_CHECKING:
@@ -67,7 +69,14 @@ def app_of(ctx: Context) -> App:
 
 
 class MemoryServer(MCPServer):
-    """MCPServer whose tool errors always say what was wrong, in one line."""
+    """MCPServer whose tool errors always say what was wrong, in one line, and whose tool
+    schemas carry nothing the model does not need (they are read on every session)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema = slim(tool.input_schema)
+        return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context | None = None) -> CallToolResult | InputRequiredResult:

@@ -113,6 +113,8 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
         }])
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
+        model = engine.reflector if step.operation == "reflection" else engine.observer
+        await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
             # The whole model part, retries, fallbacks, extractors and escalation included.
