@@ -47,6 +47,8 @@ def app_of(ctx: Context) -> App:
 class MemoryServer(MCPServer):
     """MCPServer whose tool errors always say what was wrong, in one line."""
 
+    live: App | None = None  # set while the lifespan runs
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context | None = None) -> CallToolResult | InputRequiredResult:
         try:
@@ -66,6 +68,12 @@ class MemoryServer(MCPServer):
             raise ToolError(message) from None
 
 
+def _live(server: MCPServer, app: App) -> App:
+    """Keep the running App on the server too: the HTTP status page reads the same engine."""
+    server.live = app  # type: ignore[attr-defined]  # any MCPServer given to the lifespan
+    return app
+
+
 def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
     """An MCP server over `memory`, or over one opened from `config` for the server's lifespan."""
     notifier = Notifier()
@@ -75,7 +83,7 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(memory, notifier, memory.observation.clients.broker)
+                yield _live(server, App(memory, notifier, memory.observation.clients.broker))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
@@ -89,7 +97,7 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
             async with opened.running():
                 # Counts made by an older tokenizer are refreshed in the background.
                 await opened.worker.submit("tokens", "recount", opened.recount_tokens)
-                yield App(opened, notifier, broker)
+                yield _live(server, App(opened, notifier, broker))
         finally:
             await opened.close()
 
