@@ -84,6 +84,8 @@ def build_series(
     next_message = 0
     for event, at in ordered:
         windows = event.get("windows") if isinstance(event.get("windows"), dict) else None
+        if windows is None and _END_KINDS.get(event.get("type", "")) is None:
+            continue  # a start, a title update...: nothing to plot
         upto = windows.get("seq") if windows else None
         while next_message < len(queue) and (
                 queue[next_message][0] <= upto if upto is not None else queue[next_message][1] <= at):
@@ -100,8 +102,6 @@ def build_series(
         else:
             lines.unobserved, lines.observations = _apply(event, lines.unobserved, lines.observations)
         cycle = _cycle(event, lines.at(at))
-        if cycle is None and not windows:
-            continue  # a start, a title update...: nothing to plot
         if cycle is not None:
             cycles.append(cycle)
         lines.point(lines.last, cycle=True)  # type: ignore[arg-type]
