@@ -15,6 +15,7 @@ from om_mcp.commands.common import (
     EXIT_CODES, EXIT_FAILED, EXIT_OK, add_config_arguments, prepare, run_memory,
 )
 
+ENDS = ("data-om-observation-end", "data-om-activation")
 NOTHING_TO_DO = ("no unobserved messages", "nothing to observe", "no observations to reflect",
                  "another process is")
 
@@ -42,10 +43,10 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
         windows = state.windows.active
         total = windows.messages.tokens if op == "observe" else windows.observations.tokens
         verb = "observing" if op == "observe" else "reflecting"
-        with progress(total or None, f"{verb} {args.thread}") as advance:
+        with progress(total or None, f"{verb} {args.thread}") as advance, memory.events.collect() as emitted:
             async def on_event(event: dict[str, Any]) -> None:
-                if event["type"].endswith("-end") and not event.get("retrying"):
-                    advance(int(event.get("tokens_observed") or 0))
+                if event["type"] in ENDS and not event.get("retrying"):
+                    advance(_tokens_in(event))
 
             memory.events.listeners.append(on_event)
             try:
@@ -53,17 +54,20 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
                 outcome = await call(args.thread, instruction=args.instruction)
             finally:
                 memory.events.listeners.remove(on_event)
-        ends = [e for e in outcome.events if e["type"].endswith("-end")]
+        # Buffered chunks are activated first (no model call): they count as observed too.
+        ends = [e for e in emitted if e["type"] in ENDS and not e.get("retrying")]
+        ran = outcome.ran or bool(ends)
         report = {
-            "thread_id": args.thread, "operation": op, "ran": outcome.ran, "cycles": len(ends),
-            "tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
+            "thread_id": args.thread, "operation": op, "ran": ran, "cycles": len(ends),
+            "tokens_in": sum(_tokens_in(e) for e in ends), "tokens_out": sum(e.get("observation_tokens") or 0
+                                                                          for e in ends),
             "seconds": round(sum(e.get("duration_ms") or 0 for e in ends) / 1000, 2),
-            "cost": _cost(ends), "reason": outcome.reason, "error": outcome.error,
+            "cost": _cost(ends), "reason": None if ran else outcome.reason, "error": outcome.error,
         }
-        ok = outcome.ran or (outcome.error is None and (outcome.reason or "").startswith(NOTHING_TO_DO))
+        ok = outcome.error is None and (ran or (outcome.reason or "").startswith(NOTHING_TO_DO))
         if args.json:
             print_json(report)
-        elif outcome.ran:
+        elif ran:
             cost = f", ${report['cost']:.4f}" if report["cost"] is not None else ""
             print(f"{'observed' if op == 'observe' else 'reflected'} {report['tokens_in']:,} tokens into"
                   f" {report['tokens_out']:,} tokens of observations in {report['cycles']} cycle"
@@ -73,6 +77,10 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
         return EXIT_OK if ok else EXIT_FAILED
 
     return run_memory(config, main)
+
+
+def _tokens_in(event: dict[str, Any]) -> int:
+    return int(event.get("tokens_observed") or event.get("tokens_activated") or 0)
 
 
 def _cost(events: list[dict[str, Any]]) -> float | None:

@@ -114,7 +114,8 @@ async def import_conversations(
             for start in range(0, len(thread.messages), BATCH):
                 outcome = await memory.append_messages(thread.id, thread.messages[start:start + BATCH], resource_id,
                                                        thread_metadata=metadata if start == 0 else None)
-                result.added["message"] += outcome.appended
+                if outcome.appended:
+                    result.added["message"] += outcome.appended
                 if outcome.skipped_duplicates:
                     result.skipped["message"] += outcome.skipped_duplicates
             last = thread.messages[-1].get("created_at")
