@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--screenshot", type=Path, help="write a PNG of the thread view and exit")
     parser.add_argument("--thread", default="t-lisbon")
-    parser.add_argument("--size", default="1400x1900", help="WIDTHxHEIGHT of the screenshot")
+    parser.add_argument("--size", default="1280x1240", help="WIDTHxHEIGHT of the screenshot")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="om-demo-") as folder:
         db = args.db or Path(folder) / "demo.db"
