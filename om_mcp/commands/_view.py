@@ -24,6 +24,11 @@ def when(iso: str | None) -> str:
         return iso
 
 
+def count(n: int, word: str) -> str:
+    """'1 thread', '2 threads', '1,204 messages'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def one_line(text: str, width: int = 100) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"

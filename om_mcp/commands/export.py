@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import progress
+        from om_mcp.commands._view import count
 
         resources = await memory.store.list_resources()
         if args.resource:
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             if partial:
                 partial.unlink(missing_ok=True)
             return fail(f"cannot write the export: {error.strerror or error}", EXIT_FAILED)
-        summary = ", ".join(f"{n:,} {kind.replace('_', ' ')}s" for kind, n in counts.items())
+        summary = ", ".join(count(n, kind.replace('_', ' ')) for kind, n in counts.items())
         print(f"exported {summary}" + (f" to {target}" if target else ""), file=sys.stderr)
         return EXIT_OK
 

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json
+        from om_mcp.commands._view import count
 
         if args.thread:
             thread = await memory.thread(args.thread)
@@ -60,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(report)
         else:
-            print(f"forgot {what.split(' (')[0]}: {report['threads']} threads, {report['messages']:,} messages;"
-                  " their text is erased from the database file")
+            print(f"forgot {what.split(' (')[0]}: {count(report['threads'], 'thread')},"
+                  f" {count(report['messages'], 'message')}; their text is erased from the database file")
         return EXIT_OK
 
     return run_memory(config, main)

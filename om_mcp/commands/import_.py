@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +104,10 @@ async def _conversations(memory: Any, path: Path, kind: str, resource: str | Non
 
 
 def _summary(report: dict[str, Any]) -> str:
+    from om_mcp.commands._view import count
+
     def words(counts: dict[str, int]) -> str:
-        return ", ".join(f"{n:,} {kind.replace('_', ' ')}s" for kind, n in counts.items() if n) or "nothing"
+        return ", ".join(count(n, kind.replace('_', ' ')) for kind, n in counts.items() if n) or "nothing"
 
     skipped = words(report["skipped"])
     return (f"imported {words(report['added'])} from {report['file']} ({report['format']})"

@@ -67,7 +67,7 @@ async def gather(memory: Any, thread_id: str, messages: int, generations: bool) 
 
 
 def show(r: dict[str, Any]) -> None:
-    from om_mcp.commands._view import cycle_text, one_line, when
+    from om_mcp.commands._view import one_line, when
     from om_mcp.engine.messages import message_text
 
     out = sys.stdout

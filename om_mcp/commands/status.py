@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from om_mcp.commands._output import print_json, print_table
-from om_mcp.commands._view import THREAD_COLUMNS, model_state, thread_row, thread_table_rows
+from om_mcp.commands._view import THREAD_COLUMNS, count, model_state, thread_row, thread_table_rows
 from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, prepare, run_memory
 
 
@@ -68,8 +68,9 @@ def show(report: dict[str, Any]) -> None:
     out = sys.stdout
     wal = f", WAL {_size(db['wal_bytes'])}" if db["wal_bytes"] else ""
     out.write(f"database  {db['path']} ({_size(db['bytes'])}{wal}, schema {db['schema_version']})\n")
-    out.write(f"memory    {counts['resources']} resources · {counts['threads']} threads · {counts['messages']:,}"
-              f" messages · {counts['observation_groups']:,} observation groups · {counts['events']:,} events\n")
+    out.write("memory    " + " · ".join(count(counts[k], word) for k, word in (
+        ("resources", "resource"), ("threads", "thread"), ("messages", "message"),
+        ("observation_groups", "observation group"), ("events", "event"))) + "\n")
     if not model["enabled"]:
         state = "off (observational_memory.enabled = false)"
     elif model["model_ready"]:
@@ -78,7 +79,7 @@ def show(report: dict[str, Any]) -> None:
     else:
         state = f"NOT READY ({model['observer']}): {model['reason']}"
     out.write(f"model     {state}\n")
-    out.write(f"pending   {pending['unobserved_tokens']:,} unobserved tokens in {pending['records']} records"
+    out.write(f"pending   {pending['unobserved_tokens']:,} unobserved tokens in {count(pending['records'], 'record')}"
               f" ({pending['records_with_buffered_chunks']} with buffered observations); scope {pending['scope']},"
               f" observe at {pending['observe_at']:,}, reflect at {pending['reflect_at']:,}\n")
     if report["threads"]:
