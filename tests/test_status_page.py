@@ -22,7 +22,6 @@ from om_mcp.server.http.ui.demo import _config_file, fill
 from om_mcp.server.http.ui.headless import find_chromium, free_port, run_chromium, wait_for
 from om_mcp.server.http.ui.series import build_series
 
-pytestmark = pytest.mark.slow
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
 
 
@@ -54,6 +53,7 @@ def get(url: str, path: str, token: str | None = ADMIN) -> httpx.Response:
     return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
 
 
+@pytest.mark.slow
 def test_the_page_needs_no_token_and_its_data_needs_one(site):
     url, _ = site
     for path in ("/", "/ui"):
@@ -67,6 +67,7 @@ def test_the_page_needs_no_token_and_its_data_needs_one(site):
     assert [r["id"] for r in get(url, "/api/resources").json()] == ["alice", "team-infra"]
 
 
+@pytest.mark.slow
 def test_a_token_sees_only_its_resources(site):
     url, _ = site
     assert [r["id"] for r in get(url, "/api/resources", ALICE).json()] == ["alice"]
@@ -81,6 +82,7 @@ def test_a_token_sees_only_its_resources(site):
     assert get(url, "/api/threads/t-deploy").status_code == 200  # still there
 
 
+@pytest.mark.slow
 def test_a_thread_its_generations_and_series_end_where_the_memory_stands(site):
     url, _ = site
     detail = ThreadDetail.model_validate(get(url, "/api/threads/t-lisbon").json())
@@ -100,6 +102,7 @@ def test_a_thread_its_generations_and_series_end_where_the_memory_stands(site):
     assert times == sorted(times)
 
 
+@pytest.mark.slow
 def test_events_page_after_an_id(site):
     url, _ = site
     everything = EventPage.model_validate(get(url, "/api/threads/t-lisbon/events?limit=500").json())
@@ -137,6 +140,7 @@ def _chromium():
     return binary
 
 
+@pytest.mark.slow
 def test_the_page_draws_the_plots_and_the_log_in_a_real_browser(site):
     binary = _chromium()
     url, _ = site
@@ -169,6 +173,7 @@ def test_the_page_draws_the_plots_and_the_log_in_a_real_browser(site):
     assert "Forget thread…" in text and "Forget this thread" not in text  # asks only when clicked
 
 
+@pytest.mark.slow
 def test_a_screenshot_is_written(site, tmp_path):
     binary = _chromium()
     url, _ = site
@@ -178,6 +183,7 @@ def test_a_screenshot_is_written(site, tmp_path):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
+@pytest.mark.slow
 def test_forget_deletes_the_thread_and_its_text(site):
     url, db = site
     gone = httpx.delete(url + "/api/threads/t-sourdough", headers={"Authorization": f"Bearer {ADMIN}"})
@@ -242,3 +248,21 @@ def test_a_long_series_is_thinned_but_keeps_every_cycle():
     assert 400 <= len(series.points) <= 520 and len(series.cycles) == 9
     assert [p.observation_tokens for p in series.points if p.unobserved_tokens == 0] == list(range(1, 10))
     assert json.dumps([p.at for p in series.points]) == json.dumps(sorted(p.at for p in series.points))
+
+
+def test_the_page_never_opens_the_mcp_endpoint_to_anonymous_callers(tmp_path):
+    """With the MCP path at "/", "/" is the endpoint (auth required) and the page stays at /ui."""
+    from starlette.testclient import TestClient
+
+    from om_mcp.config import Config
+    from om_mcp.server import build_server
+    from om_mcp.server.http import build_http_app
+
+    for path, anonymous_root in (("/", 401), ("/mcp", 200)):
+        config = Config.model_validate({"db_path": str(tmp_path / "x.db"), "server": {
+            "transport": "http", "path": path, "auth": {"mode": "bearer", "tokens": [
+                {"name": "a", "hash": hash_token(ADMIN), "resources": ["*"]}]}}})
+        client = TestClient(build_http_app(build_server(config), config))
+        assert client.get("/", headers={"Host": "127.0.0.1"}).status_code == anonymous_root
+        assert client.get("/ui", headers={"Host": "127.0.0.1"}).status_code == 200
+        assert client.get("/api/resources", headers={"Host": "127.0.0.1"}).status_code == 401

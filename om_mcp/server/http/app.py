@@ -113,7 +113,8 @@ class Gate:
             await self._metadata(scope, send)
             return
         user = scope.get("user")
-        if self.bearer and not isinstance(user, AuthenticatedUser) and not is_public(path):
+        page = is_public(path) and path != self.config.server.path  # never the MCP endpoint itself
+        if self.bearer and not isinstance(user, AuthenticatedUser) and not page:
             log.debug("401 for %s %s from %s", scope["method"], path, _client(scope))
             await RequireAuthMiddleware(self.app, [], self._metadata_url(scope))(scope, receive, send)
             return
