@@ -18,6 +18,17 @@ from om_mcp import __version__
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
     "token": "create a bearer token for the HTTP server",
+    "status": "the database, what it holds, model readiness, pending work, recent threads",
+    "threads": "list threads with their windows and last cycle",
+    "show": "one thread: its observation log, working memory and recent messages",
+    "search": "search messages and observations",
+    "forget": "delete a thread or a resource for good (the text leaves the file)",
+    "doctor": "check the config, the database's integrity, the search index and the model",
+    "observe": "observe a thread's unobserved messages now",
+    "reflect": "condense a thread's observation log now",
+    "backup": "an online, consistent copy of the database",
+    "export": "write the memory as versioned JSONL (to stdout or -o FILE)",
+    "import": "import an om-mcp export, or Claude / ChatGPT conversations",
 }
 ALIASES = {"import": "import_"}  # a command named after a Python keyword
 

@@ -78,6 +78,8 @@ class MemoryServer(MCPServer):
             tool.input_schema = slim(tool.input_schema)
         return tools
 
+    live: App | None = None  # set while the lifespan runs
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context | None = None) -> CallToolResult | InputRequiredResult:
         try:
@@ -129,6 +131,12 @@ async def _warm_up(memory: "Memory") -> None:
     await memory.recount_tokens()
 
 
+def _live(server: MCPServer, app: App) -> App:
+    """Keep the running App on the server too: the HTTP status page reads the same engine."""
+    server.live = app  # type: ignore[attr-defined]  # any MCPServer given to the lifespan
+    return app
+
+
 def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer:
     """An MCP server over `memory`, or over one opened from `config` for the server's lifespan."""
     notifier = Notifier()
@@ -138,7 +146,7 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(notifier, memory.observation.clients.broker, memory)
+                yield _live(server, App(notifier, memory.observation.clients.broker, memory))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
@@ -148,7 +156,7 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
         async with anyio.create_task_group() as group:
             group.start_soon(_serve_memory, config, app)
             try:
-                yield app
+                yield _live(server, app)
             finally:
                 group.cancel_scope.cancel()
 
