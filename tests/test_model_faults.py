@@ -20,6 +20,7 @@ import anyio
 import pytest
 
 from om_mcp.config import Config
+from om_mcp.engine import Memory
 from om_mcp.models import ModelError, ModelRouter, ModelTarget
 from om_mcp.models.litellm_client import load_litellm
 from om_mcp.models.settings import CallPolicy
@@ -153,3 +154,32 @@ async def test_a_timed_out_attempt_is_not_retried_with_less_time_than_it_had():
         await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy, client=slow).complete(
             [{"role": "user", "content": "hi"}])
     assert len(slow.calls) == 2
+
+
+async def test_a_long_unobserved_backlog_does_not_make_get_context_recount_per_message(make_config):
+    """While the model is down (or observation is off) messages pile up unobserved and the
+    context is cut to its budget. That cut counted the whole JSON again for every message
+    it left out: 0.35 s a turn at 300 messages. Now the whole text is counted a few times."""
+    config = make_config()  # observation off: the backlog only grows
+    memory = await Memory.open(config)
+    whole_counts = []
+    count_text = memory.counter.count_text
+
+    def counting(text: str) -> int:
+        if len(text) > 20_000:
+            whole_counts.append(len(text))
+        return count_text(text)
+
+    try:
+        async with connect(build_server(config, memory)) as client:
+            for n in range(0, 300, 50):
+                await ok(client, "append_messages", thread_id="t", messages=[
+                    {"role": "user", "content": f"message {n + i}: " + "train fares to Lisbon and Porto " * 8}
+                    for i in range(50)])
+            memory.counter.count_text = counting
+            context = await ok(client, "get_context", thread_id="t")
+    finally:
+        await memory.close()
+    assert context["omitted_messages"] > 200 and context["messages"][-1]["content"].startswith("message 299:")
+    assert count_text(json.dumps(context, ensure_ascii=False, separators=(",", ":"))) <= config.output_token_budget
+    assert len(whole_counts) <= 3, whole_counts
