@@ -21,7 +21,7 @@ import pytest
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
-from om_mcp.models import ModelError, ModelRouter, ModelTarget
+from om_mcp.models import ModelError, ModelRouter, ModelTarget, health
 from om_mcp.models.litellm_client import load_litellm
 from om_mcp.models.settings import CallPolicy
 from om_mcp.server import build_server
@@ -118,6 +118,20 @@ async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatc
     assert len(fake.requests) <= 2 * attempts if scenario != "unreachable" else fake.requests == []
     assert observation["last_failure"] and observation["next_attempt_at"]
     assert "failing" in observation["reason"]
+
+
+async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch):
+    """block_after is crossed while the breaker is open; when its backoff ends, the next
+    turn must not wait on the retry (a model that failed is failing until a call succeeds)."""
+    monkeypatch.setattr(health, "BACKOFF_INITIAL_SECONDS", 1.0)
+    with provider("HTTP 500") as (model, fake):
+        # the first call fails at once (the breaker opens early), the later ones after 1.5 s
+        fake.responder = lambda request: FakeReply("down", status=500, delay_seconds=1.5 if fake.requests[1:] else 0)
+        model["max_retries"] = 0
+        async with connect(build_server(config(tmp_path, model))) as client:
+            durations = await play(client, 60)
+    assert slow(durations) == [], durations
+    assert len(fake.requests) >= 2  # the retry after the backoff was made, in the background
 
 
 async def test_a_manual_observe_returns_within_its_budget(tmp_path):

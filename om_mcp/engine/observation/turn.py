@@ -114,5 +114,7 @@ async def _wait_once(engine: "ObservationEngine", key: str, op: str, crossing: t
     job = await engine.worker.submit(key, op, run)
     if engine.waited.get((key, op)) == crossing:
         return  # this crossing already cost one turn its wait
+    if await engine.model_failing(operation):
+        return  # its backoff is over, but until a call succeeds the retry runs in the background
     engine.waited[(key, op)] = crossing
     await job.wait(engine.om.turn_wait_seconds)
