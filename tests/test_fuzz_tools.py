@@ -138,3 +138,32 @@ class _idle:
     async def __aexit__(self, *exc: object) -> None:
         return None
 
+
+
+BAD_TEXT = [
+    ("update_working_memory", {"thread_id": "t", "memory": "notes\x00hidden"}, "memory contains a NUL character"),
+    ("update_working_memory", {"thread_id": "t", "memory": "lone \ud800"}, "memory contains invalid Unicode"),
+    ("update_thread", {"thread_id": "t", "title": "two\nlines"}, "title must be one line of text"),
+    ("update_thread", {"thread_id": "t", "title": "nul\x00"}, "title must be one line of text"),
+    ("update_thread", {"thread_id": "t", "metadata": {"note": "a\x00b"}}, "metadata.note contains a NUL character"),
+    ("update_thread", {"thread_id": "t", "metadata": {"k\x00": 1}}, "metadata contains a NUL character"),
+    ("update_thread", {"thread_id": "t", "metadata": {"big": "x" * 20_000}}, "metadata is 20011 characters of JSON"),
+    ("append_messages", {"thread_id": "t", "user": "x", "thread_metadata": {"title": "a\rb"}},
+     "thread_metadata.title must be one line of text"),
+    ("append_messages", {"thread_id": "t", "messages": [{"role": "user", "content": "x", "metadata": {"k": "\x00"}}]},
+     "messages[0].metadata.k contains a NUL character"),
+    ("append_messages", {"thread_id": "t\x00", "user": "x"}, "thread_id contains control characters"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool, arguments, says", BAD_TEXT, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_TEXT)])
+async def test_bad_text_in_ids_titles_metadata_and_working_memory_is_refused_by_name(server, tool, arguments, says):
+    async with connect(server) as client:
+        await client.call_tool("append_messages", {"thread_id": "t", "user": "hello"})
+        before = (await client.read_resource("om://threads/t/status")).contents[0].text
+        result = await client.call_tool(tool, arguments)
+        after = (await client.read_resource("om://threads/t/status")).contents[0].text
+        threads = (await client.read_resource("om://resources/default/threads")).contents[0].text
+    assert result.is_error and says in result.content[0].text, result.content[0].text
+    assert after == before and "\\u0000" not in threads  # nothing changed
