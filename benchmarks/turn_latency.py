@@ -52,7 +52,7 @@ THREAD, RESOURCE = "bench", "bench-user"
 # counting every chat request it receives (one line per request in a file).
 FAKE_LLM = """
 import sys, threading, signal
-from om_mcp.models.fake_server import FakeLLMServer, default_responder
+from om_mcp.testing.fake_server import FakeLLMServer, default_responder
 seen = open(sys.argv[2], "a", buffering=1)
 def responder(request):
     seen.write("request\\n")
@@ -122,9 +122,10 @@ class StdioServer:
 
     def tool(self, name: str, **arguments: Any) -> dict:
         result = self.request("tools/call", {"name": name, "arguments": arguments})
+        text = result["content"][0]["text"] if result.get("content") else ""
         if result.get("isError"):
-            raise RpcError(f"{name}: {result['content'][0]['text'] if result.get('content') else result}")
-        return result.get("structuredContent") or {}
+            raise RpcError(f"{name}: {text or result}")
+        return json.loads(text) if text.startswith("{") else {}  # tools answer compact JSON text
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -208,16 +209,17 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
         for index, message in enumerate(messages):
             t0 = time.perf_counter()
             server.tool("append_messages", thread_id=THREAD, resource_id=RESOURCE, messages=[message])
-            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE)
+            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE, include_status=True)
             elapsed = time.perf_counter() - t0
             latencies.append(elapsed)
             if elapsed > 0.5:
                 slow.append((index, elapsed))
             if args.progress and (index + 1) % args.progress == 0:
                 print(f"  {mode}: {index + 1} turns, last {elapsed * 1000:.1f} ms,"
-                      f" unobserved {context.get('status', {}).get('unobserved_messages')}", file=sys.stderr)
+                      f" unobserved tokens {context.get('status', {}).get('unobserved_tokens')}", file=sys.stderr)
         wall = time.perf_counter() - started
-        status = context.get("status", {})
+        status = json.loads(server.request("resources/read", {"uri": f"om://threads/{THREAD}/status"})
+                            ["contents"][0]["text"])
     finally:
         server.stop()
     with sqlite3.connect(db) as conn:

@@ -16,13 +16,14 @@ _HOMES = {
     "ThreadOut": "results", "WorkingMemoryOut": "results",
     "CycleOutcome": "observation.cycle", "EventType": "observation.events", "Hooks": "observation.events",
     "EngineError": "errors", "InputError": "errors", "NotFound": "errors", "Unavailable": "errors",
+    "StoreUnavailable": "errors",
     "Memory": "memory", "MessageIn": "messages", "RecallOut": "recall.query", "RecallQuery": "recall.query",
     "SamplingBroker": "_sampling", "message_threshold": "observation.thresholds",
 }
 __all__ = sorted(_HOMES)
 
 if TYPE_CHECKING:
-    from om_mcp.engine.errors import EngineError, InputError, NotFound, Unavailable
+    from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.messages import MessageIn
     from om_mcp.engine.observation.cycle import CycleOutcome

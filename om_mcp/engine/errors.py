@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# A database that cannot take a write (read-only, full): raised by any operation, named for callers here.
+from om_mcp.store.errors import StoreUnavailable  # noqa: F401
+
 
 class EngineError(ValueError):
     """A request the engine refuses; nothing was changed."""

@@ -38,18 +38,32 @@ def check_id(value: Any, field: str) -> str:
     return value
 
 
-def check_text(value: Any, field: str) -> None:
-    """No lone surrogates anywhere (they cannot be stored as UTF-8); say where."""
+def check_text(value: Any, field: str, *, nul: bool = False) -> None:
+    """No lone surrogates anywhere (they cannot be stored as UTF-8), and with `nul` no NUL
+    character (C readers of the stored text stop at it); say where."""
     if isinstance(value, str):
         if _SURROGATE.search(value):
             raise InputError(f"{field} contains invalid Unicode (a lone surrogate)", field=field)
+        if nul and "\x00" in value:
+            raise InputError(f"{field} contains a NUL character (\\u0000): remove it", field=field)
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_text(key, field)
-            check_text(item, f"{field}.{key}")
+            check_text(key, field, nul=nul)
+            check_text(item, f"{field}.{key}", nul=nul)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            check_text(item, f"{field}[{index}]")
+            check_text(item, f"{field}[{index}]", nul=nul)
+
+
+def check_title(value: Any, field: str) -> str:
+    """A title is one line of text: a string, no control characters, at most MAX_TITLE_CHARS."""
+    if not isinstance(value, str):
+        raise InputError(f"{field} must be a string", field=field)
+    if len(value) > MAX_TITLE_CHARS:
+        raise InputError(f"{field} is {len(value)} characters; the limit is {MAX_TITLE_CHARS}", field=field)
+    if _BAD_ID.search(value) or _SURROGATE.search(value):
+        raise InputError(f"{field} must be one line of text: no control characters or invalid Unicode", field=field)
+    return value
 
 
 def check_metadata(value: Any, field: str) -> dict[str, Any]:
@@ -57,7 +71,7 @@ def check_metadata(value: Any, field: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InputError(f"{field} must be an object", field=field)
-    check_text(value, field)
+    check_text(value, field, nul=True)
     size = len(json.dumps(value, ensure_ascii=False, default=str))
     if size > MAX_METADATA_CHARS:
         raise InputError(f"{field} is {size} characters of JSON; the limit is {MAX_METADATA_CHARS}", field=field)
@@ -66,13 +80,8 @@ def check_metadata(value: Any, field: str) -> dict[str, Any]:
 
 def check_thread_metadata(value: Any) -> dict[str, Any]:
     metadata = check_metadata(value, "thread_metadata")
-    title = metadata.get("title")
-    if title is not None:
-        if not isinstance(title, str):
-            raise InputError("thread_metadata.title must be a string", field="thread_metadata.title")
-        if len(title) > MAX_TITLE_CHARS:
-            raise InputError(f"thread_metadata.title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}",
-                             field="thread_metadata.title")
+    if metadata.get("title") is not None:
+        check_title(metadata["title"], "thread_metadata.title")
     return metadata
 
 

@@ -376,9 +376,7 @@ class Memory:
         if title is not None:
             if not isinstance(title, str) or not title.strip():
                 raise InputError("title must be a non-empty string", field="title")
-            if len(title) > intake.MAX_TITLE_CHARS:
-                raise InputError(f"title is {len(title)} characters; the limit is {intake.MAX_TITLE_CHARS}",
-                                 field="title")
+            intake.check_title(title, "title")
         metadata = intake.check_metadata(metadata, "metadata") or None
         thread = await _translated(self.store.update_thread(
             thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None))

@@ -37,6 +37,8 @@ probe: ContextVar[bool] = ContextVar("om_model_probe", default=False)
 # Extra time past an attempt's timeout before the router cancels it, so the
 # client's own (cleaner) timeout error usually wins the race.
 CANCEL_GRACE_SECONDS = 0.25
+# An attempt that failed after this share of its timeout ran out of time.
+TIMED_OUT_SHARE = 0.95
 
 
 class ModelRouter:
@@ -157,6 +159,7 @@ class ModelRouter:
                     break
                 timeout = min(policy.timeout_seconds, remaining)
                 attempts += 1
+                started = anyio.current_time()
                 try:
                     with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
                         completion = await client.complete(messages, target, self.settings, timeout)
@@ -184,6 +187,9 @@ class ModelRouter:
                 pause = _jittered(backoff, policy.jitter)
                 if anyio.current_time() + pause >= deadline:
                     break  # a retry could not finish in time; the next entry may
+                ran_out = anyio.current_time() - started >= timeout * TIMED_OUT_SHARE
+                if ran_out and deadline - (anyio.current_time() + pause) < timeout:
+                    break  # it needed all its time and failed: a retry with less would be a wasted call
                 await anyio.sleep(pause)
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
             if failure is not None and self.health:

@@ -163,9 +163,11 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
     server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS, lifespan=lifespan,
                           subscriptions=notifier.bus)
     from om_mcp.server import resources, tools
+    from om_mcp.server.listen import install_scoped_listen
 
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
     install_subscriptions(server)  # and subscribe to the resources they want updates of
+    install_scoped_listen(server, notifier.bus)  # a token hears only the URIs it may read
     return server

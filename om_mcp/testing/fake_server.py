@@ -8,7 +8,7 @@ Tests use it to drive litellm's real HTTP path without network or keys:
 
 Benchmarks run it as its own process:
 
-    python -m om_mcp.models.fake_server --port 8999 --delay 2 [--reply-file F]
+    python -m om_mcp.testing.fake_server --port 8999 --delay 2 [--reply-file F]
 
 Endpoints: POST /v1/chat/completions (plain JSON, or SSE chunks when the
 request says stream=true) and GET /v1/models. The default reply is a small

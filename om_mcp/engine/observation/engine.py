@@ -162,6 +162,19 @@ class ObservationEngine:
             reasons.append(why)
         return (True, "") if not reasons else (False, "; ".join(reasons))
 
+    async def model_failing(self, operation: str) -> bool:
+        """Did the last call of every model of the operation fail (breaker not closed, even
+        if its backoff is over)? Then a turn does not wait on the retry."""
+        if self.injected_client:
+            return False
+        router = self.reflector.router if operation == "reflection" else self.observer.router
+        targets = router.targets(0) if not router.by_size else []
+        for target in targets:
+            health = await self.health.get(target.model)
+            if health is None or health.state == "ok":
+                return False
+        return bool(targets)
+
     async def on_extracted(self, values: dict[str, Any], failures: list[dict[str, str]],
                            base: dict[str, Any]) -> dict[str, Any]:
         """The on_extracted hook sees each value before it is stored (OM-66): a value it

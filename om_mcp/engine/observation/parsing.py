@@ -106,12 +106,12 @@ def _close_re(tag: str) -> re.Pattern[str]:
     return re.compile(rf"</\s*{re.escape(tag)}\s*>", re.IGNORECASE)
 
 
-def _at_line_edge(text: str, start: int, end: int) -> bool:
-    """True when a closing tag starts or ends its line."""
+def _line_edges(text: str, start: int, end: int) -> int:
+    """2 when a closing tag is alone on its line, 1 when it starts or ends it, else 0."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     line_end = len(text) if line_end == -1 else line_end
-    return not text[line_start:start].strip() or not text[end:line_end].strip()
+    return (not text[line_start:start].strip()) + (not text[end:line_end].strip())
 
 
 def _stop_re(tags: Sequence[str]) -> re.Pattern[str]:
@@ -130,9 +130,10 @@ def _find_blocks(
     """Every block whose opening tag starts a line.
 
     The closing tag may sit anywhere after the opening. For long blocks a closing
-    tag at the start or end of a line is preferred, so a quoted tag inside the log
-    does not end it early. A block left open runs to the next section opener, or to
-    the end of the output.
+    tag alone on its line is preferred, then one at the start or end of a line, so a
+    quoted tag inside the log ("... the user wrote: </observations>") does not end it
+    early and drop the lines after it. A block left open runs to the next section
+    opener, or to the end of the output.
     """
     blocks: list[_Block] = []
     pos = 0
@@ -144,7 +145,13 @@ def _find_blocks(
         closes = list(close_re.finditer(text, body))
         close = None
         if prefer_line_edge:
-            close = next((c for c in closes if _at_line_edge(text, c.start(), c.end())), None)
+            again = open_re.search(text, body)  # a later block's closing tag is not this one's
+            mine = [c for c in closes if again is None or c.start() < again.start()]
+            edges = [_line_edges(text, c.start(), c.end()) for c in mine]
+            for wanted in (2, 1):
+                close = next((c for c, e in zip(mine, edges) if e == wanted), None)
+                if close is not None:
+                    break
         if close is None and closes:
             close = closes[0]
         if close is not None:

@@ -115,6 +115,8 @@ async def _wait_once(engine: "ObservationEngine", key: str, op: str, crossing: t
     job = await engine.worker.submit(key, op, run)
     if engine.waited.get((key, op)) == crossing:
         return  # this crossing already cost one turn its wait
+    if await engine.model_failing(operation):
+        return  # its backoff is over, but until a call succeeds the retry runs in the background
     if not (engine.reflector if op == "reflect" else engine.observer).router.warm:
         return  # the model's client is still loading (litellm: seconds): the cycle goes on in the background
     engine.waited[(key, op)] = crossing

@@ -57,7 +57,7 @@ class WorkingMemory:
     async def update(self, thread_id: str, resource_id: str, memory: Any, *, exists: bool,
                      read_only: bool | None = None) -> WorkingMemoryOut:
         self._require()
-        intake.check_text(memory, "memory")
+        intake.check_text(memory, "memory", nul=True)
         config = self.config
         if read_only and not config.read_only:
             config = config.model_copy(update={"read_only": True})

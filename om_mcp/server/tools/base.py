@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, TypeVar
 
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from om_mcp.engine import EngineError
+from om_mcp.engine import EngineError, StoreUnavailable
 from om_mcp.server.app import App, app_of
 from om_mcp.server.errors import engine_error
 
@@ -25,8 +26,9 @@ DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 
 async def invoke(ctx: Context, call: Callable[[App], Awaitable[T]],
                  changed: Callable[[T], list[str]] | None = None) -> T:
-    """Run `call`; engine errors become tool errors naming the field, the events it caused
-    and the resources it changed are notified."""
+    """Run `call`; engine errors become tool errors naming the field, a database that cannot
+    take a write (read-only, full) one that says so; the events it caused and the resources
+    it changed are notified."""
     app = app_of(ctx)
     await app.ready()
     # A client that offers sampling (legacy era, with a back-channel) can observe for us.
@@ -36,6 +38,8 @@ async def invoke(ctx: Context, call: Callable[[App], Awaitable[T]],
             result = await call(app)
         except EngineError as error:
             raise engine_error(error) from None
+        except StoreUnavailable as error:  # from any write, a background cycle's included
+            raise ToolError(str(error)) from None
     if events:
         await app.notifier.events(ctx, events)
     if changed is not None:

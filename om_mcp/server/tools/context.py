@@ -39,8 +39,21 @@ def register(server: MCPServer) -> None:
 
         # The budget bounds what the model reads: the JSON, not the stored counts.
         budget = max_tokens or app.memory.config.output_token_budget
+        count = app.memory.counter.count_text
         text = render()
-        while messages and app.memory.counter.count_text(text) > budget:
+        over = count(text) - budget
+        if over > 0 and messages:
+            # Each message counted once, the oldest dropped until the excess is covered:
+            # counting the whole text again per dropped message made a long unobserved
+            # backlog (a model down, observation off) cost every turn a third of a second.
+            drop = 0
+            while drop < len(messages) and over > 0:
+                over -= count(compact(messages[drop]))
+                drop += 1
+            del messages[:drop]
+            omitted += drop
+            text = render()
+        while messages and count(text) > budget:  # the pieces' counts may fall a little short of the whole's
             messages.pop(0)
             omitted += 1
             text = render()

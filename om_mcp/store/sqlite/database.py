@@ -66,7 +66,10 @@ def write(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwa
     try:
         result = op(conn, *args, **kwargs)
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite rolls back by itself after some errors (a full disk, an I/O error); a
+        # second ROLLBACK would fail and hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     try:
         _retry_locked(lambda: conn.execute("COMMIT"))
@@ -83,7 +86,8 @@ def read(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwar
     try:
         return op(conn, *args, **kwargs)
     finally:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
 
 class Database:
@@ -137,6 +141,10 @@ def _unavailable(error: sqlite3.OperationalError) -> StoreUnavailable | None:
         return StoreUnavailable("the database file is read-only: check its permissions (and its folder's)")
     if "disk is full" in text or "database or disk is full" in text:
         return StoreUnavailable("the disk holding the database is full: free some space, nothing was written")
+    if "disk i/o error" in text:
+        # What a write gets when the file or its filesystem turned read-only under an open connection.
+        return StoreUnavailable("the database file cannot be written (disk I/O error): check that its disk is"
+                                " healthy, not full and not read-only, and the file's permissions; nothing was written")
     return None
 
 

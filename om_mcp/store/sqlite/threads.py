@@ -153,6 +153,7 @@ def _forget_thread(conn: sqlite3.Connection, thread_id: str) -> int:
         conn.execute(f"DELETE FROM om_groups WHERE id IN ({marks})", batch)
         conn.execute(f"DELETE FROM embeddings WHERE kind = 'group' AND ref IN ({marks})", batch)
     touched = {r[0] for r in conn.execute("SELECT DISTINCT record_key FROM om_cursors WHERE thread_id = ?", (thread_id,))}
+    _forget_in_shared(conn, thread_id, touched - {thread_key(thread_id)})
     for statement in (
         "DELETE FROM embeddings WHERE thread_id = ?",
         "DELETE FROM om_chunks WHERE thread_id = ?",
@@ -172,6 +173,28 @@ def _forget_thread(conn: sqlite3.Connection, thread_id: str) -> int:
             (key,),
         )
     return count
+
+
+def _forget_in_shared(conn: sqlite3.Connection, thread_id: str, shared: set[str]) -> None:
+    """What a shared (resource) log derived from the thread together with other threads,
+    and which cannot be split: the events of every cycle that took the thread in (they
+    carry the batch's current task, suggested response and extracted values), and the
+    extracted values, which carry no record of where they came from (each cycle is shown
+    the last ones): the record's map, its copies in thread metadata (`om.*`) and in the
+    record's events. The next cycle extracts them again."""
+    for key in shared:
+        cycles = [r[0] for r in conn.execute(
+            "SELECT DISTINCT cycle_id FROM om_events WHERE record_key = ? AND cycle_id IS NOT NULL"
+            " AND EXISTS (SELECT 1 FROM json_each(payload, '$.thread_ids') WHERE value = ?)", (key, thread_id))]
+        for start in range(0, len(cycles), 500):
+            batch = cycles[start:start + 500]
+            conn.execute(f"DELETE FROM om_events WHERE cycle_id IN ({','.join('?' * len(batch))})", batch)
+        conn.execute("UPDATE om_events SET payload = json_remove(payload, '$.extracted_values')"
+                     " WHERE record_key = ? AND json_type(payload, '$.extracted_values') IS NOT NULL", (key,))
+        conn.execute("UPDATE om_records SET extracted = '{}' WHERE key = ? AND extracted != '{}'", (key,))
+        conn.execute(
+            "UPDATE threads SET metadata = json_remove(metadata, '$.om') WHERE json_type(metadata, '$.om') IS NOT NULL"
+            " AND id IN (SELECT thread_id FROM om_cursors WHERE record_key = ?)", (key,))
 
 
 def delete_thread(conn: sqlite3.Connection, thread_id: str) -> int:

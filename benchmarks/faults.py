@@ -1,0 +1,279 @@
+"""The model-fault table: what a slow or failing model costs the turn, the provider and the log.
+
+For each scenario, starts the scripted OpenAI-compatible model as its own process
+(counting the requests it receives), then a real `python -m om_mcp serve --db <temp>`
+over stdio pointed at it, and plays paced turns (append_messages of one message, then
+get_context, every --pace seconds) on one thread: --warm-up seconds first (the server's
+first model call imports litellm, seconds of CPU that slow the turns around it; shown
+apart as the cold start), then --seconds measured. Thresholds are low
+(message_tokens 3000, buffering every 600 tokens, block_after at 3600) so a run crosses
+several; the call policy and turn_wait_seconds are the defaults (20 s per attempt,
+45 s per call, at most 10 s of waiting for a turn past block_after).
+
+Scenarios: a healthy model answering in 2 s, a model taking 120 s, HTTP 500 on every
+request, an api_base where nothing listens, and a model whose key is not set.
+
+Prints, per scenario: turn latency p50 / p99 / max and the turns over 1 s (measured
+phase), the slowest turn and the turns over 1 s of the warm-up; provider calls
+per minute (requests the fake model received; for the unreachable api_base, attempts
+counted from the failure events); the server's stderr lines per minute; what the status
+says at the end. No assertions: figures only.
+
+    .venv/bin/python benchmarks/faults.py [--quick] [--warm-up 15] [--seconds 45] [--pace 0.25]
+        [--scenarios healthy,slow,http500,unreachable,nokey]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import selectors
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+THREAD = "bench"
+UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+
+# The fake model as a process: every request counted (one line in a file), answered
+# after a delay with the default Observer reply, or with an error status.
+FAKE_LLM = """
+import sys, threading, signal
+from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
+delay, status, seen = float(sys.argv[1]), int(sys.argv[2]), open(sys.argv[3], "a", buffering=1)
+def responder(request):
+    seen.write("request\\n")
+    return default_responder(request) if status == 200 else FakeReply("scripted failure", status=status)
+server = FakeLLMServer(responder, delay=delay).start()
+print(f"fake LLM server listening on {server.base_url}", flush=True)
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+stop.wait()
+server.close()
+"""
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "healthy": {"label": "healthy, 2 s", "delay": 2.0, "status": 200},
+    "slow": {"label": "slow, 120 s", "delay": 120.0, "status": 200},
+    "http500": {"label": "HTTP 500", "delay": 0.0, "status": 500},
+    "unreachable": {"label": "unreachable api_base", "delay": 0.0, "status": 200, "api_base": UNREACHABLE},
+    "nokey": {"label": "no key", "model": "openai/gpt-4o-mini"},
+}
+
+
+class Server:
+    """`om-mcp serve` over stdio; stderr lines are counted with the time they came."""
+
+    def __init__(self, db: Path, env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)], cwd=REPO, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.log_times: list[float] = []
+        self.log_tail: list[str] = []
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+        self._id = 0
+        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                    "clientInfo": {"name": "faults-benchmark", "version": "0"}})
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _drain_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self.log_times.append(time.monotonic())
+            self.log_tail = (self.log_tail + [line.decode(errors="replace").rstrip()])[-5:]
+
+    def _send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict, timeout: float = 300.0) -> dict:
+        self._id += 1
+        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while True:
+            line, newline, rest = self._buffer.partition(b"\n")
+            if newline:
+                self._buffer = rest
+                message = json.loads(line)
+                if message.get("id") == self._id and "method" not in message:
+                    if "error" in message:
+                        raise RuntimeError(f"{method}: {message['error']}")
+                    return message["result"]
+                continue
+            if time.monotonic() > deadline or not self._selector.select(deadline - time.monotonic()):
+                raise RuntimeError(f"no answer to {method} within {timeout} s")
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"the server closed stdout; stderr: {self.log_tail}")
+            self._buffer += chunk
+
+    def tool(self, name: str, **arguments: Any) -> Any:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        text = result["content"][0]["text"] if result.get("content") else ""
+        if result.get("isError"):
+            raise RuntimeError(f"{name}: {text}")
+        return json.loads(text) if text[:1] in "{[" else text
+
+    def resource(self, uri: str) -> Any:
+        return json.loads(self.request("resources/read", {"uri": uri})["contents"][0]["text"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_fake_llm(delay: float, status: int, seen: Path) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(status), str(seen)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+    line = proc.stdout.readline().decode()
+    match = re.search(r"(http://\S+/v1)", line)
+    if not match:
+        proc.kill()
+        raise SystemExit(f"the fake LLM server did not start: {line!r}")
+    return proc, match.group(1)
+
+
+def server_env(workdir: Path, model: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    env.update(
+        HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true", OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
+        OM_OBSERVATIONAL_MEMORY__MODEL=model if isinstance(model, str) else json.dumps(model),
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="3000",
+    )
+    return env
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def attempts_from_events(db: Path) -> int:
+    """Model attempts of failed cycles, read from their events ("failed after N attempt(s)")."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT payload FROM om_events WHERE type LIKE '%failed'").fetchall()
+    conn.close()
+    return sum(int(m.group(1)) for (p,) in rows for m in [re.search(r"after (\d+) attempt", p)] if m)
+
+
+def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    spec = SCENARIOS[name]
+    seen = workdir / f"{name}.requests"
+    llm = None
+    if "model" in spec:
+        model: Any = spec["model"]
+    else:
+        llm, base = start_fake_llm(spec["delay"], spec["status"], seen)
+        model = {"model": "openai/fake", "api_base": spec.get("api_base", base)}
+    db = workdir / f"{name}.db"
+    server = Server(db, server_env(workdir, model))
+    try:
+        turns = Turns(server, args.pace)
+        cold = turns.play(args.warm_up)
+        calls_before = count_lines(seen)
+        attempts_before = attempts_from_events(db) if name == "unreachable" else 0
+        logs_before = len(server.log_times)
+        started = time.monotonic()
+        latencies = turns.play(args.seconds)
+        minutes = (time.monotonic() - started) / 60
+        logs = len(server.log_times) - logs_before
+        status = server.resource(f"om://threads/{THREAD}/status")
+    finally:
+        server.stop()
+        if llm is not None:
+            llm.terminate()
+            llm.wait(10)
+    calls = count_lines(seen) - calls_before
+    if name == "unreachable":
+        calls = attempts_from_events(db) - attempts_before
+    return {"name": name, "label": spec["label"], "latencies": latencies, "cold": cold, "minutes": minutes,
+            "calls": calls, "logs": logs, "status": status, "tail": server.log_tail}
+
+
+class Turns:
+    """Paced turns on one thread, numbered across phases."""
+
+    def __init__(self, server: Server, pace: float):
+        self.server, self.pace, self.n = server, pace, 0
+
+    def play(self, seconds: float) -> list[float]:
+        latencies: list[float] = []
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            t0 = time.monotonic()
+            self.server.tool("append_messages", thread_id=THREAD, messages=[{
+                "role": "user" if self.n % 2 == 0 else "assistant",
+                "content": f"turn {self.n}: we compared train fares to Lisbon and Porto and kept the cheaper one " * 3}])
+            self.server.tool("get_context", thread_id=THREAD)
+            latencies.append(time.monotonic() - t0)
+            self.n += 1
+            time.sleep(max(0.0, self.pace - (time.monotonic() - t0)))
+        return latencies
+
+
+def count_lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"\n{args.warm_up:.0f} s of warm-up then {args.seconds:.0f} s measured per scenario, a turn every {args.pace} s;"
+          " latency of append_messages + get_context\n")
+    header = (f"{'scenario':<22} {'turns':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>1 s':>5} {'cold max':>9}"
+              f" {'cold >1 s':>9} {'calls/min':>9} {'log lines/min':>13}  status at the end")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        ms = [x * 1000 for x in r["latencies"]]
+        observation = r["status"].get("observation", {})
+        state = f"{r['status'].get('unobserved_messages')} unobserved, gen {r['status'].get('generation_count')}"
+        if observation.get("reason"):
+            state += f"; {observation['reason'][:60]}"
+        cold = [x * 1000 for x in r["cold"]] or [0.0]
+        print(f"{r['label']:<22} {len(ms):>5} {percentile(ms, .5):>8.1f} {percentile(ms, .99):>8.1f} {max(ms):>8.1f}"
+              f" {sum(1 for x in ms if x > 1000):>5} {max(cold):>9.1f} {sum(1 for x in cold if x > 1000):>9}"
+              f" {r['calls'] / r['minutes']:>9.1f} {r['logs'] / r['minutes']:>13.1f}  {state}")
+    print("\ncalls/min: requests the fake model received (unreachable: attempts named by the failure events)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--warm-up", type=float, default=15.0, help="paced turns before measuring, in seconds")
+    parser.add_argument("--seconds", type=float, default=45.0, help="measured paced turns per scenario, in seconds")
+    parser.add_argument("--pace", type=float, default=0.25, help="seconds from one turn's start to the next")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--quick", action="store_true", help="10 s of warm-up and 20 s measured per scenario")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.warm_up, args.seconds = 10.0, 20.0
+    with tempfile.TemporaryDirectory(prefix="om-faults-") as tmp:
+        results = []
+        for name in args.scenarios.split(","):
+            print(f"running {SCENARIOS[name]['label']} ...", file=sys.stderr, flush=True)
+            results.append(run(name, args, Path(tmp)))
+        report(results, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""`subscriptions/listen` scoped to the caller's token.
+
+The SDK's listen handler honors every URI asked for, so a token bound to one resource
+could hear when another resource's threads change (URIs only, no content, but which
+threads exist and when they are busy is already more than it may know). Here the URIs
+are checked like a `resources/read` before the stream opens: a resource the token may
+not use, a thread of such a resource, a thread that does not exist (yet) and a URI that
+is not one of ours are left out of the honored set, which the acknowledgement tells the
+client. Without a token (stdio, HTTP without auth) everything is honored, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import ListenHandler, SubscriptionBus
+from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+
+from om_mcp.server.http.auth import allowed_resources
+
+if TYPE_CHECKING:
+    from om_mcp.engine import Memory
+
+log = logging.getLogger(__name__)
+
+# What follows the id in each of our resource URIs, longest first.
+THREAD_VIEWS = ("observations/history", "working-memory", "observations", "messages", "status", "events")
+RESOURCE_VIEWS = ("observations/history", "working-memory", "observations", "threads")
+
+
+def parse_uri(uri: str) -> tuple[str, str] | None:
+    """("thread" | "resource", id) for one of our URIs, else None."""
+    for prefix, kind, views in (("om://threads/", "thread", THREAD_VIEWS),
+                                ("om://resources/", "resource", RESOURCE_VIEWS)):
+        if uri.startswith(prefix):
+            rest = uri[len(prefix):]
+            for view in views:
+                if rest.endswith("/" + view) and len(rest) > len(view) + 1:
+                    return kind, rest[: -len(view) - 1]
+    return None
+
+
+async def may_hear(memory: Memory, uri: str, allowed: frozenset[str]) -> bool:
+    parsed = parse_uri(uri)
+    if parsed is None:
+        return False
+    kind, ident = parsed
+    if kind == "resource":
+        return ident in allowed
+    thread = await memory.thread(ident)
+    return thread is not None and thread.resource_id in allowed
+
+
+class ScopedListenHandler(ListenHandler):
+    async def __call__(self, ctx: ServerRequestContext[Any, Any],
+                       params: SubscriptionsListenRequestParams) -> SubscriptionsListenResult:
+        allowed = allowed_resources()
+        asked = params.notifications.resource_subscriptions or []
+        if allowed is not None and asked:
+            memory = await ctx.lifespan_context.ready()
+            kept = [uri for uri in asked if await may_hear(memory, uri, allowed)]
+            if len(kept) < len(asked):
+                log.debug("subscriptions/listen: %d of %d URIs not allowed for this token", len(asked) - len(kept),
+                          len(asked))
+                notifications = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
+                params = params.model_copy(update={"notifications": notifications})
+        return await super().__call__(ctx, params)
+
+
+def install_scoped_listen(server: MCPServer, bus: SubscriptionBus) -> None:
+    """Serve `subscriptions/listen` with the token check in front of the SDK's handler."""
+    server._lowlevel_server.add_request_handler(
+        "subscriptions/listen", SubscriptionsListenRequestParams, ScopedListenHandler(bus))

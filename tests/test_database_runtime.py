@@ -1,0 +1,113 @@
+"""A database that stops taking writes while the server runs: every tool says so in one
+line, changes nothing, and works again once the cause is gone.
+
+Three honest ways to get there: SQLite's own read-only switch on the server's connection
+(`PRAGMA query_only`, which answers writes exactly as a read-only file does), a page limit
+the next write cannot fit under (`PRAGMA max_page_count`: SQLite's SQLITE_FULL, the error a
+full disk gives), and, in a real `om-mcp serve` process, the file made immutable under the
+open connection (what a filesystem gone read-only does to it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from om_mcp.config import Config
+from om_mcp.engine import Memory
+from om_mcp.server import build_server
+from om_mcp.testing import ScriptedModel
+from support.files import read_only
+from support.mcp import call, connect, fail, ok
+from support.processes import REPO, clean_env, server_command
+
+pytestmark = pytest.mark.anyio
+
+OBSERVER = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user said hello\n</observations>"
+WRITES: list[tuple[str, dict[str, Any]]] = [
+    ("append_messages", {"thread_id": "t", "user": "one more"}),
+    ("update_working_memory", {"thread_id": "t", "memory": "# Notes\n- likes tea"}),
+    ("update_thread", {"thread_id": "t", "title": "renamed"}),
+    ("observe", {"thread_id": "t"}),
+    ("reflect", {"thread_id": "t"}),
+    ("delete_thread", {"thread_id": "t"}),
+]
+
+
+@pytest.fixture
+async def memory(tmp_path: Path):
+    config = Config.model_validate({"db_path": str(tmp_path / "om.db"), "observational_memory": {
+        "scope": "thread", "observation": {"message_tokens": 100_000, "buffer_tokens": False}}})
+    opened = await Memory.open(config, client=ScriptedModel(lambda messages, target: OBSERVER))
+    yield opened
+    await opened.close()
+
+
+async def pragma(memory: Memory, statement: str) -> Any:
+    """A statement on the server's own connection, on its database thread."""
+    return await memory.store.db.raw(lambda conn: conn.execute(statement).fetchone())
+
+
+async def snapshot(client: Client) -> tuple[Any, ...]:
+    context = await ok(client, "get_context", thread_id="t")
+    status = json.loads((await client.read_resource("om://threads/t/status")).contents[0].text)
+    return [m["id"] for m in context["messages"]], status["message_count"], status["generation_count"]
+
+
+async def test_a_read_only_database_answers_every_write_in_one_line_and_reads_go_on(memory):
+    async with connect(build_server(memory.config, memory)) as client:
+        await ok(client, "append_messages", thread_id="t", user="hello", assistant="hi")
+        before = await snapshot(client)
+        await pragma(memory, "PRAGMA query_only = 1")
+        for tool, arguments in WRITES:
+            error = await fail(client, tool, **arguments)
+            assert error == "the database file is read-only: check its permissions (and its folder's)", (tool, error)
+        assert await snapshot(client) == before  # reads still answer, and nothing changed
+        assert "hello" in await call(client, "recall", thread_id="t", mode="search", query="hello")
+        await pragma(memory, "PRAGMA query_only = 0")
+        assert (await ok(client, "observe", thread_id="t"))["ran"] is True
+
+
+async def test_a_full_disk_answers_in_one_line_changes_nothing_and_recovers(memory):
+    async with connect(build_server(memory.config, memory)) as client:
+        await ok(client, "append_messages", thread_id="t", user="hello", assistant="hi")
+        before = await snapshot(client)
+        pages = (await pragma(memory, "PRAGMA page_count"))[0]
+        await pragma(memory, f"PRAGMA max_page_count = {pages}")
+        big = "a long message that needs pages the file may not grow to " * 4000
+        for tool, arguments in [("append_messages", {"thread_id": "t", "user": big}),
+                                ("update_working_memory", {"thread_id": "t", "memory": big[:39_000]})]:
+            error = await fail(client, tool, **arguments)
+            assert error == "the disk holding the database is full: free some space, nothing was written", error
+        assert await snapshot(client) == before
+        await pragma(memory, "PRAGMA max_page_count = 1073741823")
+        assert (await ok(client, "append_messages", thread_id="t", user=big))["stored"] == 1
+
+
+@pytest.mark.slow
+async def test_a_file_that_turns_read_only_under_the_server_gets_a_clear_error(tmp_path: Path):
+    """The real process; the file and its -wal made immutable while it holds them open."""
+    db = tmp_path / "om.db"
+    command, *args = server_command("--db", str(db))
+    params = StdioServerParameters(command=command, args=args, cwd=str(REPO),
+                                   env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false"))
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            await ok(client, "append_messages", thread_id="t", user="hello")
+            wal = Path(f"{db}-wal")
+            assert wal.exists()
+            with read_only(db, wal) as how:
+                if how == "chmod":
+                    pytest.skip("permission bits do not bind an open file; only root can make it immutable")
+                error = await fail(client, "append_messages", thread_id="t", user="while locked")
+                context = await ok(client, "get_context", thread_id="t")
+            assert error.startswith("the database file cannot be written (disk I/O error)"), error
+            assert [m["content"] for m in context["messages"]] == ["hello"]
+            await ok(client, "append_messages", thread_id="t", user="after")  # the cause gone, it works again
+            context = await ok(client, "get_context", thread_id="t")
+            assert [m["content"] for m in context["messages"]] == ["hello", "after"]
