@@ -19,7 +19,7 @@ from om_mcp.engine.search.query import DateSpan, Query, Term, find_dates, fold, 
 from om_mcp.engine.search.rank import Ranked, author_of, rank
 from om_mcp.store.sqlite import fts
 
-FTS_HITS = 150  # index matches fetched and re-ranked per query (with the context around each)
+FTS_HITS = 50  # index matches fetched and re-ranked per query (with the context around each)
 
 
 def search(

@@ -27,7 +27,7 @@ INFLECTION_WEIGHT = 0.8  # another form of the query word, relative to the word 
 RELATED_WEIGHT = 0.4  # a related term (times its own closeness from expand.py)
 MAX_WORDS = 32
 MIN_LEMMA = 3  # shorter stems are not expanded: "us" is not a form of "use"
-MATCH_BUDGET = 20_000  # rows the candidate query may score; rarer forms go first (keeps large stores fast)
+MATCH_BUDGET = 5_000  # rows the candidate query may score; rarer forms go first (keeps large stores fast)
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)  # unicode61: letters and digits; "_" separates
 

@@ -59,14 +59,15 @@ def author_of(hit: Hit) -> str | None:
 class _Doc:
     __slots__ = ("hit", "length", "counts")
 
-    def __init__(self, hit: Hit, forms: dict[str, float]):
+    def __init__(self, hit: Hit, forms: dict):
         tokens = words(hit.body or "")
         self.hit = hit
         self.length = len(tokens)
-        self.counts: dict[str, int] = {}
+        counts: dict[str, int] = {}
         for token in tokens:
             if token in forms:
-                self.counts[token] = self.counts.get(token, 0) + 1
+                counts[token] = counts.get(token, 0) + 1
+        self.counts = counts
 
 
 def _candidates(docs: list[_Doc]) -> list[tuple[_Doc, list[_Doc]]]:
@@ -89,29 +90,33 @@ def lexical(hits: list[Hit], query: Query, stats: Stats) -> list[tuple[Hit, floa
     if not hits or not query.terms:
         return []
     rows = max(stats.rows, 1)
-    weights = {f: max(t.forms.get(f, 0.0) for t in query.terms) for f in query.forms()}
-    form_idf = {f: idf(df, rows) for f, df in stats.df.items()}
+    # form -> [(term index, form weight, weight x IDF)]; forms absent from the index never count
+    counted: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    for index, term in enumerate(query.terms):
+        for form, weight in term.forms.items():
+            if form in stats.df:
+                counted[form].append((index, weight, weight * idf(stats.df[form], rows)))
     avg = max(stats.avg_words, 1.0) * len(FIELD_WEIGHTS)
-    docs = [_Doc(h, weights) for h in hits]
+    docs = [_Doc(h, counted) for h in hits]
     scored = []
+    n_terms = len(query.terms)
     for doc, before in _candidates(docs):
-        fields = [(FIELD_WEIGHTS[0], doc)] + [(FIELD_WEIGHTS[i + 1], d) for i, d in enumerate(before)]
-        length = sum(d.length for _, d in fields)
-        norm = K1 * (1 - B + B * length / avg)
-        score, own = 0.0, set()
-        for index, term in enumerate(query.terms):
-            tf, best = 0.0, 0.0
-            for form, weight in term.forms.items():
-                if form not in form_idf:
-                    continue
-                count = sum(fw * d.counts.get(form, 0) for fw, d in fields)
-                if count:
-                    tf += weight * count
-                    best = max(best, weight * form_idf[form])
-                    if doc.counts.get(form):
+        tf = [0.0] * n_terms
+        best = [0.0] * n_terms
+        own = set()
+        length = doc.length
+        for field_weight, field in zip(FIELD_WEIGHTS, [doc, *before]):
+            if field is not doc:
+                length += field.length
+            for form, count in field.counts.items():
+                for index, weight, weighted_idf in counted[form]:
+                    tf[index] += field_weight * weight * count
+                    if weighted_idf > best[index]:
+                        best[index] = weighted_idf
+                    if field is doc:
                         own.add(index)
-            if tf:
-                score += best * tf * (K1 + 1) / (tf + norm)
+        norm = K1 * (1 - B + B * length / avg)
+        score = sum(b * t * (K1 + 1) / (t + norm) for t, b in zip(tf, best) if t)
         if score > 0:
             scored.append((doc.hit, score, own))
     return scored

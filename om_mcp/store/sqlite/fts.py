@@ -211,13 +211,13 @@ def search(
         for k in range(context) for op, order in (("<", "DESC"), (">", "ASC"))
     )
     sql = f"""
-        WITH hits(seq, score) AS (
+        WITH hits(seq, score) AS MATERIALIZED (
             SELECT seq, SUM(w) FROM ({terms}) GROUP BY seq ORDER BY 2 DESC, seq DESC LIMIT :limit
         ),
-        placed AS (SELECT m.seq, m.thread_id FROM hits JOIN messages m ON m.seq = hits.seq),
+        placed AS MATERIALIZED (SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq),
         fetched(seq) AS (SELECT seq FROM placed{around})
         SELECT m.seq, COALESCE(hits.score, 0.0), m.thread_id, m.role, m.created_at, m.body, m.metadata
-        FROM fetched JOIN messages m ON m.seq = fetched.seq LEFT JOIN hits ON hits.seq = m.seq
+        FROM fetched CROSS JOIN messages m ON m.seq = fetched.seq LEFT JOIN hits ON hits.seq = m.seq
         ORDER BY m.seq"""
     params: dict = {"thread": thread_id, "limit": limit}
     for i, (expression, weight) in enumerate(match):
