@@ -31,7 +31,7 @@ def search(
     if not query.terms:
         return []
     stats = fts.term_stats(conn, query.forms())
-    hits = fts.search(conn, resource_id, query.weighted_match(stats.df, stats.rows), thread_id=thread_id, limit=FTS_HITS)
+    hits = fts.search(conn, resource_id, query.weighted_match(stats.df, stats.rows), thread_id=thread_id, limit=max(FTS_HITS, limit))
     return rank(hits, query, stats)[:limit]
 
 

@@ -1,0 +1,169 @@
+"""The FTS side (om_mcp.store.sqlite.fts) with the engine's search on real SQLite databases."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from om_mcp.engine.search import search
+from om_mcp.store.sqlite import fts
+
+MESSAGES = """
+CREATE TABLE messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, thread_id TEXT NOT NULL, resource_id TEXT NOT NULL,
+  role TEXT NOT NULL, body TEXT NOT NULL, parts TEXT, created_at TEXT NOT NULL, metadata TEXT,
+  tokens INTEGER NOT NULL, UNIQUE (thread_id, id));
+CREATE INDEX messages_by_thread ON messages(thread_id, seq);
+"""
+
+
+def open_db(path: str | Path = ":memory:") -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.executescript(MESSAGES)
+    for statement in fts.SCHEMA:
+        conn.execute(statement)
+    return conn
+
+
+def add(conn: sqlite3.Connection, thread: str, bodies: list[str], resource: str = "u1", role: str = "user") -> list[int]:
+    conn.execute("BEGIN")
+    seqs = []
+    for i, body in enumerate(bodies):
+        seqs.append(conn.execute(
+            "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
+            (f"{thread}-{i}-{len(bodies)}", thread, resource, role, body, "2024-05-01T12:00:00+00:00", 10),
+        ).lastrowid)
+    assert fts.index_messages(conn, seqs) == len(seqs)
+    conn.execute("COMMIT")
+    return seqs
+
+
+def bodies(conn, resource, query, **kw) -> list[str]:
+    return [r.hit.body for r in search(conn, resource, query, **kw)]
+
+
+def test_what_database_do_i_use_finds_the_database_not_the_pronoun():
+    conn = open_db()
+    add(conn, "chat1", ["Let us know when the build is green", "Thanks for inviting us to the demo",
+                        "The team told us the release slipped"])
+    add(conn, "chat2", ["Which datastore did you pick for the app?", "we use Postgres 16"])
+    add(conn, "chat3", ["usage of the us-east region is up"])
+    found = bodies(conn, "u1", "what database do I use")
+    assert found[0] == "we use Postgres 16"
+    assert not any(" us " in f" {b} " for b in found[:1])
+
+
+def test_hosting_provider_finds_where_we_deploy():
+    conn = open_db()
+    add(conn, "infra", ["How should we ship the new API?", "We deploy on Fly.io", "and logs go to the usual place"])
+    add(conn, "other", ["The provider of our coffee beans changed"])
+    found = bodies(conn, "u1", "hosting provider")
+    assert "We deploy on Fly.io" in found[:2]
+
+
+def test_a_reply_is_found_through_the_question_and_the_exact_word_first():
+    conn = open_db()
+    add(conn, "pets", ["What did you end up naming the new puppy?", "We went with Biscuit, after the cookies.",
+                       "Also, the garden needs water."])
+    add(conn, "names", ["the street name changed last year", "please print a name badge for the conference"])
+    found = bodies(conn, "u1", "puppy name")
+    assert found.index("We went with Biscuit, after the cookies.") <= 1
+    assert found.index("We went with Biscuit, after the cookies.") < found.index("the street name changed last year")
+    assert bodies(conn, "u1", "Biscuit")[0] == "We went with Biscuit, after the cookies."
+
+
+def test_resources_and_threads_are_isolated():
+    conn = open_db()
+    add(conn, "a", ["the zeppelin blueprint is in the attic"], resource="u1")
+    add(conn, "b", ["another zeppelin sighting"], resource="u1")
+    add(conn, "c", ["zeppelin notes of someone else"], resource="u2")
+    assert set(bodies(conn, "u1", "zeppelin")) == {"the zeppelin blueprint is in the attic", "another zeppelin sighting"}
+    assert bodies(conn, "u2", "zeppelin") == ["zeppelin notes of someone else"]
+    assert bodies(conn, "u1", "zeppelin", thread_id="b") == ["another zeppelin sighting"]
+    assert bodies(conn, "u3", "zeppelin") == []
+
+
+@pytest.mark.parametrize("query", [
+    '"', "*", "NEAR(a b)", "a AND OR NOT", "body:secret", 'puppy" OR "*', "puppy*", "-puppy", "(", "\x00puppy",
+    "'; DROP TABLE messages; --", "🐶 puppy", "a" * 500, "don't", "e-mail", "ünïcödé", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "ℌ𝔢𝔩𝔩𝔬",
+])
+def test_hostile_queries_are_text(query):
+    conn = open_db()
+    add(conn, "t", ["the puppy chewed the sofa", "secret recipe: cookies"])
+    found = bodies(conn, "u1", query)
+    if "puppy" in query:
+        assert "the puppy chewed the sofa" in found
+    assert conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 2
+
+
+def test_forget_messages_and_rebuild_keep_the_index_consistent():
+    conn = open_db()
+    keep = add(conn, "keep", ["gnome collection grows", "gnome hats"])
+    gone = add(conn, "gone", ["gnome army assembles"])
+    conn.execute("BEGIN")
+    assert fts.forget_messages(conn, gone) == 1
+    conn.execute("DELETE FROM messages WHERE thread_id = 'gone'")
+    conn.execute("COMMIT")
+    assert sorted(bodies(conn, "u1", "gnome")) == ["gnome collection grows", "gnome hats"]
+    stats = fts.term_stats(conn, ["gnome", "army"])
+    assert stats.rows == len(keep) and stats.df == {"gnome": 2}
+    assert stats.avg_words == pytest.approx(2.5)
+    assert fts.rebuild(conn) == 2
+    assert sorted(bodies(conn, "u1", "gnome")) == ["gnome collection grows", "gnome hats"]
+    conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+
+
+MARKER = "quetzalcoatlmarker"
+
+
+def _raw(path: Path) -> bytes:
+    data = path.read_bytes()
+    wal = Path(str(path) + "-wal")
+    return data + (wal.read_bytes() if wal.exists() else b"")
+
+
+def test_deleted_thread_leaves_no_token_in_the_database_files(tmp_path):
+    path = tmp_path / "memory.db"
+    conn = open_db(path)
+    add(conn, "keep", [f"kept message number {i} about gardening" for i in range(50)])
+    doomed = add(conn, "doomed", [f"the {MARKER} plan, part {i}" for i in range(20)])
+    add(conn, "later", ["a later message about gardening"])
+    # the marker is really on disk (db or wal) before the deletion: the grep below can fail
+    assert MARKER.encode() in _raw(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert MARKER.encode() in _raw(path)
+
+    conn.execute("BEGIN IMMEDIATE")
+    assert fts.forget_thread(conn, "doomed") == len(doomed)
+    conn.execute("DELETE FROM messages WHERE thread_id = 'doomed'")
+    fts.purge(conn)
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    raw = _raw(path)
+    assert MARKER.encode() not in raw
+    assert MARKER[:10].encode() not in raw  # no fragment of the word either
+    assert bodies(conn, "u1", MARKER) == []
+    assert len(bodies(conn, "u1", "gardening", limit=100)) == 51
+    conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+    conn.close()
+
+
+def test_without_purge_the_token_survives(tmp_path):
+    """Why purge exists: a plain FTS5 delete leaves the word in the index segments."""
+    path = tmp_path / "memory.db"
+    conn = open_db(path)
+    add(conn, "keep", ["kept message about gardening"] * 5)
+    add(conn, "doomed", [f"the {MARKER} plan"])
+    conn.execute("BEGIN IMMEDIATE")
+    fts.forget_thread(conn, "doomed")
+    conn.execute("DELETE FROM messages WHERE thread_id = 'doomed'")
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert MARKER.encode() in _raw(path)
+    conn.close()
