@@ -31,7 +31,14 @@ def search(
     if not query.terms:
         return []
     stats = fts.term_stats(conn, query.forms())
-    hits = fts.search(conn, resource_id, query.weighted_match(stats.df, stats.rows), thread_id=thread_id, limit=max(FTS_HITS, limit))
+    # A date the query names: its messages compete on all the words, not only the rare ones.
+    windows = [w for w in (fts.seq_window(conn, resource_id, d.start.isoformat(), d.end.isoformat())
+                           for d in query.dates if d.kind == "range") if w]
+    hits = fts.search(
+        conn, resource_id, query.weighted_match(stats.df, stats.rows), thread_id=thread_id,
+        limit=max(FTS_HITS, limit), windows=windows,
+        window_match=query.weighted_match(stats.df, stats.rows, budget=fts.WINDOW_ROWS) if windows else (),
+    )
     return rank(hits, query, stats)[:limit]
 
 

@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 
 TABLE = "messages_fts"
 VOCAB = "messages_fts_vocab"
+WINDOW_ROWS = 20_000  # widest date window searched on its own
 CONTEXT = 2  # earlier messages fetched with each hit (the reply's question), and later ones (its answer)
 
 SCHEMA: list[str] = [
@@ -185,35 +186,102 @@ def term_stats(conn: sqlite3.Connection, forms: Sequence[str]) -> Stats:
     return Stats(rows, words / rows if rows else 0.0, df)
 
 
+def seq_window(
+    conn: sqlite3.Connection, resource_id: str, start: str, end: str, max_rows: int = WINDOW_ROWS
+) -> tuple[int, int] | None:
+    """The seq range of a resource's messages written in [start, end), found by
+    bisecting seq over the resource's scope token (a resource's messages are
+    appended in time order, so created_at grows with seq). None when the range
+    is empty, wider than `max_rows` seqs, or the order does not hold at its
+    edges (imported history): then the query uses no window."""
+    scope = f'"{scope_token(resource_id)}"'
+
+    def next_seq(at_least: int) -> int | None:
+        row = conn.execute(
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid >= ? ORDER BY rowid LIMIT 1", (scope, at_least)
+        ).fetchone()
+        return row[0] if row else None
+
+    def created(seq: int) -> str:
+        return _utc(conn.execute("SELECT created_at FROM messages WHERE seq = ?", (seq,)).fetchone()[0])
+
+    def first_at_or_after(when: str) -> int | None:
+        low, high, found = 0, conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0] or 0, None
+        while low <= high:
+            seq = next_seq((low + high) // 2)
+            if seq is None or created(seq) >= when:
+                found = seq if seq is not None else found
+                high = (low + high) // 2 - 1
+            else:
+                low = seq + 1
+        return found
+
+    begin, finish = _utc(start), _utc(end)
+    lo = first_at_or_after(begin)
+    if lo is None or created(lo) >= finish:
+        return None
+    after = first_at_or_after(finish)
+    hi = (after - 1) if after is not None else conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0]
+    if hi - lo + 1 > max_rows or not begin <= created(lo) < finish:
+        return None
+    return lo, hi
+
+
+def _utc(iso: str) -> str:
+    """ISO-8601 text comparable as a string: UTC, fixed width."""
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
 def search(
     conn: sqlite3.Connection, resource_id: str, match: Sequence[tuple[str, float]], *, thread_id: str | None = None,
-    limit: int = 150, context: int = CONTEXT,
+    limit: int = 150, context: int = CONTEXT, windows: Sequence[tuple[int, int]] = (),
+    window_match: Sequence[tuple[str, float]] = (),
 ) -> list[Hit]:
     """The `limit` best matches in a resource (or one of its threads), and up
     to `context` non-empty messages before and after each in its thread, in
     one statement.
 
+    `windows` are seq ranges (dates the query names, see seq_window): the
+    best matches of `window_match` inside them join the candidates, so a
+    message found only by its date and a common word is not crowded out.
     `match` holds one (MATCH expression, weight) per query word, its words
     already quoted (engine/search/query.py); a message's candidate score is
     the sum of the weights of the expressions it matches. Empty finds nothing.
     """
     match = [(m, w) for m, w in match if m]
-    if not match:
+    window_match = [(m, w) for m, w in window_match if m] if windows else []
+    if not match and not window_match:
         return []
     scope = f'"{scope_token(resource_id)}"'
     in_thread = " AND rowid IN (SELECT seq FROM messages WHERE thread_id = :thread)" if thread_id is not None else ""
-    terms = " UNION ALL ".join(
-        f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}" for i in range(len(match))
-    )
+    def best(rows: list[str]) -> str:
+        return (f"SELECT * FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
+                " GROUP BY seq ORDER BY 2 DESC, seq DESC LIMIT :limit)")
+
+    word_rows = [f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}"
+                 for i in range(len(match))]
+    ranked = [best(word_rows)] if word_rows else []
+    for j, _ in enumerate(windows):
+        ranked.append(best([
+            f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}{in_thread}"
+            f" AND rowid BETWEEN :lo{j} AND :hi{j}" for i in range(len(window_match))
+        ]))
     around = "".join(
         f" UNION SELECT (SELECT seq FROM messages WHERE thread_id = h.thread_id AND seq {op} h.seq AND body != ''"
         f" ORDER BY seq {order} LIMIT 1 OFFSET {k}) FROM placed h"
         for k in range(context) for op, order in (("<", "DESC"), (">", "ASC"))
     )
     sql = f"""
-        WITH hits(seq, score) AS MATERIALIZED (
-            SELECT seq, SUM(w) FROM ({terms}) GROUP BY seq ORDER BY 2 DESC, seq DESC LIMIT :limit
-        ),
+        WITH ranked(seq, score) AS MATERIALIZED ({" UNION ALL ".join(ranked)}),
+        hits(seq, score) AS MATERIALIZED (SELECT seq, MAX(score) FROM ranked GROUP BY seq),
         placed AS MATERIALIZED (SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq),
         fetched(seq) AS (SELECT seq FROM placed{around})
         SELECT m.seq, COALESCE(hits.score, 0.0), m.thread_id, m.role, m.created_at, m.body, m.metadata
@@ -223,4 +291,9 @@ def search(
     for i, (expression, weight) in enumerate(match):
         params[f"m{i}"] = f"{scope} AND ({expression})"
         params[f"w{i}"] = weight
+    for i, (expression, weight) in enumerate(window_match):
+        params[f"vm{i}"] = f"{scope} AND ({expression})"
+        params[f"vw{i}"] = weight
+    for j, (lo, hi) in enumerate(windows):
+        params[f"lo{j}"], params[f"hi{j}"] = lo, hi
     return [Hit(*row) for row in conn.execute(sql, params).fetchall()]
