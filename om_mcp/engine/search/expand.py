@@ -161,6 +161,37 @@ big large huge
 small little tiny
 begin start
 finish complete done
+favorite favourite beloved
+like love enjoy
+purchase buy bought got
+visit tour
+meet met
+injury injured hurt wound
+accident crash collision
+wedding marriage married
+pregnant pregnancy expecting
+baby newborn infant
+move relocate relocation
+neighborhood neighbourhood area
+win won victory champion championship
+tournament competition contest championship
+award prize trophy medal
+dance dancing dancer
+singer vocalist
+artist painter
+writer author novelist
+recipe dish
+dinner supper
+vacation trip
+concert show gig
+fix repair
+quit resign
+hire recruit
+fired laid layoff
+retire retirement
+volunteer volunteering
+adopt adoption
+pet pets
 """
 
 KINDS = """

@@ -33,6 +33,7 @@ THREAD_TOP = 3  # a thread's strength: the sum of its 3 best message scores
 COVERAGE_BOOST = 1.0  # x (1 + this x the share of the query's weight the thread's matches cover)
 DATE_BOOST = 0.5
 AUTHOR_BOOST = 0.1
+QUESTION_PENALTY = 0.1  # a message that only asks (ends with "?") rarely holds the answer it mirrors
 
 _AUTHOR = re.compile(r"^\s*([^\W\d_][\w .'\-]{0,40}?):\s")
 
@@ -150,6 +151,8 @@ def rank(hits: list[Hit], query: Query, stats: Stats) -> list[Ranked]:
         score *= 1 + COVERAGE_BOOST * coverage
         if query.dates and any(d.contains(_when(hit.created_at)) for d in query.dates):
             score *= 1 + DATE_BOOST
+        if QUESTION_PENALTY and hit.body.rstrip().endswith("?"):
+            score *= 1 - QUESTION_PENALTY
         author = author_of(hit)
         if author and names.intersection(words(author)):
             score *= 1 + AUTHOR_BOOST
