@@ -96,6 +96,9 @@ def corpus(seed: int = 7) -> tuple[list[str], list[str]]:
     return vocab, queries
 
 
+SHORT_IDS = False  # --short-ids: "m<n>" / "t<n>" instead of "msg_<32 hex>" / UUIDs
+
+
 def messages(n: int, vocab: list[str], seed: int = 11):
     rng = random.Random(seed)
     cum = list(itertools.accumulate(1 / (i + 1) ** 1.05 for i in range(len(vocab))))
@@ -104,12 +107,12 @@ def messages(n: int, vocab: list[str], seed: int = 11):
     thread = resource = None
     for i in range(n):
         if i % THREAD == 0:
-            thread = str(uuid.UUID(int=rng.getrandbits(128)))
+            thread = f"t{i // THREAD}" if SHORT_IDS else str(uuid.UUID(int=rng.getrandbits(128)))
             resource = resources[0] if rng.random() < 0.9 else rng.choice(resources[1:])
         size = max(3, int(rng.gauss(36, 18)))
         body = " ".join(vocab[bisect.bisect(cum, rng.random() * top)] for _ in range(size))
         stamp = f"2025-{1 + i * 12 // n:02d}-{1 + i % 28:02d}T12:{i % 60:02d}:00.{i % 999999:06d}+00:00"
-        yield (f"msg_{rng.getrandbits(128):032x}", thread, resource, "user" if i % 2 else "assistant", body, stamp,
+        yield (f"m{i}" if SHORT_IDS else f"msg_{rng.getrandbits(128):032x}", thread, resource, "user" if i % 2 else "assistant", body, stamp,
                len(body) // 4)
 
 
@@ -223,7 +226,10 @@ def main() -> None:
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "om-search-scale"))
     parser.add_argument("--keep", action="store_true", help="reuse databases built by an earlier run")
     parser.add_argument("--purge", action="store_true", help="also time forget_thread + purge (changes the database)")
+    parser.add_argument("--short-ids", action="store_true", help='short ids ("m1", "t1") to see what ids cost')
     args = parser.parse_args()
+    global SHORT_IDS
+    SHORT_IDS = args.short_ids
     vocab, queries = corpus()
     queries = random.Random(3).sample(queries, min(args.queries, len(queries)))
     folder = Path(args.dir)
@@ -231,7 +237,7 @@ def main() -> None:
     print(f"{'messages':>9} {'plain ms':>9} {'search ms':>10} {'ratio':>6} {'p95 ms':>7} {'B/msg':>7} {'x text':>7}"
           f" {'messages B':>11} {'index B':>8} {'build s':>8}")
     for size in (int(s) for s in args.sizes.split(",")):
-        path = folder / f"scale-{size}.db"
+        path = folder / f"scale-{size}{'-short' if SHORT_IDS else ''}.db"
         took = float("nan")
         if not (args.keep and path.exists()):
             took = build(path, size, vocab)

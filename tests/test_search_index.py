@@ -167,3 +167,56 @@ def test_without_purge_the_token_survives(tmp_path):
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert MARKER.encode() in _raw(path)
     conn.close()
+
+
+def _add_dated(conn, thread, items, resource="u1"):
+    conn.execute("BEGIN")
+    seqs = [conn.execute(
+        "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
+        (f"{thread}-{i}", thread, resource, "user", body, when, 10),
+    ).lastrowid for i, (body, when) in enumerate(items)]
+    fts.index_messages(conn, seqs)
+    conn.execute("COMMIT")
+    return seqs
+
+
+def test_a_date_the_query_names_brings_its_messages_in_even_past_the_candidate_limit():
+    conn = open_db()
+    march = _add_dated(conn, "march", [("dinner at the new ramen place", "2024-03-14T19:00:00+01:00")])
+    _add_dated(conn, "later", [(f"dinner plans, take {i}", f"2024-{5 + i // 28:02d}-{1 + i % 28:02d}T19:00:00+00:00")
+                               for i in range(120)])
+    assert fts.seq_window(conn, "u1", "2024-03-01T00:00:00+00:00", "2024-04-01T00:00:00+00:00") == (march[0], march[0])
+    assert fts.seq_window(conn, "u1", "2023-01-01T00:00:00+00:00", "2023-02-01T00:00:00+00:00") is None
+    assert fts.seq_window(conn, "u2", "2024-03-01T00:00:00+00:00", "2024-04-01T00:00:00+00:00") is None
+    # 120 equally good newer matches fill the candidates; the date still finds March
+    assert "dinner at the new ramen place" not in bodies(conn, "u1", "dinner")
+    assert bodies(conn, "u1", "dinner in March 2024")[0] == "dinner at the new ramen place"
+
+
+def test_no_window_when_time_does_not_follow_seq():
+    conn = open_db()
+    _add_dated(conn, "a", [("x", "2024-05-01T00:00:00+00:00"), ("y", "2024-06-01T00:00:00+00:00")])
+    _add_dated(conn, "imported", [("old", "2019-03-01T00:00:00+00:00")])  # history imported later
+    # the bisection lands on ranges whose edges are outside the dates: no window, words only
+    assert fts.seq_window(conn, "u1", "2024-05-01T00:00:00+00:00", "2024-07-01T00:00:00+00:00") is None
+    assert fts.seq_window(conn, "u1", "2019-01-01T00:00:00+00:00", "2020-01-01T00:00:00+00:00") is None
+    assert bodies(conn, "u1", "old in 2019") == ["old"]
+
+
+def test_the_answer_outranks_a_message_that_asks_the_same_thing():
+    conn = open_db()
+    add(conn, "a", ["Which editor does the team standardise on?"])
+    add(conn, "b", ["The team standardise on the editor neovim"])
+    assert bodies(conn, "u1", "which editor does the team standardise on")[0] == "The team standardise on the editor neovim"
+
+
+def test_a_message_cannot_claim_another_resources_scope():
+    conn = open_db()
+    add(conn, "victim", ["the victim's private zeppelin plans"], resource="victim")
+    add(conn, "attacker", [f"{fts.scope_token('victim')} zeppelin zeppelin"], resource="attacker")
+    assert bodies(conn, "victim", "zeppelin") == ["the victim's private zeppelin plans"]
+    conn.execute("BEGIN")
+    fts.forget_thread(conn, "attacker")
+    conn.execute("DELETE FROM messages WHERE thread_id = 'attacker'")
+    conn.execute("COMMIT")
+    conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")

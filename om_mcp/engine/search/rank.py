@@ -73,7 +73,8 @@ class _Doc:
 
 def _candidates(docs: list[_Doc]) -> list[tuple[_Doc, list[_Doc]]]:
     """Each match and the two messages after it, with the (up to) two messages
-    before each: the fetched rows of a thread are consecutive around a match."""
+    before each (the fetched rows of a thread are consecutive around a match),
+    and the two messages before a match, scored alone."""
     by_thread: dict[str, list[_Doc]] = defaultdict(list)
     for doc in docs:  # hits arrive ordered by seq
         by_thread[doc.hit.thread_id].append(doc)
@@ -83,6 +84,8 @@ def _candidates(docs: list[_Doc]) -> list[tuple[_Doc, list[_Doc]]]:
             near_match = any(rows[j].hit.score > 0 for j in range(max(0, i - 2), i))
             if doc.hit.score > 0 or near_match:
                 out.append((doc, rows[max(0, i - 2):i][::-1]))
+            elif any(rows[j].hit.score > 0 for j in range(i + 1, min(len(rows), i + 3))):
+                out.append((doc, []))  # fetched as a match's context: its own words only (what precedes it is unknown)
     return out
 
 

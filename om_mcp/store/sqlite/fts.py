@@ -42,6 +42,7 @@ SCHEMA: list[str] = [
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab({TABLE}, 'row')",
 ]
 
+_MARK = "\ue000"
 _CHUNK = 500  # host parameters per statement (SQLite allows 32766; keep statements small)
 
 
@@ -70,11 +71,12 @@ class Stats:
 def scope_token(resource_id: str) -> str:
     """One index word per resource: a private-use letter no text or query
     contains, then a hash (unicode61 keeps private-use characters in a word)."""
-    return "\ue000" + hashlib.blake2b(resource_id.encode(), digest_size=8).hexdigest()
+    return _MARK + hashlib.blake2b(resource_id.encode(), digest_size=8).hexdigest()
 
 
 def _indexed(resource_id: str, body: str) -> str:
-    return f"{scope_token(resource_id)} {body}"
+    # The marker letter is taken out of the text, so no message can claim another resource's scope.
+    return f"{scope_token(resource_id)} {body.replace(_MARK, ' ')}"
 
 
 def _rows(conn: sqlite3.Connection, where: str, params: Sequence) -> list[tuple[int, str, str]]:
@@ -222,7 +224,7 @@ def seq_window(
         return None
     after = first_at_or_after(finish)
     hi = (after - 1) if after is not None else conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0]
-    if hi - lo + 1 > max_rows or not begin <= created(lo) < finish:
+    if hi - lo + 1 > max_rows or not (begin <= created(lo) < finish and begin <= created(hi) < finish):
         return None
     return lo, hi
 
@@ -282,12 +284,15 @@ def search(
     sql = f"""
         WITH ranked(seq, score) AS MATERIALIZED ({" UNION ALL ".join(ranked)}),
         hits(seq, score) AS MATERIALIZED (SELECT seq, MAX(score) FROM ranked GROUP BY seq),
-        placed AS MATERIALIZED (SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq),
+        placed AS MATERIALIZED (
+            SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq
+            WHERE m.resource_id = :resource
+        ),
         fetched(seq) AS (SELECT seq FROM placed{around})
         SELECT m.seq, COALESCE(hits.score, 0.0), m.thread_id, m.role, m.created_at, m.body, m.metadata
         FROM fetched CROSS JOIN messages m ON m.seq = fetched.seq LEFT JOIN hits ON hits.seq = m.seq
         ORDER BY m.seq"""
-    params: dict = {"thread": thread_id, "limit": limit}
+    params: dict = {"thread": thread_id, "limit": limit, "resource": resource_id}
     for i, (expression, weight) in enumerate(match):
         params[f"m{i}"] = f"{scope} AND ({expression})"
         params[f"w{i}"] = weight
