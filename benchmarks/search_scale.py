@@ -112,8 +112,8 @@ def messages(n: int, vocab: list[str], seed: int = 11):
         size = max(3, int(rng.gauss(36, 18)))
         body = " ".join(vocab[bisect.bisect(cum, rng.random() * top)] for _ in range(size))
         stamp = f"2025-{1 + i * 12 // n:02d}-{1 + i % 28:02d}T12:{i % 60:02d}:00.{i % 999999:06d}+00:00"
-        yield (f"m{i}" if SHORT_IDS else f"msg_{rng.getrandbits(128):032x}", thread, resource, "user" if i % 2 else "assistant", body, stamp,
-               len(body) // 4)
+        message_id = f"m{i}" if SHORT_IDS else f"msg_{rng.getrandbits(128):032x}"
+        yield message_id, thread, resource, "user" if i % 2 else "assistant", body, stamp, len(body) // 4
 
 
 def build(path: Path, n: int, vocab: list[str]) -> float:
@@ -154,7 +154,9 @@ def _insert(conn: sqlite3.Connection, rows: list[tuple]) -> None:
         first = first or seq
     seqs = list(range(first, seq + 1))
     fts.index_messages(conn, seqs)
-    conn.executemany("INSERT INTO plain (rowid, body) SELECT seq, body FROM messages WHERE seq = ?", [(s,) for s in seqs])
+    conn.executemany(
+        "INSERT INTO plain (rowid, body) SELECT seq, body FROM messages WHERE seq = ?", [(s,) for s in seqs]
+    )
     conn.execute("COMMIT")
 
 

@@ -30,13 +30,13 @@ def open_db(path: str | Path = ":memory:") -> sqlite3.Connection:
     return conn
 
 
-def add(conn: sqlite3.Connection, thread: str, bodies: list[str], resource: str = "u1", role: str = "user") -> list[int]:
+def add(conn: sqlite3.Connection, thread: str, bodies: list[str], resource: str = "u1") -> list[int]:
     conn.execute("BEGIN")
     seqs = []
     for i, body in enumerate(bodies):
         seqs.append(conn.execute(
             "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
-            (f"{thread}-{i}-{len(bodies)}", thread, resource, role, body, "2024-05-01T12:00:00+00:00", 10),
+            (f"{thread}-{i}-{len(bodies)}", thread, resource, "user", body, "2024-05-01T12:00:00+00:00", 10),
         ).lastrowid)
     assert fts.index_messages(conn, seqs) == len(seqs)
     conn.execute("COMMIT")
@@ -82,7 +82,8 @@ def test_resources_and_threads_are_isolated():
     add(conn, "a", ["the zeppelin blueprint is in the attic"], resource="u1")
     add(conn, "b", ["another zeppelin sighting"], resource="u1")
     add(conn, "c", ["zeppelin notes of someone else"], resource="u2")
-    assert set(bodies(conn, "u1", "zeppelin")) == {"the zeppelin blueprint is in the attic", "another zeppelin sighting"}
+    assert set(bodies(conn, "u1", "zeppelin")) == {
+        "the zeppelin blueprint is in the attic", "another zeppelin sighting"}
     assert bodies(conn, "u2", "zeppelin") == ["zeppelin notes of someone else"]
     assert bodies(conn, "u1", "zeppelin", thread_id="b") == ["another zeppelin sighting"]
     assert bodies(conn, "u3", "zeppelin") == []
@@ -90,7 +91,8 @@ def test_resources_and_threads_are_isolated():
 
 @pytest.mark.parametrize("query", [
     '"', "*", "NEAR(a b)", "a AND OR NOT", "body:secret", 'puppy" OR "*', "puppy*", "-puppy", "(", "\x00puppy",
-    "'; DROP TABLE messages; --", "🐶 puppy", "a" * 500, "don't", "e-mail", "ünïcödé", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "ℌ𝔢𝔩𝔩𝔬",
+    "'; DROP TABLE messages; --", "🐶 puppy", "a" * 500, "don't", "e-mail", "ünïcödé",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "ℌ𝔢𝔩𝔩𝔬", "\ue000puppy", "ꓐꓲꓢ ⅻ ²³",
 ])
 def test_hostile_queries_are_text(query):
     conn = open_db()
@@ -207,7 +209,8 @@ def test_the_answer_outranks_a_message_that_asks_the_same_thing():
     conn = open_db()
     add(conn, "a", ["Which editor does the team standardise on?"])
     add(conn, "b", ["The team standardise on the editor neovim"])
-    assert bodies(conn, "u1", "which editor does the team standardise on")[0] == "The team standardise on the editor neovim"
+    found = bodies(conn, "u1", "which editor does the team standardise on")
+    assert found[0] == "The team standardise on the editor neovim"
 
 
 def test_a_message_cannot_claim_another_resources_scope():

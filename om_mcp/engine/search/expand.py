@@ -195,9 +195,12 @@ pet pets
 """
 
 KINDS = """
-database db: postgres postgresql mysql mariadb sqlite mongodb mongo redis dynamodb cassandra oracle supabase firestore elasticsearch clickhouse snowflake bigquery
-hosting host cloud provider deploy: aws gcp azure heroku fly vercel netlify render digitalocean linode hetzner cloudflare railway
-language programming: python javascript typescript rust golang java kotlin swift ruby php scala elixir haskell csharp lua
+database db: postgres postgresql mysql mariadb sqlite mongodb mongo redis dynamodb cassandra oracle supabase
+database db: firestore elasticsearch clickhouse snowflake bigquery
+hosting host cloud provider deploy: aws gcp azure heroku fly vercel netlify render digitalocean linode hetzner
+hosting host cloud provider deploy: cloudflare railway
+language programming: python javascript typescript rust golang java kotlin swift ruby php scala elixir haskell
+language programming: csharp lua
 framework library: react vue angular svelte django flask fastapi rails spring express nextjs laravel nestjs
 editor ide: vscode vim neovim emacs intellij pycharm sublime xcode
 os: linux ubuntu debian fedora macos windows android ios
@@ -211,11 +214,17 @@ payment billing: stripe paypal braintree invoice subscription
 email mail: smtp sendgrid mailgun ses postmark gmail outlook
 browser: chrome firefox safari edge
 version vcs: git github gitlab bitbucket
-family relative: mother mom mum father dad parent brother sister sibling son daughter kid child wife husband grandma grandmother grandpa grandfather aunt uncle cousin niece nephew
+family relative: mother mom mum father dad parent brother sister sibling son daughter kid child wife husband
+family relative: grandma grandmother grandpa grandfather aunt uncle cousin niece nephew
 pet animal: dog cat puppy kitten hamster rabbit bunny parrot bird fish turtle horse
-sport exercise workout fitness: running jogging hiking swimming cycling biking yoga gym tennis soccer football basketball baseball golf skiing snowboarding surfing climbing volleyball hockey boxing pilates marathon karate
-hobby activity pastime: painting drawing pottery knitting gardening reading writing photography cooking baking camping hiking fishing dancing singing gaming travel volunteering crafts sewing woodworking chess puzzles collecting
-music: song band concert guitar piano violin drums singing album festival gig playlist jazz rock pop classical rap orchestra choir
+sport exercise workout fitness: running jogging hiking swimming cycling biking yoga gym tennis soccer football
+sport exercise workout fitness: basketball baseball golf skiing snowboarding surfing climbing volleyball hockey
+sport exercise workout fitness: boxing pilates marathon karate
+hobby activity pastime: painting drawing pottery knitting gardening reading writing photography cooking baking
+hobby activity pastime: camping hiking fishing dancing singing gaming travel volunteering crafts sewing
+hobby activity pastime: woodworking chess puzzles collecting
+music: song band concert guitar piano violin drums singing album festival gig playlist jazz rock pop classical
+music: rap orchestra choir
 instrument: guitar piano violin drums flute cello saxophone trumpet ukulele bass keyboard clarinet harp
 art artwork: painting drawing sculpture pottery sketch canvas mural gallery exhibition museum watercolor portrait
 book reading: novel author story fiction library chapter poetry poem memoir biography

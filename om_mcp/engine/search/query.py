@@ -27,7 +27,7 @@ INFLECTION_WEIGHT = 0.8  # another form of the query word, relative to the word 
 RELATED_WEIGHT = 0.4  # a related term (times its own closeness from expand.py)
 MAX_WORDS = 32
 MIN_LEMMA = 3  # shorter stems are not expanded: "us" is not a form of "use"
-MATCH_BUDGET = 5_000  # rows the candidate query may score; rarer forms go first (keeps large stores fast)
+MATCH_BUDGET = 3_000  # rows the candidate query may score; rarer forms go first (keeps large stores fast)
 
 WORD = re.compile(r"[^\W_]+", re.UNICODE)  # unicode61: letters and digits; "_" separates
 
@@ -118,7 +118,10 @@ def forms_of(word: str) -> set[str]:
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 _MONTHS["sept"] = 9
-_MON = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+_MON = (
+    r"(january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+)
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 _DATE_FORMS = [
@@ -159,7 +162,10 @@ def _month_range(year: int, month: int) -> DateSpan:
 
 def _span(form: str, groups: tuple[str, ...], now: datetime | None) -> DateSpan | None:
     if form in ("day-month-year", "month-day-year"):
-        day, month, year = (groups[0], groups[1], groups[2]) if form == "day-month-year" else (groups[1], groups[0], groups[2])
+        if form == "day-month-year":
+            day, month, year = groups[0], groups[1], groups[2]
+        else:
+            month, day, year = groups[0], groups[1], groups[2]
         start = datetime(int(year), _MONTHS[month.lower()], int(day))
         return DateSpan(start, start + timedelta(days=1), "range")
     if form == "month-year":

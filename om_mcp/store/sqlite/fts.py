@@ -13,7 +13,10 @@ Why this shape:
 - Exact words (unicode61, no stemmer): the query side adds inflections and
   related terms with lower weights, so "use" never matches "us".
 - Each row also holds one scope token for its resource, so a resource's
-  search is an FTS5 intersection, not a join over every match.
+  search is an FTS5 intersection, not a join over every match. A resource
+  holding most of the index skips it (the intersection would cost more than
+  the rows it removes) and other resources' rows are dropped after ranking;
+  `messages_fts_scopes` counts each resource's indexed messages for that.
 - Deleted means gone: a contentless row is removed with the FTS5 'delete'
   command and the values it was indexed with, which `messages` still holds
   when `forget_*` runs; `purge` then merges the segments so no deleted word
@@ -32,6 +35,8 @@ from typing import Iterable, Sequence
 
 TABLE = "messages_fts"
 VOCAB = "messages_fts_vocab"
+SCOPES = "messages_fts_scopes"
+UNSCOPED_SHARE = 0.5  # a resource with at least this share of the messages skips its scope token
 WINDOW_ROWS = 20_000  # widest date window searched on its own
 CONTEXT = 2  # earlier messages fetched with each hit (the reply's question), and later ones (its answer)
 
@@ -40,6 +45,9 @@ SCHEMA: list[str] = [
     "body, content='', detail=none, columnsize=0, tokenize='unicode61 remove_diacritics 2')",
     # Document frequencies of words: which query forms exist and how rare they are.
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab({TABLE}, 'row')",
+    # Indexed messages per resource: a resource holding most of the index is searched
+    # without its scope token (intersecting with a doclist that long costs more than it saves).
+    f"CREATE TABLE IF NOT EXISTS {SCOPES} (resource_id TEXT PRIMARY KEY, messages INTEGER NOT NULL) WITHOUT ROWID",
 ]
 
 _MARK = "\ue000"
@@ -101,8 +109,21 @@ def index_messages(conn: sqlite3.Connection, seqs: Iterable[int]) -> int:
             f"INSERT INTO {TABLE} (rowid, body) VALUES (?, ?)",
             [(seq, _indexed(resource, body)) for seq, resource, body in rows],
         )
+        _count(conn, rows, +1)
         done += len(rows)
     return done
+
+
+def _count(conn: sqlite3.Connection, rows: list[tuple[int, str, str]], sign: int) -> None:
+    per: dict[str, int] = {}
+    for _, resource, _ in rows:
+        per[resource] = per.get(resource, 0) + sign
+    conn.executemany(
+        f"INSERT INTO {SCOPES} (resource_id, messages) VALUES (?, ?)"
+        " ON CONFLICT (resource_id) DO UPDATE SET messages = messages + excluded.messages",
+        list(per.items()),
+    )
+    conn.execute(f"DELETE FROM {SCOPES} WHERE messages <= 0")
 
 
 def _forget(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> int:
@@ -110,6 +131,7 @@ def _forget(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> int:
         f"INSERT INTO {TABLE} ({TABLE}, rowid, body) VALUES ('delete', ?, ?)",
         [(seq, _indexed(resource, body)) for seq, resource, body in rows],
     )
+    _count(conn, rows, -1)
     return len(rows)
 
 
@@ -149,6 +171,7 @@ def purge(conn: sqlite3.Connection) -> None:
 def rebuild(conn: sqlite3.Connection) -> int:
     """Re-create the index from `messages` (after a schema change or damage)."""
     conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
+    conn.execute(f"DELETE FROM {SCOPES}")
     seqs = [r[0] for r in conn.execute("SELECT seq FROM messages ORDER BY seq")]
     return index_messages(conn, seqs)
 
@@ -262,7 +285,16 @@ def search(
     window_match = [(m, w) for m, w in window_match if m] if windows else []
     if not match and not window_match:
         return []
-    scope = f'"{scope_token(resource_id)}"'
+    total = conn.execute(f"SELECT COUNT(*), SUM(messages) FROM {SCOPES}").fetchone()
+    own = conn.execute(f"SELECT messages FROM {SCOPES} WHERE resource_id = ?", (resource_id,)).fetchone()
+    if own is None:
+        return []
+    share = own[0] / (total[1] or 1)
+    # A resource with most of the index: match without the scope and drop other resources'
+    # rows after ranking, fetching more to make up for them.
+    scoped = total[0] > 1 and share < UNSCOPED_SHARE
+    fetch = limit if share >= 1 or scoped else int(limit / share * 1.25) + 1
+    scope = f'"{scope_token(resource_id)}" AND ' if scoped else ""
     in_thread = " AND rowid IN (SELECT seq FROM messages WHERE thread_id = :thread)" if thread_id is not None else ""
     def best(rows: list[str]) -> str:
         return (f"SELECT * FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
@@ -292,12 +324,12 @@ def search(
         SELECT m.seq, COALESCE(hits.score, 0.0), m.thread_id, m.role, m.created_at, m.body, m.metadata
         FROM fetched CROSS JOIN messages m ON m.seq = fetched.seq LEFT JOIN hits ON hits.seq = m.seq
         ORDER BY m.seq"""
-    params: dict = {"thread": thread_id, "limit": limit, "resource": resource_id}
+    params: dict = {"thread": thread_id, "limit": fetch, "resource": resource_id}
     for i, (expression, weight) in enumerate(match):
-        params[f"m{i}"] = f"{scope} AND ({expression})"
+        params[f"m{i}"] = f"{scope}({expression})"
         params[f"w{i}"] = weight
     for i, (expression, weight) in enumerate(window_match):
-        params[f"vm{i}"] = f"{scope} AND ({expression})"
+        params[f"vm{i}"] = f"{scope}({expression})"
         params[f"vw{i}"] = weight
     for j, (lo, hi) in enumerate(windows):
         params[f"lo{j}"], params[f"hi{j}"] = lo, hi
