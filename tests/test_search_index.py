@@ -87,6 +87,14 @@ def test_resources_and_threads_are_isolated():
     assert bodies(conn, "u2", "zeppelin") == ["zeppelin notes of someone else"]
     assert bodies(conn, "u1", "zeppelin", thread_id="b") == ["another zeppelin sighting"]
     assert bodies(conn, "u3", "zeppelin") == []
+    # u1 holds most of the index (searched without its scope token), u2 does not: both paths isolate
+    assert dict(conn.execute("SELECT resource_id, messages FROM messages_fts_scopes")) == {"u1": 2, "u2": 1}
+    conn.execute("BEGIN")
+    assert fts.forget_resource(conn, "u2") == 1
+    conn.execute("DELETE FROM messages WHERE resource_id = 'u2'")
+    conn.execute("COMMIT")
+    assert dict(conn.execute("SELECT resource_id, messages FROM messages_fts_scopes")) == {"u1": 2}
+    assert bodies(conn, "u2", "zeppelin") == []
 
 
 @pytest.mark.parametrize("query", [
