@@ -130,7 +130,9 @@ def run(args) -> None:
         half = "A" if conv["id"] in half_a else "B"
         for qa in conv["questions"]:
             t0 = time.perf_counter()
-            ranked = search(conn, conv["id"], qa["question"], limit=args.candidates, now=now)
+            # words alone: the top k as a recall search returns them; with vectors, a longer word list to blend
+            limit = args.candidates if vectors is not None else max(ks)
+            ranked = search(conn, conv["id"], qa["question"], limit=limit, now=now)
             pairs = [(r.hit.seq, r.score) for r in ranked]
             if vectors is not None:
                 pairs = blend(pairs, vectors.cosines(conv["id"], qa["question"]))
@@ -179,7 +181,7 @@ def main() -> None:
     parser.add_argument("--k", default="5,10,20")
     parser.add_argument("--vector", action="store_true", help="blend in the offline embedder's similarity")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "om-search-lab-vectors"))
-    parser.add_argument("--candidates", type=int, default=200, help="ranked messages kept before blending")
+    parser.add_argument("--candidates", type=int, default=50, help="word-ranked messages blended with vectors")
     run(parser.parse_args())
 
 

@@ -272,14 +272,14 @@ def search(
 ) -> list[Hit]:
     """The `limit` best matches in a resource (or one of its threads), and up
     to `context` non-empty messages before and after each in its thread, in
-    one statement.
+    one statement (Hits ordered by seq).
 
-    `windows` are seq ranges (dates the query names, see seq_window): the
-    best matches of `window_match` inside them join the candidates, so a
-    message found only by its date and a common word is not crowded out.
     `match` holds one (MATCH expression, weight) per query word, its words
     already quoted (engine/search/query.py); a message's candidate score is
     the sum of the weights of the expressions it matches. Empty finds nothing.
+    `windows` are seq ranges (dates the query names, see seq_window): the
+    best matches of `window_match` inside them join the candidates, so a
+    message found by its date and a common word is not crowded out.
     """
     match = [(m, w) for m, w in match if m]
     window_match = [(m, w) for m, w in window_match if m] if windows else []
@@ -296,6 +296,7 @@ def search(
     fetch = limit if share >= 1 or scoped else int(limit / share * 1.25) + 1
     scope = f'"{scope_token(resource_id)}" AND ' if scoped else ""
     in_thread = " AND rowid IN (SELECT seq FROM messages WHERE thread_id = :thread)" if thread_id is not None else ""
+
     def best(rows: list[str]) -> str:
         return (f"SELECT * FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
                 " GROUP BY seq ORDER BY 2 DESC, seq DESC LIMIT :limit)")
