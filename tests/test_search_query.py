@@ -164,3 +164,17 @@ def test_blend_lets_a_clear_vector_match_in(weight):
     assert order[0] == 1
     assert 4 in order[:3]
     assert [k for k, _ in blend(lexical, {})] == [1, 2, 3]
+
+
+def test_the_question_word_names_the_answer_shape():
+    assert parse_query("When did she move to Berlin?").asks == "time"
+    assert parse_query("how many cats does he have").asks == "count"
+    assert parse_query("what database do I use").asks is None
+    hits = [
+        _hit(1, "she moved to Berlin last March", thread="a"),
+        _hit(2, "she loves Berlin and the lakes", thread="b"),
+    ]
+    stats = _stats(*hits)
+    # equal words (ties go to the newer message); "when" wants a time
+    assert rank(hits, parse_query("What about her and Berlin?"), stats)[0].hit.seq == 2
+    assert rank(hits, parse_query("When did she get to Berlin?"), stats)[0].hit.seq == 1

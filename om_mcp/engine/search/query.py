@@ -221,10 +221,26 @@ class Term(str):
         return str(self)
 
 
+# What kind of answer the question wants, and how a message that could hold it looks.
+_ASKS = {
+    "time": re.compile(r"^\W*(when|what (year|month|day|date|time)|which (year|month|day)|how long ago)\b", re.I),
+    "count": re.compile(r"^\W*how (many|much|often)\b", re.I),
+}
+ANSWER_SHAPES = {
+    "time": re.compile(
+        r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this (week|month|year|weekend)|weekend|since|until"
+        r"|(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|september"
+        r"|october|november|december|\d{4}|\d{1,2}(st|nd|rd|th)|morning|evening|night|week|month|year)\b", re.I),
+    "count": re.compile(
+        r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|several|few|many|dozen)\b", re.I),
+}
+
+
 @dataclass
 class Query:
     terms: list[Term]
     dates: list[DateSpan] = field(default_factory=list)
+    asks: str | None = None  # "time" or "count": the answer's shape (ANSWER_SHAPES)
 
     @property
     def words(self) -> list[str]:
@@ -290,4 +306,5 @@ def parse_query(text: str, now: datetime | None = None, *, expand: bool = True) 
                 for form in sorted(f for f in inflections(other) if f == other or f.endswith("s")):
                     forms.setdefault(form, RELATED_WEIGHT * closeness)
         terms.append(Term(word, forms))
-    return Query(terms, dates)
+    asks = next((kind for kind, pattern in _ASKS.items() if pattern.search(text or "")), None)
+    return Query(terms, dates, asks)

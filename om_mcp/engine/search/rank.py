@@ -11,7 +11,8 @@ the signals that lift it. Measured on LoCoMo (benchmarks/search_lab.py).
   more when its messages together cover more of the query's words (memory
   questions are usually about one conversation).
 - A message written inside a date the query names, or by a person the query
-  names, gets a multiplicative boost.
+  names, or shaped like the answer ("when" -> it mentions a time), gets a
+  multiplicative boost; a message that is itself a question a small penalty.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from om_mcp.engine.search.query import Query, idf, words
+from om_mcp.engine.search.query import ANSWER_SHAPES, Query, idf, words
 from om_mcp.store.sqlite.fts import Hit, Stats
 
 FIELD_WEIGHTS = (1.0, 0.5, 0.4)  # the message, the one before it, the one before that
@@ -34,6 +35,7 @@ COVERAGE_BOOST = 1.0  # x (1 + this x the share of the query's weight the thread
 DATE_BOOST = 0.5
 AUTHOR_BOOST = 0.1
 QUESTION_PENALTY = 0.1  # a message that only asks (ends with "?") rarely holds the answer it mirrors
+SHAPE_BOOST = 0.2  # a message shaped like the wanted answer: a time for "when", a number for "how many"
 
 _AUTHOR = re.compile(r"^\s*([^\W\d_][\w .'\-]{0,40}?):\s")
 
@@ -154,6 +156,8 @@ def rank(hits: list[Hit], query: Query, stats: Stats) -> list[Ranked]:
         score *= 1 + COVERAGE_BOOST * coverage
         if query.dates and any(d.contains(_when(hit.created_at)) for d in query.dates):
             score *= 1 + DATE_BOOST
+        if query.asks and SHAPE_BOOST and ANSWER_SHAPES[query.asks].search(hit.body or ""):
+            score *= 1 + SHAPE_BOOST
         if QUESTION_PENALTY and hit.body.rstrip().endswith("?"):
             score *= 1 - QUESTION_PENALTY
         author = author_of(hit)
