@@ -12,17 +12,18 @@ from datetime import datetime, timezone
 
 from om_mcp.engine.messages import message_text
 from om_mcp.engine.results import SearchResult
-from om_mcp.engine.search.query import CANDIDATES, Candidate, parse_query, rerank
+from om_mcp.engine.search.hybrid import blend
+from om_mcp.engine.search.query import parse_query
+from om_mcp.engine.search.rank import rank
+from om_mcp.logs import one_line
 from om_mcp.models.embeddings import Embedder, make_embedder
 from om_mcp.store import Group, Store
 
 log = logging.getLogger(__name__)
 
 RRF_K = 60
-# Dense retrieval is weaker than BM25 on conversational memory (LoCoMo: R@10 64 vs 80),
-# so it is a bonus on top of the normalised word score, not an equal vote.
-DENSE_WEIGHT = 0.3
-GROUP_WEIGHT = 0.5
+FTS_HITS = 50  # index matches fetched and ranked per query, with the messages around each
+GROUP_WEIGHT = 0.5  # observation groups join the messages at this weight (reciprocal-rank fusion)
 EMBED_BATCH = 32
 
 
@@ -58,39 +59,30 @@ class Retrieval:
     ) -> list[SearchResult]:
         # "last June" needs today's date to name a year.
         query = parse_query(text, now or datetime.now(timezone.utc))
-        hits = await self.store.search_messages(resource_id, query.match, thread_id=thread_id, limit=CANDIDATES)
-        by_seq = await self.store.messages_by_seq([h.seq for h in hits])
-        candidates = [
-            Candidate(
-                key=h.seq, score=h.score, thread_id=by_seq[h.seq].thread_id,
-                created_at=datetime.fromisoformat(by_seq[h.seq].created_at),
-                text=message_text(by_seq[h.seq].parts), author=by_seq[h.seq].metadata.get("speaker"),
-            )
-            for h in hits if h.seq in by_seq
-        ]
-        lexical = {("message", c.key): score for c, score in rerank(candidates, query)}
+        if not query.terms:
+            return []
+        hits, stats = await self.store.search_messages(resource_id, query, thread_id=thread_id,
+                                                       limit=max(FTS_HITS, limit))
+        lexical = [(("message", r.hit.seq), r.score) for r in rank(hits, query, stats)]
         group_hits = await self.store.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit)
         group_rows = {h.group.id: h.group for h in group_hits}
-        group_scores = {("group", h.group.id): h.score for h in group_hits}
-        dense: dict[tuple[str, object], float] = {}
-        if self.embedder is not None and query.terms:
+        groups = [(("group", h.group.id), h.score) for h in group_hits]
+        cosines: dict[tuple[str, object], float] = {}
+        if self.embedder is not None:
             try:
                 [vector] = await self.embedder.embed([text], query=True)
                 nearest = await self.store.nearest_vectors(resource_id, self.embedder.name, vector,
                                                            thread_id=thread_id)
-                dense = _dense_bonus([((k, int(r) if k == "message" else r), cos) for k, r, cos in nearest])
+                cosines = {(kind, int(ref) if kind == "message" else ref): cos for kind, ref, cos in nearest}
             except Exception as error:  # noqa: BLE001 - search falls back to words alone
-                log.warning("semantic search unavailable: %s", error)
-        messages = _blend(lexical, {k: v for k, v in dense.items() if k[0] == "message"})
-        ranked_groups = _blend(group_scores, {k: v for k, v in dense.items() if k[0] == "group"})
-        fused = _fuse([(1.0, messages), (GROUP_WEIGHT, ranked_groups)]) if ranked_groups else [
-            (key, 1.0 / (RRF_K + i + 1)) for i, key in enumerate(messages)
-        ]
-        return await self._results(fused[:limit], by_seq, group_rows)
+                log.warning("semantic search unavailable: %s", one_line(error))
+        messages = [key for key, _ in blend(lexical, {k: v for k, v in cosines.items() if k[0] == "message"})]
+        ranked_groups = [key for key, _ in blend(groups, {k: v for k, v in cosines.items() if k[0] == "group"})]
+        fused = _fuse([(1.0, messages), (GROUP_WEIGHT, ranked_groups)])
+        return await self._results(fused[:limit], group_rows)
 
-    async def _results(self, fused, by_seq, group_rows: dict[str, Group]) -> list[SearchResult]:
-        missing = [ref for (kind, ref), _ in fused if kind == "message" and ref not in by_seq]
-        by_seq = {**by_seq, **await self.store.messages_by_seq(missing)}
+    async def _results(self, fused, group_rows: dict[str, Group]) -> list[SearchResult]:
+        by_seq = await self.store.messages_by_seq([ref for (kind, ref), _ in fused if kind == "message"])
         unseen = [ref for (kind, ref), _ in fused if kind == "group" and ref not in group_rows]
         group_rows = {**group_rows, **await self.store.groups_by_id(unseen)}
         results = []
@@ -113,26 +105,6 @@ class Retrieval:
                     source="observation", range=group.range,
                 ))
         return results
-
-
-def _dense_bonus(scored: list[tuple[object, float]]) -> dict[object, float]:
-    """Cosines rescaled to [0, 1] between the median and the best: only the
-    clearly-better-than-typical neighbours earn a bonus."""
-    if not scored:
-        return {}
-    values = sorted(cos for _, cos in scored)
-    median, best = values[len(values) // 2], values[-1]
-    span = (best - median) or 1.0
-    return {key: min(max((cos - median) / span, 0.0), 1.0) for key, cos in scored}
-
-
-def _blend(lexical: dict[object, float], dense: dict[object, float]) -> list[object]:
-    """Keys ranked by word score / best word score + DENSE_WEIGHT x dense bonus."""
-    top = max(lexical.values(), default=0.0) or 1.0
-    scores = {key: score / top for key, score in lexical.items()}
-    for key, bonus in dense.items():
-        scores[key] = scores.get(key, 0.0) + DENSE_WEIGHT * bonus
-    return [key for key, score in sorted(scores.items(), key=lambda pair: -pair[1]) if score > 0]
 
 
 def _fuse(lists: list[tuple[float, list]]) -> list[tuple[object, float]]:

@@ -1,107 +1,333 @@
-"""The full-text index over messages: contentless FTS5, so the text is stored once.
+"""The full-text index of messages: a contentless FTS5 table over `messages.body`.
 
-Each message is indexed with the two messages before it in its thread (columns
-body, prev1, prev2, weighted lower), so an answer is found by the words of the
-question it answers. The index keeps no copy of the text: `messages.body` is the
-one copy, and the `prev` values are derived again from it when an entry must be
-deleted (messages are immutable and only leave with their whole thread, so the
-derivation is exact).
+Why this shape:
+- Text is stored once, in `messages.body`. The FTS5 table is contentless
+  (`content=''`): it keeps only the inverted index, and `detail=none` with
+  `columnsize=0` keeps only which rows hold a word (no positions, no sizes),
+  the smallest index FTS5 can build (about 0.25x the text). FTS5's bm25()
+  needs positions, so candidates are chosen by the sum of their query words'
+  weights (IDF x form weight) in SQL; the candidates' text is then read from
+  `messages` and scored in Python (om_mcp.engine.search, BM25F), which also
+  gives each message the words of the two before it, so a reply is found by
+  the question it answers, without indexing any text twice.
+- Exact words (unicode61, no stemmer): the query side adds inflections and
+  related terms with lower weights, so "use" never matches "us".
+- Each row also holds one scope token for its resource, so a resource's
+  search is an FTS5 intersection, not a join over every match. A resource
+  holding most of the index skips it (the intersection would cost more than
+  the rows it removes) and other resources' rows are dropped after ranking;
+  `messages_fts_scopes` counts each resource's indexed messages for that.
+- Deleted means gone: a contentless row is removed with the FTS5 'delete'
+  command and the values it was indexed with, which `messages` still holds
+  when `forget_*` runs; `purge` then merges the segments so no deleted word
+  survives in the index, with `secure_delete` zeroing the freed pages.
 
-Deleted means gone: FTS5 keeps a deleted entry's tokens in old segments until
-they are merged, so `purge` optimizes the index after a deletion; with
-`secure_delete` on, the freed pages are zeroed.
-
-Every function runs inside the caller's transaction.
+Plain synchronous functions over a `sqlite3.Connection`; they never BEGIN or
+COMMIT: the store runs them inside its own transactions.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"
-COLUMN_WEIGHTS = (1.0, 0.5, 0.4)  # the message, the one before it, the one before that
+from om_mcp.store.search import SearchPlan, TermStats, TextHit
 
-SCHEMA = [
-    f"CREATE VIRTUAL TABLE messages_fts USING fts5(body, prev1, prev2, content = '', tokenize = '{TOKENIZER}')",
+TABLE = "messages_fts"
+VOCAB = "messages_fts_vocab"
+SCOPES = "messages_fts_scopes"
+UNSCOPED_SHARE = 0.5  # a resource with at least this share of the messages skips its scope token
+WINDOW_ROWS = 20_000  # widest date window searched on its own
+CONTEXT = 2  # earlier messages fetched with each hit (the reply's question), and later ones (its answer)
+
+SCHEMA: list[str] = [
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5("
+    "body, content='', detail=none, columnsize=0, tokenize='unicode61 remove_diacritics 2')",
+    # Document frequencies of words: which query forms exist and how rare they are.
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab({TABLE}, 'row')",
+    # Indexed messages per resource: a resource holding most of the index is searched
+    # without its scope token (intersecting with a doclist that long costs more than it saves).
+    f"CREATE TABLE IF NOT EXISTS {SCOPES} (resource_id TEXT PRIMARY KEY, messages INTEGER NOT NULL) WITHOUT ROWID",
 ]
 
-
-@dataclass(slots=True)
-class Hit:
-    seq: int
-    score: float  # -bm25: larger is better
+_MARK = "\ue000"
+_CHUNK = 500  # host parameters per statement (SQLite allows 32766; keep statements small)
 
 
-def _previous(conn: sqlite3.Connection, thread_id: str, before_seq: int) -> list[str]:
-    rows = conn.execute(
-        "SELECT body FROM messages WHERE thread_id = ? AND seq < ? AND body != '' ORDER BY seq DESC LIMIT 2",
-        (thread_id, before_seq),
-    ).fetchall()
-    return [r[0] for r in rows] + [""] * (2 - len(rows))
+def scope_token(resource_id: str) -> str:
+    """One index word per resource: a private-use letter no text or query
+    contains, then a hash (unicode61 keeps private-use characters in a word)."""
+    return _MARK + hashlib.blake2b(resource_id.encode(), digest_size=8).hexdigest()
 
 
-def _entries(bodies: Iterable[tuple[int, str]], previous: list[str]) -> list[tuple[int, str, str, str]]:
-    out = []
-    prev1, prev2 = previous
-    for seq, body in bodies:
-        if not body:
-            continue
-        out.append((seq, body, prev1, prev2))
-        prev1, prev2 = body, prev1
-    return out
+def _indexed(resource_id: str, body: str) -> str:
+    # The marker letter is taken out of the text, so no message can claim another resource's scope.
+    return f"{scope_token(resource_id)} {body.replace(_MARK, ' ')}"
 
 
-def index_messages(conn: sqlite3.Connection, thread_id: str, rows: list[tuple[int, str]]) -> None:
-    """Index new messages of one thread: (seq, body), oldest first."""
-    if not rows:
-        return
-    entries = _entries(rows, _previous(conn, thread_id, rows[0][0]))
-    conn.executemany("INSERT INTO messages_fts (rowid, body, prev1, prev2) VALUES (?, ?, ?, ?)", entries)
+def _rows(conn: sqlite3.Connection, where: str, params: Sequence) -> list[tuple[int, str, str]]:
+    return conn.execute(f"SELECT seq, resource_id, body FROM messages WHERE {where}", params).fetchall()
 
 
-def forget_thread(conn: sqlite3.Connection, thread_id: str) -> None:
-    """Remove a thread's entries; call before its rows are deleted."""
-    bodies = conn.execute("SELECT seq, body FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,))
+def _chunks(values: list, size: int = _CHUNK) -> Iterable[list]:
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
+
+
+def index_messages(conn: sqlite3.Connection, seqs: Iterable[int]) -> int:
+    """Index messages already inserted into `messages` (same transaction).
+
+    The indexed value is read back from the stored row, so it is exactly what
+    `forget_*` will later hand to FTS5 'delete'. Returns how many were indexed.
+    """
+    done = 0
+    for chunk in _chunks([int(s) for s in seqs]):
+        rows = _rows(conn, f"seq IN ({','.join('?' * len(chunk))})", chunk)
+        conn.executemany(
+            f"INSERT INTO {TABLE} (rowid, body) VALUES (?, ?)",
+            [(seq, _indexed(resource, body)) for seq, resource, body in rows],
+        )
+        _count(conn, rows, +1)
+        done += len(rows)
+    return done
+
+
+def _count(conn: sqlite3.Connection, rows: list[tuple[int, str, str]], sign: int) -> None:
+    per: dict[str, int] = {}
+    for _, resource, _ in rows:
+        per[resource] = per.get(resource, 0) + sign
     conn.executemany(
-        "INSERT INTO messages_fts (messages_fts, rowid, body, prev1, prev2) VALUES ('delete', ?, ?, ?, ?)",
-        _entries(bodies, ["", ""]),
+        f"INSERT INTO {SCOPES} (resource_id, messages) VALUES (?, ?)"
+        " ON CONFLICT (resource_id) DO UPDATE SET messages = messages + excluded.messages",
+        list(per.items()),
     )
+    conn.execute(f"DELETE FROM {SCOPES} WHERE messages <= 0")
+
+
+def _forget(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> int:
+    conn.executemany(
+        f"INSERT INTO {TABLE} ({TABLE}, rowid, body) VALUES ('delete', ?, ?)",
+        [(seq, _indexed(resource, body)) for seq, resource, body in rows],
+    )
+    _count(conn, rows, -1)
+    return len(rows)
+
+
+def forget_thread(conn: sqlite3.Connection, thread_id: str) -> int:
+    """Remove a thread's messages from the index; call before deleting its rows."""
+    return _forget(conn, _rows(conn, "thread_id = ?", (thread_id,)))
+
+
+def forget_resource(conn: sqlite3.Connection, resource_id: str) -> int:
+    """Remove a resource's messages from the index; call before deleting its rows."""
+    return _forget(conn, _rows(conn, "resource_id = ?", (resource_id,)))
+
+
+def forget_messages(conn: sqlite3.Connection, seqs: Iterable[int]) -> int:
+    """Remove messages from the index; call before deleting their rows."""
+    done = 0
+    for chunk in _chunks([int(s) for s in seqs]):
+        done += _forget(conn, _rows(conn, f"seq IN ({','.join('?' * len(chunk))})", chunk))
+    return done
 
 
 def purge(conn: sqlite3.Connection) -> None:
-    """Rewrite the indexes so deleted entries' tokens leave the file."""
-    conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
-    conn.execute("INSERT INTO om_groups_fts (om_groups_fts) VALUES ('optimize')")
+    """Make forgotten words unrecoverable from the database file.
+
+    FTS5 'delete' only records a tombstone; the word stays in the old segment
+    until it is rewritten. 'optimize' merges every segment into one without
+    the deleted rows; secure_delete zeroes the pages this frees. The caller
+    must then checkpoint the WAL (`PRAGMA wal_checkpoint(TRUNCATE)`, outside
+    the transaction), or old page images survive in the -wal file. The store
+    should also open every connection with `PRAGMA secure_delete = ON`, so the
+    deleted `messages` rows are zeroed too. Cost: a rewrite of the whole index.
+    """
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('optimize')")
 
 
-def rebuild(conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('delete-all')")
-    threads = [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM messages")]
-    for thread_id in threads:
-        bodies = conn.execute("SELECT seq, body FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,))
-        conn.executemany(
-            "INSERT INTO messages_fts (rowid, body, prev1, prev2) VALUES (?, ?, ?, ?)", _entries(bodies, ["", ""])
-        )
+def rebuild(conn: sqlite3.Connection) -> int:
+    """Re-create the index from `messages` (after a schema change or damage)."""
+    conn.execute(f"INSERT INTO {TABLE} ({TABLE}) VALUES ('delete-all')")
+    conn.execute(f"DELETE FROM {SCOPES}")
+    seqs = [r[0] for r in conn.execute("SELECT seq FROM messages ORDER BY seq")]
+    return index_messages(conn, seqs)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints: big-endian 7-bit groups, high bit set on all but the
+    last byte; a ninth byte, when reached, carries 8 bits."""
+    values, i = [], 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def term_stats(conn: sqlite3.Connection, forms: Sequence[str]) -> TermStats:
+    """Document frequencies of `forms` (absent ones left out), the row count and average length."""
+    # The averages record (rowid 1 of the %_data table): varint row count, then the
+    # token total of each column. FTS5 keeps it current on every insert and delete.
+    row = conn.execute(f"SELECT block FROM {TABLE}_data WHERE id = 1").fetchone()
+    totals = _varints(row[0]) if row and row[0] else [0, 0]
+    rows = totals[0] if totals else 0
+    words = (totals[1] - rows) if len(totals) > 1 else 0  # less the scope token of each row
+    df: dict[str, int] = {}
+    for chunk in _chunks(list(dict.fromkeys(forms))):
+        df.update(conn.execute(
+            f"SELECT term, doc FROM {VOCAB} WHERE term IN ({','.join('?' * len(chunk))})", chunk
+        ).fetchall())
+    return TermStats(rows, words / rows if rows else 0.0, df)
+
+
+def seq_window(
+    conn: sqlite3.Connection, resource_id: str, start: str, end: str, max_rows: int = WINDOW_ROWS
+) -> tuple[int, int] | None:
+    """The seq range of a resource's messages written in [start, end), found by
+    bisecting seq over the resource's scope token (a resource's messages are
+    appended in time order, so created_at grows with seq). None when the range
+    is empty, wider than `max_rows` seqs, or the order does not hold at its
+    edges (imported history): then the query uses no window."""
+    scope = f'"{scope_token(resource_id)}"'
+
+    def next_seq(at_least: int) -> int | None:
+        row = conn.execute(
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid >= ? ORDER BY rowid LIMIT 1", (scope, at_least)
+        ).fetchone()
+        return row[0] if row else None
+
+    def created(seq: int) -> str:
+        return _utc(conn.execute("SELECT created_at FROM messages WHERE seq = ?", (seq,)).fetchone()[0])
+
+    def first_at_or_after(when: str) -> int | None:
+        low, high, found = 0, conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0] or 0, None
+        while low <= high:
+            seq = next_seq((low + high) // 2)
+            if seq is None or created(seq) >= when:
+                found = seq if seq is not None else found
+                high = (low + high) // 2 - 1
+            else:
+                low = seq + 1
+        return found
+
+    begin, finish = _utc(start), _utc(end)
+    lo = first_at_or_after(begin)
+    if lo is None or created(lo) >= finish:
+        return None
+    after = first_at_or_after(finish)
+    hi = (after - 1) if after is not None else conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0]
+    if hi - lo + 1 > max_rows or not (begin <= created(lo) < finish and begin <= created(hi) < finish):
+        return None
+    return lo, hi
+
+
+def _utc(iso: str) -> str:
+    """ISO-8601 text comparable as a string: UTC, fixed width."""
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 def search(
-    conn: sqlite3.Connection, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
-) -> list[Hit]:
-    """BM25-ranked message seqs for an FTS5 MATCH expression (already escaped)."""
-    if not match:
+    conn: sqlite3.Connection, resource_id: str, match: Sequence[tuple[str, float]], *, thread_id: str | None = None,
+    limit: int = 150, context: int = CONTEXT, windows: Sequence[tuple[int, int]] = (),
+    window_match: Sequence[tuple[str, float]] = (),
+) -> list[TextHit]:
+    """The `limit` best matches in a resource (or one of its threads), and up
+    to `context` non-empty messages before and after each in its thread, in
+    one statement (Hits ordered by seq).
+
+    `match` holds one (MATCH expression, weight) per query word, its words
+    already quoted (engine/search/query.py); a message's candidate score is
+    the sum of the weights of the expressions it matches. Empty finds nothing.
+    `windows` are seq ranges (dates the query names, see seq_window): the
+    best matches of `window_match` inside them join the candidates, so a
+    message found by its date and a common word is not crowded out.
+    """
+    match = [(m, w) for m, w in match if m]
+    window_match = [(m, w) for m, w in window_match if m] if windows else []
+    if not match and not window_match:
         return []
-    where, params = "messages_fts MATCH ? AND m.resource_id = ?", [match, resource_id]
-    if thread_id is not None:
-        where += " AND m.thread_id = ?"
-        params.append(thread_id)
-    weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
-    rows = conn.execute(
-        f"SELECT m.seq, bm25(messages_fts, {weights}) AS rank FROM messages_fts"
-        # Ties broken by what a message is, not by where it sits in this file: a moved memory ranks alike.
-        f" JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} ORDER BY rank, m.created_at, m.thread_id, m.id"
-        " LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    return [Hit(seq, -float(rank)) for seq, rank in rows]
+    total = conn.execute(f"SELECT COUNT(*), SUM(messages) FROM {SCOPES}").fetchone()
+    own = conn.execute(f"SELECT messages FROM {SCOPES} WHERE resource_id = ?", (resource_id,)).fetchone()
+    if own is None:
+        return []
+    share = own[0] / (total[1] or 1)
+    # A resource with most of the index: match without the scope and drop other resources'
+    # rows after ranking, fetching more to make up for them.
+    scoped = total[0] > 1 and share < UNSCOPED_SHARE
+    fetch = limit if share >= 1 or scoped else int(limit / share * 1.25) + 1
+    scope = f'"{scope_token(resource_id)}" AND ' if scoped else ""
+    in_thread = " AND rowid IN (SELECT seq FROM messages WHERE thread_id = :thread)" if thread_id is not None else ""
+
+    def best(rows: list[str]) -> str:
+        # Ties at the cut are broken by what a message is, not where it sits in this file, so a moved
+        # memory finds the same candidates (a lookup per tied row; the match budget bounds the rows).
+        return (f"SELECT * FROM (SELECT seq, score FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
+                " GROUP BY seq) g ORDER BY 2 DESC, (SELECT created_at || ' ' || thread_id || ' ' || id"
+                " FROM messages m WHERE m.seq = g.seq) DESC LIMIT :limit)")
+
+    word_rows = [f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}"
+                 for i in range(len(match))]
+    ranked = [best(word_rows)] if word_rows else []
+    for j, _ in enumerate(windows):
+        ranked.append(best([
+            f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}{in_thread}"
+            f" AND rowid BETWEEN :lo{j} AND :hi{j}" for i in range(len(window_match))
+        ]))
+    around = "".join(
+        f" UNION SELECT (SELECT seq FROM messages WHERE thread_id = h.thread_id AND seq {op} h.seq AND body != ''"
+        f" ORDER BY seq {order} LIMIT 1 OFFSET {k}) FROM placed h"
+        for k in range(context) for op, order in (("<", "DESC"), (">", "ASC"))
+    )
+    sql = f"""
+        WITH ranked(seq, score) AS MATERIALIZED ({" UNION ALL ".join(ranked)}),
+        hits(seq, score) AS MATERIALIZED (SELECT seq, MAX(score) FROM ranked GROUP BY seq),
+        placed AS MATERIALIZED (
+            SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq
+            WHERE m.resource_id = :resource
+        ),
+        fetched(seq) AS (SELECT seq FROM placed{around})
+        SELECT m.seq, COALESCE(hits.score, 0.0), m.thread_id, m.role, m.created_at, m.body, m.metadata
+        FROM fetched CROSS JOIN messages m ON m.seq = fetched.seq LEFT JOIN hits ON hits.seq = m.seq
+        ORDER BY m.seq"""
+    params: dict = {"thread": thread_id, "limit": fetch, "resource": resource_id}
+    for i, (expression, weight) in enumerate(match):
+        params[f"m{i}"] = f"{scope}({expression})"
+        params[f"w{i}"] = weight
+    for i, (expression, weight) in enumerate(window_match):
+        params[f"vm{i}"] = f"{scope}({expression})"
+        params[f"vw{i}"] = weight
+    for j, (lo, hi) in enumerate(windows):
+        params[f"lo{j}"], params[f"hi{j}"] = lo, hi
+    return [TextHit(*row) for row in conn.execute(sql, params).fetchall()]
+
+
+def find(
+    conn: sqlite3.Connection, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None, limit: int = 50,
+) -> tuple[list[TextHit], TermStats]:
+    """A search in one read: the query's document frequencies, the seq windows of the dates it names, then the
+    candidates with their context."""
+    stats = term_stats(conn, plan.forms())
+    windows = [w for w in (seq_window(conn, resource_id, start, end) for start, end in plan.date_ranges()) if w]
+    hits = search(
+        conn, resource_id, plan.weighted_match(stats.df, stats.rows), thread_id=thread_id, limit=limit,
+        windows=windows, window_match=plan.weighted_match(stats.df, stats.rows, budget=WINDOW_ROWS) if windows else (),
+    )
+    return hits, stats

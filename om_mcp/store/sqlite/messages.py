@@ -80,7 +80,7 @@ def append(
             Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
             for seq, m in zip(seqs, fresh)
         ]
-        fts.index_messages(conn, thread_id, [(seq, m.body) for seq, m in zip(seqs, fresh)])
+        fts.index_messages(conn, seqs)
         _update_thread(conn, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:

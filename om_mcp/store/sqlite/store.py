@@ -117,7 +117,7 @@ class SQLiteStore:
     put_ingest_state = _writes(coordination.put_ingest_state)
 
     # search and vectors
-    search_messages = _reads(fts.search)
+    search_messages = _reads(fts.find)
     search_groups = _reads(vectors.search_groups)
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)

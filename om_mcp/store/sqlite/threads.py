@@ -201,7 +201,7 @@ def delete_thread(conn: sqlite3.Connection, thread_id: str) -> int:
     """Delete a thread with everything derived from it; returns its message count."""
     _require(conn, thread_id)
     count = _forget_thread(conn, thread_id)
-    fts.purge(conn)
+    _purge(conn)
     return count
 
 
@@ -225,5 +225,11 @@ def delete_resource(conn: sqlite3.Connection, resource_id: str) -> tuple[int, in
     conn.execute("DELETE FROM om_events WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM embeddings WHERE resource_id = ?", (resource_id,))
     conn.execute("DELETE FROM resources WHERE id = ?", (resource_id,))
-    fts.purge(conn)
+    _purge(conn)
     return len(threads), messages
+
+
+def _purge(conn: sqlite3.Connection) -> None:
+    """Rewrite both search indexes, so the deleted rows' words leave the file (secure_delete zeroes the pages)."""
+    fts.purge(conn)
+    conn.execute("INSERT INTO om_groups_fts (om_groups_fts) VALUES ('optimize')")

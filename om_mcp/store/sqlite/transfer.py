@@ -156,7 +156,7 @@ class _Import:
                  int(m.observable)),
             )
             indexed.append((cursor.lastrowid, m.body))
-        fts.index_messages(self.conn, thread_id, indexed)
+        fts.index_messages(self.conn, [seq for seq, _ in indexed])
         _update_thread(self.conn, current, fresh)
         self.touched_threads.add(thread_id)
         self.result.added["message"] += len(fresh)
