@@ -44,10 +44,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, TrimRule, find_project, parse_with, trim_value
+from om_mcp.hosts.events import GEMINI_CLI as HOST, GEMINI_FINAL_EVENTS as FINAL_EVENTS
+from om_mcp.hosts.events import GEMINI_INGEST_EVENTS as INGEST_EVENTS, plan  # noqa: F401 - part of this module's API
 
-HOST = "gemini-cli"
-INGEST_EVENTS = ("AfterAgent", "PreCompress", "SessionEnd")
-FINAL_EVENTS = ("AfterAgent", "SessionEnd")
 _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
 
 
@@ -126,11 +125,7 @@ def parse_hook_input(data: str | bytes | dict[str, Any]) -> GeminiHookInput:
 def plan_for(hook: GeminiHookInput) -> HookPlan:
     """SessionStart: catch up and print the context; AfterAgent and SessionEnd:
     ingest the finished turn; PreCompress: ingest, holding back the open reply."""
-    if hook.hook_event_name == "SessionStart":
-        return HookPlan(ingest=True, final=False, print_context=True)
-    if hook.hook_event_name in INGEST_EVENTS:
-        return HookPlan(ingest=True, final=hook.hook_event_name in FINAL_EVENTS)
-    return HookPlan()
+    return plan(HOST, hook.hook_event_name)
 
 
 # --------------------------------------------------------------------------------------
