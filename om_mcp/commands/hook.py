@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from om_mcp.hosts.events import HOSTS
 
@@ -53,14 +54,22 @@ def main(argv: list[str]) -> int:
         add_arguments(parser)
         parser.parse_args(argv)
         return 0
-    parser = argparse.ArgumentParser(prog="om-mcp hook", description=HELP, exit_on_error=False, add_help=False)
+    parser = _QuietParser(prog="om-mcp hook", description=HELP, add_help=False)
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
-    except (argparse.ArgumentError, SystemExit) as error:
-        from om_mcp.hook.run import log_line
+    except argparse.ArgumentError as error:
         import os
+
+        from om_mcp.hook.run import log_line
 
         log_line(os.environ, argv[0] if argv else "-", None, f"bad arguments {argv}: {error}")
         return 0
     return run(args)
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """Raises instead of printing the usage and exiting 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise argparse.ArgumentError(None, message)

@@ -118,10 +118,13 @@ class Drainer:
     async def poll_forever(self, seconds: float) -> None:
         """A server's background loop (`Memory.running`): a tick every `seconds` until cancelled."""
         try:
+            try:
+                await self.hold_lease()
+            except Exception as error:  # noqa: BLE001 - polling must outlive a bad moment
+                log.debug("taking the worker lease failed: %s", error)
             while True:
+                await anyio.sleep(seconds)
                 try:
-                    await self.hold_lease()
-                    await anyio.sleep(seconds)
                     await self.tick()
                 except Exception as error:  # noqa: BLE001 - polling must outlive a bad moment
                     log.debug("polling for work failed: %s", error)
