@@ -1,13 +1,15 @@
-"""How long `om-mcp serve` takes to become useful over stdio.
+"""Stdio start-up of om-mcp against a bare MCPServer, and what the stdio path imports.
 
-Spawns `python -m om_mcp serve --db <fresh temp file>` RUNS times (environment
-without OM_* variables), speaks raw JSON-RPC over the pipes and times, from
-process start:
-  * initialize answered (protocolVersion 2025-11-25 handshake);
-  * tools/list answered.
-Prints each run, the medians and whether the target is met, plus for reference
-the wall time of a bare `python -c "import mcp.server.mcpserver"` (the SDK's
-import cost, a floor om-mcp cannot go below). Run with
+Spawns, alternately, RUNS times each:
+  * bare: a one-tool `MCPServer(...).run()` script (the SDK's own stdio transport);
+  * bare+ours: the same server run by `om_mcp.server.stdio.run_stdio` (the transport's own cost);
+  * om-mcp: `python -m om_mcp serve --db <fresh temp file>`;
+and times spawn -> `tools/list` answered (initialize handshake, 2025-11-25), over raw
+pipes. Prints each run, the medians and the ratios to bare (target: om-mcp within 1.15x).
+
+Then runs `python -X importtime` on each process's imports and prints, per top-level
+package, the import time of HTTP-only packages (uvicorn, starlette, sse_starlette,
+httpx2, ...), which the SDK imports even for stdio. Run with
 `.venv/bin/python benchmarks/startup.py [runs]`.
 """
 
@@ -15,157 +17,156 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import selectors
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 RUNS = 10
-TARGET_SECONDS = 1.0
-READ_TIMEOUT = 30.0  # per response; a run that exceeds it fails instead of hanging
-PROTOCOL_VERSION = "2025-11-25"
+TARGET_RATIO = 1.15
+TIMEOUT = 30.0
+HTTP_PACKAGES = ("uvicorn", "starlette", "sse_starlette", "httpx2", "httpx", "httpcore", "h11", "python_multipart",
+                 "multipart", "click")
+BARE_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("bare")
 
 
-class StartupError(RuntimeError):
-    pass
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    return a + b
 
 
-class LineReader:
-    """Reads newline-delimited JSON-RPC messages from a pipe with a deadline."""
+if __name__ == "__main__":
+    import sys
 
-    def __init__(self, stream):
-        self.fd = stream.fileno()
-        os.set_blocking(self.fd, False)
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.fd, selectors.EVENT_READ)
-        self.buffer = b""
+    if sys.argv[1:2] == ["ours"]:
+        # Loaded by path: importing the om_mcp.server package would import the whole app.
+        import importlib.util
 
-    def read_message(self, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            newline = self.buffer.find(b"\n")
-            if newline >= 0:
-                line, self.buffer = self.buffer[:newline], self.buffer[newline + 1:]
-                if line.strip():
-                    return json.loads(line)
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise StartupError(f"no response within {timeout:.0f} s")
-            if not self.selector.select(remaining):
-                continue
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                raise StartupError("server closed stdout")
-            self.buffer += chunk
+        spec = importlib.util.spec_from_file_location("om_stdio", sys.argv[2])
+        stdio = sys.modules["om_stdio"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(stdio)
+        raise SystemExit(stdio.run_stdio(mcp))
+    mcp.run()
+'''
+STDIO_MODULE = Path(__file__).resolve().parent.parent / "om_mcp" / "server" / "stdio.py"
+OM_IMPORTS = "import om_mcp.cli; from om_mcp.server import build_server; from om_mcp.server.stdio import run_stdio"
+BARE_IMPORTS = "from mcp.server.mcpserver import MCPServer"
 
-    def response(self, request_id: int, timeout: float) -> dict:
-        """The response to `request_id`, skipping notifications and server requests."""
-        deadline = time.monotonic() + timeout
-        while True:
-            message = self.read_message(max(0.0, deadline - time.monotonic()))
-            if message.get("id") == request_id and ("result" in message or "error" in message):
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+
+
+def read_response(fd: int, selector: selectors.BaseSelector, buffer: bytearray, request_id: int) -> dict:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        while (newline := buffer.find(b"\n")) >= 0:
+            line = bytes(buffer[:newline])
+            del buffer[: newline + 1]
+            message = json.loads(line) if line.strip() else {}
+            if message.get("id") == request_id:
                 if "error" in message:
-                    raise StartupError(f"request {request_id} failed: {message['error']}")
+                    raise RuntimeError(f"request {request_id} failed: {message['error']}")
                 return message["result"]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no answer to request {request_id} within {TIMEOUT:.0f} s")
+        if selector.select(0.5):
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError("server closed stdout")
+            buffer += chunk
 
 
-def send(proc: subprocess.Popen, message: dict) -> None:
-    proc.stdin.write((json.dumps(message) + "\n").encode())
-    proc.stdin.flush()
+def time_to_tools_list(command: list[str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               env=clean_env())
+    try:
+        fd = process.stdout.fileno()
+        os.set_blocking(fd, False)
+        selector = selectors.DefaultSelector()
+        selector.register(fd, selectors.EVENT_READ)
+        buffer = bytearray()
 
+        def send(message: dict) -> None:
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+            process.stdin.flush()
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def one_run(workdir: Path, index: int) -> tuple[float, float, int, float]:
-    db = workdir / f"run{index}" / "memory.db"
-    db.parent.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
-    stderr_path = db.parent / "stderr.log"
-    cpu_before = children_cpu()
-    with open(stderr_path, "wb") as stderr:
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
-        )
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+        read_response(fd, selector, buffer, 1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        tools = read_response(fd, selector, buffer, 2)["tools"]
+        elapsed = time.perf_counter() - start
+    finally:
+        process.stdin.close()
         try:
-            reader = LineReader(proc.stdout)
-            send(proc, {
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": {"name": "startup-benchmark", "version": "0"},
-                },
-            })
-            reader.response(1, READ_TIMEOUT)
-            initialized = time.perf_counter() - start
-            send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-            send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
-            tools = reader.response(2, READ_TIMEOUT).get("tools", [])
-            listed = time.perf_counter() - start
-        except StartupError as error:
-            proc.kill()
-            proc.wait()
-            log = stderr_path.read_text(errors="replace")[-2000:]
-            raise StartupError(f"run {index + 1}: {error}\n--- server stderr ---\n{log}") from None
-        finally:
-            if proc.poll() is None:
-                proc.stdin.close()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-    # CPU seconds of the whole server process (start to exit): less sensitive
-    # to other load on the machine than the wall-clock figures.
-    return initialized, listed, len(tools), children_cpu() - cpu_before
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return elapsed, len(tools)
 
 
-def sdk_import_floor(runs: int = 3) -> float:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], env=env, check=True, timeout=60)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def import_profile(code: str) -> tuple[float, dict[str, float], int]:
+    """(total import seconds, seconds per HTTP-only package, modules imported) for `code`."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                            env=clean_env(), check=True)
+    per_package: dict[str, float] = defaultdict(float)
+    total = 0.0
+    count = 0
+    for line in result.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _cumulative, name = line[len("import time:"):].split("|")
+        seconds = int(self_us) / 1e6
+        total += seconds
+        count += 1
+        top = name.strip().split(".")[0]
+        if top in HTTP_PACKAGES:
+            per_package[top] += seconds
+    return total, dict(per_package), count
 
 
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else RUNS
-    print(f"python {sys.version.split()[0]} ({sys.executable})")
-    print(f"{runs} runs of `python -m om_mcp serve --db <fresh temp db>` over stdio")
-    init_times: list[float] = []
-    list_times: list[float] = []
-    cpu_times: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="om-mcp-startup-") as tmp:
+    print(f"python {sys.version.split()[0]}; {runs} runs each, alternating; spawn -> tools/list answered")
+    times: dict[str, list[float]] = {"bare": [], "bare+ours": [], "om-mcp": []}
+    with tempfile.TemporaryDirectory(prefix="om-mcp-transport-") as tmp:
+        script = Path(tmp) / "bare_server.py"
+        script.write_text(BARE_SERVER)
         for index in range(runs):
-            try:
-                initialized, listed, tool_count, cpu = one_run(Path(tmp), index)
-            except StartupError as error:
-                print(f"FAILED: {error}", file=sys.stderr)
-                return 1
-            init_times.append(initialized)
-            list_times.append(listed)
-            cpu_times.append(cpu)
-            print(f"run {index + 1:2d}: initialize {initialized:.3f} s  tools/list {listed:.3f} s"
-                  f"  ({tool_count} tools; server CPU {cpu:.3f} s start to exit)")
-    init_median = statistics.median(init_times)
-    list_median = statistics.median(list_times)
-    print(f"median: initialize {init_median:.3f} s  tools/list {list_median:.3f} s"
-          f"  (server CPU {statistics.median(cpu_times):.3f} s)")
-    met = list_median < TARGET_SECONDS
-    print(f"target: tools/list < {TARGET_SECONDS:.1f} s: {'met' if met else 'NOT met'} (median {list_median:.3f} s)")
-    print(f"reference: `import mcp.server.mcpserver` alone takes {sdk_import_floor():.3f} s (median of 3)")
+            commands = {
+                "bare": [sys.executable, str(script)],
+                "bare+ours": [sys.executable, str(script), "ours", str(STDIO_MODULE)],
+                "om-mcp": [sys.executable, "-m", "om_mcp", "serve", "--db", str(Path(tmp) / f"run{index}.db")],
+            }
+            line = []
+            for name, command in commands.items():
+                elapsed, tools = time_to_tools_list(command)
+                times[name].append(elapsed)
+                line.append(f"{name} {elapsed:.3f} s ({tools} tools)")
+            print(f"run {index + 1:2d}: " + "  ".join(line))
+    bare = statistics.median(times["bare"])
+    medians = "  ".join(f"{name} {statistics.median(t):.3f} s ({statistics.median(t) / bare:.2f}x)"
+                        for name, t in times.items())
+    ratio = statistics.median(times["om-mcp"]) / bare
+    verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+    print(f"median: {medians}; om-mcp target <= {TARGET_RATIO}x: {verdict}")
+    for name, code in (("bare MCPServer", BARE_IMPORTS), ("om-mcp stdio path", OM_IMPORTS)):
+        total, http, count = import_profile(code)
+        http_total = sum(http.values())
+        detail = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in sorted(http.items(), key=lambda kv: -kv[1]))
+        print(f"imports, {name}: {count} modules, {total:.3f} s (self times summed); HTTP-only packages"
+              f" {http_total * 1000:.0f} ms ({http_total / total:.0%}): {detail}")
     return 0
 
 

@@ -28,3 +28,9 @@ def warn_once(logger: logging.Logger, message: str, *args: object) -> None:
         return
     _last[text] = (now, 0)
     logger.warning("%s%s", text, f" (repeated {repeats} times)" if repeats else "")
+
+
+def one_line(error: BaseException | str) -> str:
+    """An error as one line of at most 300 characters: what failed, never a traceback."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -366,3 +366,17 @@ def test_record_keys_follow_the_scope():
     for bad in ("t1", "thread:", "record:x", ":x", ""):
         with pytest.raises(ValueError, match="not a record key"):
             parse_key(bad)
+
+
+def test_the_sample_config_file_loads_and_changes_nothing():
+    sample = Path(__file__).resolve().parents[1] / "configs" / "om-mcp.toml"
+    assert load_config(sample, env={}) == load_config(env={})
+
+
+def test_no_sample_host_config_carries_a_key():
+    import json
+
+    for path in (Path(__file__).resolve().parents[1] / "configs").glob("*.json"):
+        env = {k: v for server in json.loads(path.read_text()).get("mcpServers", {}).values()
+               for k, v in server.get("env", {}).items()}
+        assert not [k for k in env if k.endswith("_API_KEY")], path.name

@@ -252,3 +252,22 @@ def test_no_marker_without_a_previous_message_and_none_for_older_times():
     # A message dated earlier than the newest one does not reset the clock.
     rows = with_gap_markers(COUNTER, None, [at("user", 60), at("user", 0), at("user", 65)])
     assert [r.id for r in rows] == ["user60", "user0", "user65"]
+
+
+def test_a_resent_message_takes_its_pause_marker_with_it():
+    from om_mcp.store.resends import settle
+    from om_mcp.store.rows import Message
+
+    stored = [Message(1, "x", "t", "r", "user", [{"type": "text", "text": "hello"}], "2026-01-01T09:00:00+00:00",
+                      {}, 3)]
+    marker = NewMessage(id="p~gap", role="system", parts=[{"type": "text", "text": "[20 minutes later]"}],
+                        created_at="2026-01-01T09:20:00+00:00", metadata={"om_kind": "temporal-gap"}, body="",
+                        tokens=5, created_at_given=False, id_given=False)
+    [hello, later] = run([{"role": "user", "content": "hello"}, {"role": "user", "content": "later"}])
+    settled, resent = settle(stored, "x", [marker, hello, later])
+    assert resent == 1
+    assert [m.parts[0]["text"] for m in settled] == ["later"]
+    # a marker before a new message is renamed after it
+    settled, resent = settle(stored, "x", [hello, marker, later])
+    assert resent == 1 and [m.role for m in settled] == ["system", "user"]
+    assert settled[0].id == f"{settled[1].id}~gap"

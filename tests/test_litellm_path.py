@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 
+import anyio
 import pytest
 
 from om_mcp.config import load_config
@@ -209,4 +211,67 @@ async def test_input_above_the_largest_tier_fails_without_a_call(server, tmp_pat
     assert server.requests == []
     assert (await mem.status("t")).unobserved_messages == 1
     assert len(await events(mem, "data-om-observation-failed")) == 1
+    await mem.close()
+
+
+async def health_of(mem: Memory, model: str):
+    return await mem.store.model_health(model)
+
+
+def window(health) -> float:
+    """How long the breaker stays open after the failure it records."""
+    return health.next_attempt_at - datetime.fromisoformat(health.last_failure_at).timestamp()
+
+
+async def test_the_breaker_opens_backs_off_and_closes_across_turns(server, tmp_path, monkeypatch):
+    """Automatic turns against HTTP 503, then 429, then a healthy server: one call per backoff window,
+    each window twice the last, and the first success closes the breaker and observes."""
+    from om_mcp.models import health
+
+    monkeypatch.setattr(health, "BACKOFF_INITIAL_SECONDS", 0.4)
+    answers = [(503, "overloaded"), (429, "slow down")]
+    server.responder = lambda request: answers.pop(0) if answers else observer_or_reflector(request)
+    path = write_config(tmp_path, f'model = {{ model = "openai/m", api_base = "{server.base_url}", max_retries = 0 }}')
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(n) for n in range(8)])  # past the threshold: the turn's cycle fails
+    opened = await health_of(mem, "openai/m")
+    assert len(server.requests) == 1 and opened.state == "backoff" and "overloaded" in opened.last_error
+
+    await mem.append_messages("t", [msg(n) for n in range(8, 10)])  # inside the window: no call
+    await mem.get_context("t")
+    assert len(server.requests) == 1
+    assert "next attempt" in (await mem.status("t")).observation.reason
+
+    await anyio.sleep(0.45)
+    await mem.append_messages("t", [msg(10)])  # the window passed: one try, 429, a window twice as long
+    again = await health_of(mem, "openai/m")
+    assert len(server.requests) == 2 and again.failures == 2 and "slow down" in again.last_error
+    assert window(opened) == pytest.approx(0.4) and window(again) == pytest.approx(0.8)  # doubled
+
+    await anyio.sleep(max(0.0, again.next_attempt_at - time.time()) + 0.05)
+    await mem.append_messages("t", [msg(11)])
+    closed = await health_of(mem, "openai/m")
+    assert closed is None or (closed.state == "ok" and closed.failures == 0)
+    status = await mem.status("t")
+    assert status.observation.model_ready and status.observation.reason is None
+    assert status.unobserved_messages < 12 and "saw m0" in (await mem.observations("t"))["text"]
+    assert len(await events(mem, "data-om-observation-failed")) == 2
+    await mem.close()
+
+
+async def test_a_permanent_error_is_never_retried(server, tmp_path):
+    server.responder = lambda request: (401, "invalid api key")
+    path = write_config(tmp_path, f'model = {{ model = "openai/m", api_base = "{server.base_url}", max_retries = 3 }}')
+    mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
+    await mem.append_messages("t", [msg(n) for n in range(8)])
+    assert len(server.requests) == 1  # no retry within the call
+    paused = await health_of(mem, "openai/m")
+    assert paused.state == "paused" and "invalid api key" in paused.last_error
+    for turn in range(5):  # nor across turns
+        await mem.append_messages("t", [msg(n) for n in range(8 + 2 * turn, 10 + 2 * turn)])
+        await mem.get_context("t")
+    assert len(server.requests) == 1
+    status = await mem.status("t")
+    assert not status.observation.model_ready and "paused" in status.observation.reason
+    assert status.unobserved_messages == 18
     await mem.close()

@@ -24,7 +24,7 @@ from om_mcp.models.clients import Clients, backend_of
 from om_mcp.models.errors import ModelError
 from om_mcp.models.claude_cli import HOOKS_ENV as CLI_HOOKS_ENV
 from om_mcp.models.claude_cli import MAX_ARG_CHARS, ClaudeCliClient, cli_model, split_prompt
-from om_mcp.models.router import ModelRouter
+from om_mcp.models.router import ModelRouter, probe
 from om_mcp.models.sampling import NO_CLIENT, SamplingBroker, SamplingClient
 from om_mcp.testing import ScriptedModel
 from om_mcp.models.settings import CallPolicy, ModelSettings, ModelTarget
@@ -233,7 +233,14 @@ async def test_router_retries_transient_cli_failures_through_the_clients(fake_cl
     )
     with pytest.raises(ModelError) as caught:
         await router.complete(PROMPT)
-    assert caught.value.attempts == 2 and caught.value.transient
+    assert caught.value.attempts == 1 and caught.value.transient  # a background call tries once
+    token = probe.set(True)  # a manual cycle retries as configured
+    try:
+        with pytest.raises(ModelError) as caught:
+            await router.complete(PROMPT)
+    finally:
+        probe.reset(token)
+    assert caught.value.attempts == 2
     monkeypatch.setenv("FAKE_CLAUDE_MODE", "ok")
     assert (await router.complete(PROMPT)).text == "REPLY"
 

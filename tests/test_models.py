@@ -14,6 +14,7 @@ import anyio
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from om_mcp.models.router import probe
 from om_mcp.models import (
     AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -57,6 +58,15 @@ def anyio_backend():
 def server():
     with FakeLLMServer() as s:
         yield s
+
+
+@pytest.fixture(autouse=True)
+def manual_call():
+    """These tests exercise the retry policy, which a manual cycle follows; a background call
+    tries each model once (test_a_background_call_tries_each_model_once)."""
+    token = probe.set(True)
+    yield
+    probe.reset(token)
 
 
 def local(server: FakeLLMServer, name: str = "fake-model", **kw) -> ModelTarget:
@@ -213,6 +223,18 @@ async def test_fallback_after_retrying_http_500(server):
     assert result.model == "openai/second"
     assert models_requested(server) == ["first"] * 3 + ["second"]  # 1 try + 2 retries each
     assert result.attempts == 4
+
+
+@pytest.mark.anyio
+async def test_a_background_call_tries_each_model_once(server):
+    server.responder = lambda req: (500, "boom") if req["model"] == "first" else "from second"
+    choice = [local(server, "first", max_retries=2), local(server, "second", max_retries=2)]
+    token = probe.set(False)
+    try:
+        result = await ModelRouter(choice, policy=FAST).complete(MESSAGES)
+    finally:
+        probe.reset(token)
+    assert result.text == "from second" and models_requested(server) == ["first", "second"]
 
 
 @pytest.mark.anyio

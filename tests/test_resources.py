@@ -163,9 +163,6 @@ async def test_legacy_session_is_notified_of_changes(server):
         await heard.wait_for("om://threads/t1/working-memory")
 
 
-@pytest.mark.xfail(reason="BUG: no resources/subscribe handler in the legacy era: the server advertises"
-                          " resources.subscribe=false and a subscribe request fails with 'Method not found'",
-                   strict=True)
 async def test_legacy_client_can_subscribe(server):
     heard = Heard()
     async with connect(server, "legacy", message_handler=heard.handler) as client:

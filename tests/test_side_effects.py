@@ -93,3 +93,58 @@ async def test_an_extractor_with_its_own_metadata_key_path(tmp_path):
         assert (await memory.observations("t"))["extracted"]["mood"] == "cheerful"
     finally:
         await memory.close()
+
+
+async def test_resource_scope_with_buffering_writes_every_side_effect():
+    """Parity: in resource scope, through buffering and activation, each thread gets its title and extracted
+    value, the Observer keeps the resource's working memory, and no message is lost or observed twice."""
+    import re
+
+    import anyio
+
+    def respond(messages, target):
+        blocks = re.findall(r'<thread id="([^"]+)">(.*?)</thread>', messages[-1]["content"], re.S)
+        sections = "\n".join(
+            f'<thread id="{label}">\n* 🔴 (10:00) planning a trip; seen {" ".join(re.findall(r"[ab][0-9]+[ua]", body))}'
+            f"\n<thread-title>Trip {label}</thread-title>\n<mood>eager</mood>\n</thread>" for label, body in blocks
+        )
+        return (f"<observations>\nDate: Jan 1, 2026\n{sections}\n</observations>\n"
+                "<working-memory>\n# About the User\n- Goals: a trip to Porto\n</working-memory>")
+
+    env = {
+        "OM_OBSERVATIONAL_MEMORY__SCOPE": "resource",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS": "300",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE": "true",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY": "true",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT": '[{"name": "mood", "instructions": "one word",'
+                                                       ' "metadata_key_path": "profile.mood"}]',
+        "OM_MODEL": "default",
+    }
+    config = load_config(env=env)
+    memory = await Memory.open(config, db_path=":memory:", client=ScriptedModel(respond))
+    words = "we compare trains and flights to Porto for the spring " * 3
+    async with memory.running():
+        for turn in range(12):
+            for thread in ("a", "b"):
+                await memory.append_messages(thread, [
+                    {"id": f"{thread}{turn}u", "role": "user", "content": f"{thread}{turn}u: {words}"},
+                    {"id": f"{thread}{turn}a", "role": "assistant", "content": f"{thread}{turn}a: noted"}])
+                await memory.get_context(thread)
+            await anyio.sleep(0.01)
+    try:
+        types = {e.type for t in ("a", "b") for e in await memory.store.events(thread_id=t, limit=1000)}
+        assert {"data-om-buffering-end", "data-om-activation"} <= types  # the buffered path ran
+        for thread in ("a", "b"):
+            stored = await memory.store.get_thread(thread)
+            assert stored.title and stored.title.startswith("Trip ")
+            assert stored.metadata["om"]["profile"]["mood"] == "eager"  # the thread's own copy
+        assert (await memory.observations("a"))["extracted"]["mood"] == "eager"  # the record's
+        assert "Porto" in (await memory.get_working_memory("a")).memory
+        # every message is either observed once or still raw: the recorded ids cover the rest exactly
+        log = "\n".join(g.text for g in await memory.store.groups("resource:default"))
+        raw = {m.id for t in ("a", "b") for m in await memory.store.unobserved("resource:default", t)}
+        seen = set(re.findall(r"\b[ab]\d+[ua]\b", log))
+        every = {f"{t}{n}{r}" for t in ("a", "b") for n in range(12) for r in "ua"}
+        assert seen | raw == every and not seen & raw
+    finally:
+        await memory.close()

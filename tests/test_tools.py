@@ -332,6 +332,25 @@ async def test_resend_without_ids_is_stored_once(server, mode):
         assert await append(client, thread_id="t2", user="hello", assistant="hi!") == (2, 0)
 
 
+async def test_repeated_words_in_later_turns_are_new_messages(server):
+    """Only a repeat of the thread's last messages is a re-send: "yes" and "Done." said again
+    in a later turn are new messages, never silently dropped."""
+    async with connect(server) as client:
+        assert await append(client, thread_id="t1", user="yes", assistant="Done.") == (2, 0)
+        assert await append(client, thread_id="t1", user="rename it too", assistant="Done.") == (2, 0)
+        assert await append(client, thread_id="t1", user="yes", assistant="Done.") == (2, 0)
+        assert await append(client, thread_id="t1", user="yes", assistant="Done.") == (0, 2)  # the re-send
+        # a host that re-sends the whole conversation plus the new turn stores only the new turn
+        whole = [{"role": "user", "content": "rename it too"}, {"role": "assistant", "content": "Done."},
+                 {"role": "user", "content": "yes"}, {"role": "assistant", "content": "Done."},
+                 {"role": "user", "content": "thanks"}]
+        assert await append(client, thread_id="t1", messages=whole) == (1, 4)
+        context = await ok(client, "get_context", thread_id="t1")
+    assert [m["content"] for m in context["messages"]] == [
+        "yes", "Done.", "rename it too", "Done.", "yes", "Done.", "thanks"]
+    assert len({m["id"] for m in context["messages"]}) == 7
+
+
 async def test_missing_timestamp_is_now_in_utc(server):
     before = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
     async with connect(server) as client:

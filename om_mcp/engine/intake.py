@@ -119,6 +119,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
             id=message_id, role=message.role, parts=parts, created_at=(message.created_at or now).isoformat(),
             metadata=metadata, body=index_text(parts, metadata), tokens=tokens, part_tokens=cache["parts"],
             observable=message.role != "system", created_at_given=message.created_at is not None,
+            id_given=message.id is not None,
         ))
     return out
 
@@ -137,7 +138,7 @@ def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list
             out.append(NewMessage(
                 id=f"{message.id}~gap", role="system", parts=parts, created_at=message.created_at,
                 metadata={"om_kind": "temporal-gap"}, body="", tokens=tokens, part_tokens=cache["parts"],
-                observable=True, created_at_given=message.created_at_given,
+                observable=True, created_at_given=message.created_at_given, id_given=message.id_given,
             ))
         out.append(message)
         last = max(last, created) if last else created

@@ -149,6 +149,7 @@ class Memory:
         when sent without ids) are skipped and counted. Never waits for a model."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
         metadata = intake.check_thread_metadata(thread_metadata)
+        await self.counter.ready()
         rows = intake.prepare(self.config, self.counter, messages)
         if self.config.observational_memory.temporal_markers:
             rows = intake.with_gap_markers(self.counter, await self.store.last_message_time(thread_id), rows)
@@ -198,6 +199,7 @@ class Memory:
         """What the agent should see now: memory blocks, then the unobserved messages that
         fit. Activates what is due first; only the block_after valve may wait, once."""
         budget = self._budget(max_tokens)
+        await self.counter.ready()
         resource_id, thread = await self._resolve(thread_id, resource_id)
         if thread is not None:
             await self.observation.before_context(thread_id, resource_id, actor_model)
@@ -403,8 +405,10 @@ class Memory:
         return [_thread_out(t) for t in found]
 
     async def recount_tokens(self, after_seq: int = 0) -> int:
-        """Recount messages counted by another tokenizer (per-part counts still valid are reused);
-        `after_seq` looks only at newer messages."""
+        """Recount messages counted by another tokenizer, in the background (the tokenizer
+        loads in a thread first, so the event loop never waits for it); `after_seq` looks
+        only at newer messages."""
+        await self.counter.ready()
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
         done = 0

@@ -94,12 +94,29 @@ def _load_o200k(path: Path) -> Callable[[str], int]:
     encoding = tiktoken.Encoding(
         O200K_NAME, pat_str=_O200K_PATTERN, mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL
     )
+    # tiktoken keeps its own copy of the ranks in Rust; the Python dict (about 30 MiB)
+    # is kept only for pickling, which we never do: let it go, and give the pages back.
+    encoding._mergeable_ranks = {}
+    del ranks, fields, data
+    _release_memory()
     encode = encoding.encode_ordinary  # no special-token scan: "<|endoftext|>" is just text here
 
     def count(text: str) -> int:
         return len(encode(text))
 
     return count
+
+
+def _release_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the pages stay with the process
+        pass
 
 
 def _estimate(text: str) -> int:
@@ -155,6 +172,17 @@ class TokenCounter:
         """Stored with every cached count; a different key means recount."""
         self._ensure_loaded()
         return f"{self._name}@{self._version}"
+
+    @property
+    def loaded(self) -> bool:
+        return self._count is not None
+
+    async def ready(self) -> None:
+        """Load the tokenizer off the event loop (about half a second, once), so no turn stalls on it."""
+        if self._count is None:
+            import anyio
+
+            await anyio.to_thread.run_sync(self._ensure_loaded)
 
     def _ensure_loaded(self) -> Callable[[str], int]:
         if self._count is not None:

@@ -8,12 +8,21 @@ from om_mcp.models.base import Completion, ModelClient, Usage
 from om_mcp.models.errors import (
     ModelError, ModelSelectionError, ModelUnavailable, TransientModelError, is_transient,
 )
-from om_mcp.models.router import ModelRouter
 from om_mcp.models.settings import (
     AUTO, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, ByInputSize, CallPolicy, ModelChoice, ModelSettings, ModelTarget,
     effective_max_output_tokens, is_default_selection, map_model_name, normalize_choice, parse_model_choice,
     targets_for,
 )
+
+def __getattr__(name: str):
+    # The router pulls in the breaker and the store's rows: imported when first used,
+    # so that reading the configuration does not pay for it.
+    if name == "ModelRouter":
+        from om_mcp.models.router import ModelRouter
+
+        return ModelRouter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AUTO", "DEFAULT_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "ByInputSize", "CallPolicy", "Completion", "ModelChoice",

@@ -9,6 +9,7 @@ offline settings in place, and never at module import.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Any
 
@@ -59,6 +60,10 @@ def load_litellm() -> Any:
 
 class LiteLLMClient:
     """ModelClient over `litellm.acompletion`; the router does all retrying."""
+
+    @property
+    def warm(self) -> bool:
+        return _litellm is not None
 
     async def warm_up(self) -> None:
         if _litellm is None:
@@ -132,12 +137,23 @@ def _model_error(exc: Exception, target: ModelTarget) -> ModelError:
     # bad-request and context-length errors are permanent: retrying cannot help.
     permanent = name in PERMANENT_ERRORS or status in (400, 401, 403, 404)
     transient = not permanent and (name in ("Timeout", "APITimeoutError", "APIConnectionError") or is_transient(exc))
-    text = str(exc).strip() or name
+    text = _plain(str(exc)) or name
     if len(text) > 1000:
         text = text[:1000] + "..."
-    return ModelError(
-        f"{name}: {text}", transient=transient, status_code=status, model=target.model
-    )
+    label = f"{name} (HTTP {status})" if status and name not in ("Timeout", "APIConnectionError") else name
+    return ModelError(f"{label}: {text}", transient=transient, status_code=status, model=target.model)
+
+
+# litellm stacks class names in front of the provider's message:
+# "litellm.ServiceUnavailableError: ServiceUnavailableError: OpenAIException - overloaded".
+_PREFIX = re.compile(r"^(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?::| -)\s*")
+
+
+def _plain(text: str) -> str:
+    text = " ".join(text.split())
+    while match := _PREFIX.match(text):
+        text = text[match.end():]
+    return text
 
 
 def _completion(litellm: Any, response: Any, target: ModelTarget) -> Completion:

@@ -1,6 +1,6 @@
 """Route one logical model call over a model choice: pick by input size, walk
-the fallback list, retry transient errors, and keep the whole thing inside one
-time budget.
+the fallback list, retry transient errors (in manual cycles; background ones
+leave retrying to the breaker), and keep the whole thing inside one time budget.
 
 This knows nothing of providers; it only sees `ModelClient.complete` and the
 `transient` flag of the errors it raises.
@@ -95,6 +95,27 @@ class ModelRouter:
             self.clients = Clients()
         return self.clients.for_target(target)
 
+    def _every_target(self) -> list[ModelTarget]:
+        if isinstance(self.choice, ByInputSize):
+            return [e if isinstance(e, ModelTarget) else ModelTarget(model=e) for e in self.choice.up_to.values()]
+        return self.choice
+
+    @property
+    def warm(self) -> bool:
+        """Is every client set up, so that a call costs only the model's time?"""
+        return all(getattr(self.client_for(t), "warm", True) for t in self._every_target())
+
+    async def warm_up(self) -> None:
+        """One-time client setup (litellm's import takes 2.5 s, far more on a busy machine), done before
+        any call's time budget starts. Failures surface on the call itself."""
+        for target in self._every_target():
+            warm_up = getattr(self.client_for(target), "warm_up", None)
+            if warm_up is not None:
+                try:
+                    await warm_up()
+                except Exception:  # noqa: BLE001 - reported by the call that needs this client
+                    pass
+
     async def complete(self, messages: list[dict[str, Any]], input_tokens: int = 0) -> Completion:
         """One logical call: the targets in order, transient errors retried, all inside
         `total_budget_seconds`. Targets whose breaker is open are skipped without a call."""
@@ -127,7 +148,10 @@ class ModelRouter:
                 deadline = anyio.current_time() + policy.total_budget_seconds
             backoff = policy.backoff_initial_seconds
             failure: ModelError | None = None
-            for retry in range(target.max_retries + 1):
+            # Background cycles try once: the breaker spaces out their next try across turns, so a
+            # failing model never costs a turn several attempts. A manual cycle retries as configured.
+            retries = target.max_retries if probe.get() else 0
+            for retry in range(retries + 1):
                 remaining = deadline - anyio.current_time()
                 if remaining <= 0:
                     break
@@ -155,7 +179,7 @@ class ModelRouter:
                     "model call failed (model=%s attempt=%d transient=%s): %s",
                     target.model, attempts, last.transient, last.message,
                 )
-                if not last.transient or retry == target.max_retries:
+                if not last.transient or retry == retries:
                     break  # next entry
                 pause = _jittered(backoff, policy.jitter)
                 if anyio.current_time() + pause >= deadline:

@@ -22,7 +22,7 @@ async def authorize(
     """Refuse what the caller's token does not grant; returns the resource_id to use."""
     if allowed_resources() is None:
         return resource_id
-    memory = app_of(ctx).memory
+    memory = await app_of(ctx).ready()
     try:
         thread = await memory.thread(thread_id) if thread_id else None
         if thread is not None:
@@ -49,7 +49,7 @@ async def authorize_read(ctx: Context, thread_id: str | None = None, resource_id
         if resource_id is not None:
             check_resource(resource_id)
         if thread_id is not None:
-            thread = await app_of(ctx).memory.thread(thread_id)
+            thread = await (await app_of(ctx).ready()).thread(thread_id)
             if thread is not None:
                 check_thread(thread_id, thread.resource_id)
     except ResourceNotAllowed as error:

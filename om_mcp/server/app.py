@@ -7,37 +7,61 @@ engine's insides.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+import anyio
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from om_mcp import __version__
 from om_mcp.config import Config
-from om_mcp.engine import Memory
-from om_mcp.engine.observation.events import one_line
-from om_mcp.models.sampling import SamplingBroker
+from om_mcp.logs import one_line
 from om_mcp.server import descriptions as text
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
+from om_mcp.server.schemas import slim
+from om_mcp.server.subscriptions import install_subscriptions
+
+if TYPE_CHECKING:
+    from om_mcp.engine import Memory, SamplingBroker
 
 log = logging.getLogger(__name__)
+WARM_UP_DELAY_SECONDS = 0.3
 
 
-@dataclass
 class App:
     """What a request handler needs: the engine, the notifier, and the sampling broker
-    that lets the `sampling` model reach clients which offer it."""
+    that lets the `sampling` model reach clients which offer it.
 
-    memory: Memory
-    notifier: Notifier
-    broker: SamplingBroker
+    The engine opens in the background, so the handshake never waits for it; a
+    request that needs it awaits `ready()` (at most the engine's start-up, once)."""
+
+    def __init__(self, notifier: Notifier, broker: "SamplingBroker", memory: "Memory | None" = None):
+        self.notifier = notifier
+        self.broker = broker
+        self.memory: Memory = memory  # type: ignore[assignment] - set before `ready()` returns
+        self.failure: str | None = None
+        self._ready = anyio.Event()
+        if memory is not None:
+            self._ready.set()
+
+    def opened(self, memory: "Memory | None", failure: str | None = None) -> None:
+        self.memory, self.failure = memory, failure  # type: ignore[assignment]
+        self._ready.set()
+
+    async def ready(self) -> "Memory":
+        await self._ready.wait()
+        if self.failure is not None:
+            raise ToolError(f"om-mcp could not open its memory: {self.failure}")
+        return self.memory
 
 
 def app_of(ctx: Context) -> App:
@@ -45,7 +69,14 @@ def app_of(ctx: Context) -> App:
 
 
 class MemoryServer(MCPServer):
-    """MCPServer whose tool errors always say what was wrong, in one line."""
+    """MCPServer whose tool errors always say what was wrong, in one line, and whose tool
+    schemas carry nothing the model does not need (they are read on every session)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        for tool in tools:
+            tool.input_schema = slim(tool.input_schema)
+        return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context | None = None) -> CallToolResult | InputRequiredResult:
@@ -66,7 +97,39 @@ class MemoryServer(MCPServer):
             raise ToolError(message) from None
 
 
-def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
+async def _serve_memory(config: Config, app: App) -> None:
+    """Open the engine (its import is most of it: in a thread), run its worker until the
+    server stops, then close it."""
+    try:
+        module = await anyio.to_thread.run_sync(importlib.import_module, "om_mcp.engine.memory")
+        opened = await module.Memory.open(config, sampling=app.broker)
+    except Exception as error:  # noqa: BLE001 - reported to every request, in one line
+        log.error("memory could not be opened: %s", one_line(error))
+        log.debug("memory could not be opened", exc_info=True)
+        app.opened(None, one_line(error))
+        return
+    opened.events.listeners.append(app.notifier.on_event)
+    readiness = opened.observation.readiness
+    log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
+             readiness.reason if opened.config.observational_memory.enabled else "off")
+    try:
+        async with opened.running():
+            await opened.worker.submit("tokens", "recount", lambda: _warm_up(opened))
+            app.opened(opened)
+            await anyio.sleep_forever()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await opened.close()
+
+
+async def _warm_up(memory: "Memory") -> None:
+    """Load the tokenizer (in a thread) and refresh counts an older tokenizer made, in the
+    background, once the handshake has had its moment: loading competes for the GIL."""
+    await anyio.sleep(WARM_UP_DELAY_SECONDS)
+    await memory.recount_tokens()
+
+
+def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer:
     """An MCP server over `memory`, or over one opened from `config` for the server's lifespan."""
     notifier = Notifier()
 
@@ -75,23 +138,19 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(memory, notifier, memory.observation.clients.broker)
+                yield App(notifier, memory.observation.clients.broker, memory)
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
-        broker = SamplingBroker()
-        opened = await Memory.open(config, sampling=broker)
-        opened.events.listeners.append(notifier.on_event)
-        status = opened.observation.readiness
-        log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
-                 status.reason if opened.config.observational_memory.enabled else "off")
-        try:
-            async with opened.running():
-                # Counts made by an older tokenizer are refreshed in the background.
-                await opened.worker.submit("tokens", "recount", opened.recount_tokens)
-                yield App(opened, notifier, broker)
-        finally:
-            await opened.close()
+        from om_mcp.engine import SamplingBroker
+
+        app = App(notifier, SamplingBroker())
+        async with anyio.create_task_group() as group:
+            group.start_soon(_serve_memory, config, app)
+            try:
+                yield app
+            finally:
+                group.cancel_scope.cancel()
 
     server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS, lifespan=lifespan,
                           subscriptions=notifier.bus)
@@ -100,4 +159,5 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
+    install_subscriptions(server)  # and subscribe to the resources they want updates of
     return server

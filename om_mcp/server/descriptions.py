@@ -16,8 +16,8 @@ out to use the default.
 APPEND_MESSAGES = """\
 Store the newest messages of a thread, in order. Simplest: user="..." and/or assistant="...". Or messages=[{role, \
 content}], content a string or parts (text, tool-call, tool-result, reasoning, image, file). Re-sending is \
-harmless: a message with the same id, or without an id but with the same role, content and created_at, is stored \
-once. Never waits for a model."""
+harmless: a message is stored once per id; without an id, messages that repeat the thread's last ones (same role \
+and content, and created_at if given) are a re-send. Never waits for a model."""
 
 GET_CONTEXT = """\
 What to know before replying in a thread: system_text (memory of earlier conversation, current task, working \

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from om_mcp.server.log_level import client_wants_log
+from om_mcp.server.subscriptions import subscribed
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Notifier:
             # 2026-07-28 clients listen on the bus; legacy sessions get a push.
             if bus:
                 await self.bus.publish(ResourceUpdated(uri=uri))
-            if ctx is not None:
+            if ctx is not None and subscribed(ctx, uri):
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")

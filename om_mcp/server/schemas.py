@@ -47,3 +47,29 @@ def message_dicts(messages: list[Message]) -> list[dict[str, Any]]:
             data["content"] = [p.model_dump(exclude_unset=True) for p in message.content]
         out.append(data)
     return out
+
+
+def slim(schema: Any) -> Any:
+    """A JSON Schema without what pydantic adds for documentation: titles, `null` branches
+    of optional values (leaving them out says the same) and `default: null`."""
+    if isinstance(schema, list):
+        return [slim(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str) or key == "default" and value is None:
+            continue
+        if key == "properties":
+            out[key] = {name: slim(prop) for name, prop in value.items()}
+            continue
+        out[key] = slim(value)
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and {"type": "null"} in branches:
+        rest = [b for b in branches if b != {"type": "null"}]
+        del out["anyOf"]
+        if len(rest) == 1:
+            out = {**rest[0], **out}
+        else:
+            out["anyOf"] = rest
+    return out

@@ -7,7 +7,6 @@ come in validated and counted by the engine; typed rows come out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
@@ -16,21 +15,10 @@ from om_mcp.store.rows import (
     ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, SettledThread, Snapshot,
     Stats, Thread,
 )
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
-    from om_mcp.store.sqlite.store import SQLiteStore
-
-    Store = SQLiteStore
-
-
-def __getattr__(name: str) -> Any:
-    # The store class (and with it every operation module and anyio) loads on first use:
-    # the host hook uses a few operation modules directly and starts faster without it.
-    if name in ("Store", "SQLiteStore"):
-        from om_mcp.store.sqlite.store import SQLiteStore
-
-        globals().update(Store=SQLiteStore, SQLiteStore=SQLiteStore)
-        return SQLiteStore
-    raise AttributeError(f"module 'om_mcp.store' has no attribute {name!r}")
+    from om_mcp.store.sqlite.store import SQLiteStore as Store
 
 
 async def open_store(location: str | Path) -> "Store":
@@ -38,6 +26,15 @@ async def open_store(location: str | Path) -> "Store":
     from om_mcp.store.sqlite.store import SQLiteStore
 
     return await SQLiteStore.open(location)
+
+
+def __getattr__(name: str):
+    # The SQLite store (and the thread it runs on) loads when first used, not when rows are.
+    if name in ("Store", "SQLiteStore"):
+        from om_mcp.store.sqlite.store import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -62,6 +62,7 @@ class NewMessage:
     part_tokens: list[int] | None = None  # per-part counts, kept for recounts
     observable: bool = True  # system messages are never observed
     created_at_given: bool = True  # a re-send without a time still counts as the same message
+    id_given: bool = True  # False: the id is provisional; see om_mcp.store.resends
 
 
 @dataclass(slots=True)

@@ -104,6 +104,8 @@ async def activate_chunks(
     if not prefix:
         return CycleOutcome("activation", False, reason="nothing buffered")
     base = engine.event_base(prefix[0].cycle_id, snap.record.key, thread_id, snap.record.resource_id)
+    if snap.thread is not None and snap.thread.last_assistant_id:
+        base["anchor_message_id"] = snap.thread.last_assistant_id
     events = [
         {**base, "type": EventType.ACTIVATION, "cycle_id": c.cycle_id, "operation_type": "observation",
          "activated_at": now_iso(), "chunk_id": c.id, "chunks_activated": len(prefix),

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
-from om_mcp.engine.observation.events import EventType, one_line
+from om_mcp.engine.observation.events import EventType
+from om_mcp.logs import one_line
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import warn_once
 from om_mcp.models import ModelError, ModelUnavailable
@@ -99,7 +100,12 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
         cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
-        base = {**engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id), "trigger": step.trigger, **(base_extra or {})}
+        base = {**engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id), "trigger": step.trigger,
+                **(base_extra or {})}
+        # Events anchor to the turn's last assistant message, never a user message (EV-02).
+        thread = await store.get_thread(step.thread_id)
+        if thread is not None and thread.last_assistant_id:
+            base["anchor_message_id"] = thread.last_assistant_id
         start_type = EventType.BUFFERING_START if step.buffered else EventType.OBSERVATION_START
         await engine.events.emit([{
             **base, "type": start_type, "operation_type": step.operation, "started_at": now_iso(),
@@ -107,6 +113,8 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
         }])
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
+        model = engine.reflector if step.operation == "reflection" else engine.observer
+        await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
             # The whole model part, retries, fallbacks, extractors and escalation included.

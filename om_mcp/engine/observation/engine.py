@@ -20,7 +20,8 @@ from om_mcp.config import Config
 from om_mcp.engine.observation import activation, status as status_view, turn
 from om_mcp.engine.observation.buffering import BufferStep
 from om_mcp.engine.observation.cycle import CycleOutcome, LeaseRenewal, Trigger, run_cycle
-from om_mcp.engine.observation.events import Events, Hooks, one_line
+from om_mcp.engine.observation.events import Events, Hooks
+from om_mcp.logs import one_line
 from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflection import ReflectStep

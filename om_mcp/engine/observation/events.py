@@ -16,10 +16,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 from om_mcp.config import HooksConfig
-from om_mcp.store import Store
+from om_mcp.logs import one_line
+
+if TYPE_CHECKING:
+    from om_mcp.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +81,8 @@ def _import(path: str) -> Hook:
         raise ValueError(f"observational_memory.hooks: cannot import {path!r}: {error}") from None
 
 
-def one_line(error: BaseException | str) -> str:
-    """An error as one line of at most 300 characters: what failed, never a traceback."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 class Events:
-    def __init__(self, store: Store, hooks: Hooks):
+    def __init__(self, store: "Store", hooks: Hooks):
         self.store = store
         self.hooks = hooks
         self.listeners: list[Listener] = []

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine import working_memory as wm
-from om_mcp.engine.observation.events import EventType, one_line
+from om_mcp.engine.observation.events import EventType
+from om_mcp.logs import one_line
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.prompts.observer import (
     WORKING_MEMORY_AS_SCHEMA, WORKING_MEMORY_AS_TEMPLATE, WORKING_MEMORY_EXTRACTOR, WORKING_MEMORY_SLUG,

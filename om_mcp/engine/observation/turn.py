@@ -4,7 +4,8 @@ The rule: a turn never waits on a model. An append only schedules background
 work. Before a context read, buffered work is activated (no model call), and
 only the `block_after` safety valve may make the turn wait, for at most
 `turn_wait_seconds`, once per threshold crossing, and never while that cycle is
-already running or the model is known to be failing. Every other turn answers
+already running, the model's client is still loading, or the model is known to
+be failing. Every other turn answers
 from what is committed.
 """
 
@@ -114,5 +115,7 @@ async def _wait_once(engine: "ObservationEngine", key: str, op: str, crossing: t
     job = await engine.worker.submit(key, op, run)
     if engine.waited.get((key, op)) == crossing:
         return  # this crossing already cost one turn its wait
+    if not (engine.reflector if op == "reflect" else engine.observer).router.warm:
+        return  # the model's client is still loading (litellm: seconds): the cycle goes on in the background
     engine.waited[(key, op)] = crossing
     await job.wait(engine.om.turn_wait_seconds)

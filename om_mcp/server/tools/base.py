@@ -28,6 +28,7 @@ async def invoke(ctx: Context, call: Callable[[App], Awaitable[T]],
     """Run `call`; engine errors become tool errors naming the field, the events it caused
     and the resources it changed are notified."""
     app = app_of(ctx)
+    await app.ready()
     # A client that offers sampling (legacy era, with a back-channel) can observe for us.
     app.broker.register(ctx.session, ctx.client_capabilities)
     with app.memory.events.collect() as events:

@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any, Callable
 
+from om_mcp.store import resends
 from om_mcp.store.errors import StoreError
 from om_mcp.store.rows import AppendResult, Message, NewMessage, Scope
 from om_mcp.store.sqlite import fts
@@ -137,8 +138,25 @@ def _same(stored: Message, new: NewMessage) -> bool:
     )
 
 
+def _settle_untimed(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessage], result: AppendResult):
+    """Messages with neither id nor time: re-sends of the thread's tail skipped, the rest named by position."""
+    if not any(resends.untimed(m) for m in messages):
+        return messages
+    # A marker precedes at most one message, so twice the run always reaches far enough back.
+    rows = conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? ORDER BY m.seq DESC LIMIT ?",
+        (thread_id, 2 * resends.leading_untimed(messages) + 1),
+    ).fetchall()
+    stored = [message(r) for r in reversed(rows)]
+    tail = [m for m in stored if not resends.is_gap_marker(m)]
+    settled, resent = resends.settle(tail, stored[-1].id if stored else None, messages)
+    result.skipped_duplicates += resent
+    return settled
+
+
 def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessage], result: AppendResult):
     """The messages not stored yet; re-sends are counted, clashes refused (naming the message)."""
+    messages = _settle_untimed(conn, thread_id, messages, result)
     seen: dict[str, NewMessage] = {}
     ids = list(dict.fromkeys(m.id for m in messages))
     stored: dict[str, Message] = {}

@@ -357,4 +357,7 @@ def migrate(conn: sqlite3.Connection) -> None:
             continue
         step(conn)
         conn.execute(f"PRAGMA user_version = {version}")
-        log.info("database migrated to schema version %d", version)
+    if current == 0:
+        log.debug("database created (schema %d)", LATEST_VERSION)
+    elif current < LATEST_VERSION:
+        log.info("database upgraded from schema %d to %d", current, LATEST_VERSION)

@@ -1,0 +1,121 @@
+"""The layers stay visible: what each package may import, and no import cycles.
+
+Read from the source (ast), so a violation names the file and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "om_mcp"
+
+# package -> imports it must never make (prefix match on the module name)
+FORBIDDEN = {
+    "om_mcp.store": ("om_mcp.engine", "om_mcp.server", "om_mcp.models", "om_mcp.commands", "mcp"),
+    "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp"),
+    "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
+}
+# The MCP adapter sees the engine through its facade only.
+SERVER_MAY_IMPORT = ("om_mcp.server", "om_mcp.config", "om_mcp.logs")
+SERVER_EXACT = ("om_mcp", "om_mcp.engine")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, top_level_only: bool = False) -> list[tuple[int, str]]:
+    """(line, module) for each import; relative imports resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    if top_level_only:  # `if TYPE_CHECKING:` blocks are not run
+        nodes = [n for n in nodes if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from pkg import module` depends on the module; `from module import name` on the module
+            submodules = [f"{base}.{a.name}" for a in node.names if _is_module(f"{base}.{a.name}")]
+            out += [(node.lineno, m) for m in submodules] if submodules else [(node.lineno, base)]
+    return out
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_each_layer_imports_only_what_it_may():
+    problems = []
+    for path in sources():
+        name = module_name(path)
+        for line, target in imports(path):
+            for layer, banned in FORBIDDEN.items():
+                if (name == layer or name.startswith(layer + ".")) and any(
+                        target == b or target.startswith(b + ".") for b in banned):
+                    problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+            if name.startswith("om_mcp.server") and target.startswith("om_mcp"):
+                allowed = target in SERVER_EXACT or any(target == p or target.startswith(p + ".")
+                                                        for p in SERVER_MAY_IMPORT)
+                if not allowed:
+                    problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles_at_module_level():
+    modules = {module_name(p): p for p in sources()}
+    graph = {}
+    for name, path in modules.items():
+        targets = {t for _, t in imports(path, top_level_only=True)}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
