@@ -186,6 +186,22 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     assert len(smaller) <= 2500 and "day 10 decision 199." in smaller
 
 
+def test_gemini_cli_sessions_are_recorded_the_same_way(tmp_path: Path) -> None:
+    box = Box(tmp_path)
+    fixtures = FIXTURES.parent / "gemini_cli"
+    transcript = tmp_path / "session-gemini.jsonl"
+    shutil.copy(fixtures / "session.jsonl", transcript)
+    hook = json.loads((fixtures / "hooks" / "AfterAgent.json").read_text())
+    hook.update(transcript_path=str(transcript), cwd=str(box.project))
+    for _ in range(2):
+        done = box.hook(hook, "--no-worker", host="gemini-cli")
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    found = box.query("SELECT thread_id, resource_id, COUNT(*) FROM messages GROUP BY 1, 2")
+    assert found == [(hook["session_id"], str(box.project), found[0][2])] and found[0][2] >= 4
+    assert '"host":"gemini-cli"' in box.query("SELECT metadata FROM threads")[0][0]
+    assert box.log_lines() == []
+
+
 # --------------------------------------------------------------------------------------
 # Failing open
 # --------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ test_hook_command.py."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -326,3 +327,20 @@ async def test_a_worker_without_a_model_parks_the_lease_and_returns(settings, co
         await memory.close()
     row = conn.execute("SELECT owner, expires_at FROM om_leases WHERE key = ? AND op = ?", WORKER_LEASE).fetchone()
     assert row[0] == "hook:test" and row[1] - time.time() > NO_MODEL_BACKOFF_SECONDS - 60
+
+
+@pytest.mark.anyio
+async def test_with_only_sampling_to_observe_appends_and_the_drain_still_work(tmp_path: Path, monkeypatch) -> None:
+    """No key, no `claude`: "auto" falls back to sampling, which needs a connected client.
+    (Asking whether one is connected used to raise, failing every append.)"""
+    for name in [n for n in os.environ if n.endswith("_API_KEY")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    memory = await Memory.open(Config.model_validate({"db_path": str(tmp_path / "m.db")}))
+    try:
+        assert not memory.observation.readiness.ready
+        assert (await memory.append_messages("t", [{"role": "user", "content": "hi"}])).appended == 1
+        drainer = Drainer(memory)
+        assert await drainer.tick() == 0 and not await drainer.hold_lease()  # cannot observe: no lease
+    finally:
+        await memory.close()
