@@ -263,8 +263,12 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
     box = Box(tmp_path)
     transcript = copy_fixture(box)
     box.hook(box.event("UserPromptSubmit", transcript), "--no-worker")  # creates the database and the cache
-    for event in (box.event("UserPromptSubmit", transcript), box.event("SessionStart", transcript, source="resume")):
-        done = subprocess.run([PYTHON, "-X", "importtime", "-m", "om_mcp", "hook", "claude-code"],
+    gemini = json.loads((FIXTURES.parent / "gemini_cli" / "hooks" / "AfterAgent.json").read_text())
+    gemini.update(transcript_path=str(FIXTURES.parent / "gemini_cli" / "session.jsonl"), cwd=str(box.project))
+    for host, event in (("claude-code", box.event("UserPromptSubmit", transcript)),
+                        ("claude-code", box.event("SessionStart", transcript, source="resume")),
+                        ("gemini-cli", gemini)):
+        done = subprocess.run([PYTHON, "-X", "importtime", "-m", "om_mcp", "hook", host],
                               input=json.dumps(event).encode(), capture_output=True, env=box.env, timeout=60)
         assert done.returncode == 0
         imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
@@ -272,6 +276,7 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
         heavy = {m for m in imported if m.split(".")[0] in ("mcp", "litellm", "pydantic", "pydantic_core", "anyio",
                                                              "tiktoken", "httpx", "rich")}
         assert heavy == set()
+    assert box.log_lines() == []
 
 
 # --------------------------------------------------------------------------------------
