@@ -345,6 +345,7 @@ def test_a_day_in_claude_code_is_remembered_the_next_morning(tmp_path: Path) -> 
         context = next_session_context(box)
         assert len(llm.requests) >= 1
     assert_remembers_the_decisions(context)
+    assert f'`recall` tool with thread_id "tomorrow" and resource_id "{box.project}"' in context
     assert box.log_lines() == []
     worker_log = box.worker_log.read_text()
     assert "observing the end of session day-1" in worker_log and "idle for 2s, exiting" in worker_log

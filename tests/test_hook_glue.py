@@ -344,3 +344,14 @@ async def test_with_only_sampling_to_observe_appends_and_the_drain_still_work(tm
         assert await drainer.tick() == 0 and not await drainer.hold_lease()  # cannot observe: no lease
     finally:
         await memory.close()
+
+
+@pytest.mark.anyio
+async def test_with_hooks_recording_the_agent_is_told_not_to_append(make_config) -> None:
+    from om_mcp.server import build_server
+    from support.mcp import connect
+
+    async with connect(build_server(make_config(), hooks=True)) as client:
+        assert "do not call append_messages or get_context" in client.instructions
+    async with connect(build_server(make_config())) as client:
+        assert "append_messages" in client.instructions and "do not call" not in client.instructions

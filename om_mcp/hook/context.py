@@ -19,7 +19,7 @@ from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
-from om_mcp.hosts.context import render_session_context
+from om_mcp.hosts.context import RECALL_WITH_IDS, render_session_context
 from om_mcp.store.keys import record_key
 from om_mcp.store.sqlite import observations, threads
 
@@ -44,9 +44,11 @@ def session_context(conn: sqlite3.Connection, settings: HookSettings, session_id
 
     log, memory, (task, response) = db.read(conn, snapshot)
     text = prepare_observations_for_context(log, now or datetime.now(timezone.utc)) if log else ""
+    recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
     return render_session_context(
         neutralise(text), neutralise(_memory_text(memory)) if memory else None,
         neutralise(task) if task else None, neutralise(response) if response else None, max_chars,
+        recall_line=recall,
     )
 
 

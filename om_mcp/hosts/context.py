@@ -30,6 +30,11 @@ RECALL_LINE = (
     "To search older history (earlier sessions, exact wording, tool output), call the "
     "om-mcp `recall` tool."
 )
+# The hook names this session's thread and resource, which the agent cannot know otherwise.
+RECALL_WITH_IDS = (
+    "To search older history (earlier sessions, exact wording, tool output), call the om-mcp `recall` tool"
+    " with thread_id {thread} and resource_id {resource}."
+)
 OMITTED_LINE = "[{count} older observation(s) not shown here; `recall` can find them]"
 HINT_MAX_CHARS = 1_000
 
@@ -54,10 +59,11 @@ def render_session_context(
     current_task: str | None = None,
     suggested_response: str | None = None,
     max_chars: int = 8000,
+    recall_line: str = RECALL_LINE,
 ) -> str:
     """The text for SessionStart's additionalContext; "" when there is nothing to say.
 
-    Never longer than `max_chars`.
+    Never longer than `max_chars`. `recall_line` may name the ids the tools need.
     """
     if max_chars <= 0:
         return ""
@@ -71,7 +77,7 @@ def render_session_context(
     if not (observations or working_memory or hints):
         return ""
 
-    fixed = [CONTEXT_HEADER, *hints, RECALL_LINE]
+    fixed = [CONTEXT_HEADER, *hints, recall_line]
     fixed_size = sum(len(s) for s in fixed) + 2 * len(fixed)
     room = max_chars - fixed_size
     wm_block = ""
@@ -82,7 +88,7 @@ def render_session_context(
         room -= len(wm_block) + 2 if wm_block else 0
     obs_block = _wrap_observations(observations, room) if observations else ""
 
-    sections = [CONTEXT_HEADER, obs_block, wm_block, *hints, RECALL_LINE]
+    sections = [CONTEXT_HEADER, obs_block, wm_block, *hints, recall_line]
     text = "\n\n".join(s for s in sections if s)
     # A safety net, never expected to fire: the budget above already holds.
     return text if len(text) <= max_chars else text[:max_chars]

@@ -129,8 +129,10 @@ async def _warm_up(memory: "Memory") -> None:
     await memory.recount_tokens()
 
 
-def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer:
-    """An MCP server over `memory`, or over one opened from `config` for the server's lifespan."""
+def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool = False) -> MemoryServer:
+    """An MCP server over `memory`, or over one opened from `config` for the server's lifespan.
+    `hooks`: the host's hooks record the conversations (the Claude Code plugin), so the agent is told
+    not to store or fetch them itself."""
     notifier = Notifier()
 
     @asynccontextmanager
@@ -152,7 +154,7 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
             finally:
                 group.cancel_scope.cancel()
 
-    server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS, lifespan=lifespan,
+    server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS_HOOKS if hooks else text.SERVER_INSTRUCTIONS, lifespan=lifespan,
                           subscriptions=notifier.bus)
     from om_mcp.server import resources, tools
 
