@@ -140,9 +140,10 @@ class Drainer:
         if not await self.can_observe():
             key, op = WORKER_LEASE
             await self.memory.store.acquire_lease(key, op, self.owner, NO_MODEL_BACKOFF_SECONDS)
-            log.warning("om-mcp worker: observation cannot run (%s); exiting",
-                        self.memory.observation.readiness.reason if self.memory.config.observational_memory.enabled
-                        else "observational_memory.enabled is false")
+            engine = self.memory.observation
+            why = (await engine.model_available("observation"))[1] if engine.om.enabled else \
+                "observational_memory.enabled is false"
+            log.warning("om-mcp worker: observation cannot run (%s); exiting", why)
             return
         idle_since = time.monotonic()
         try:
