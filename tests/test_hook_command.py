@@ -214,7 +214,7 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
 # --------------------------------------------------------------------------------------
 
 
-def a_day_of_work(box: Box, transcript: ClaudeTranscript, *hook_args: str) -> None:
+def a_day_of_work(box: Box, transcript: ClaudeTranscript, *hook_args: str, end: bool = True) -> None:
     """A realistic session: prompts, tool calls, replies, each turn recorded by the hooks only."""
     turns = [
         ("Where should memories live? Decision: use SQLite in WAL mode, not Postgres.",
@@ -236,9 +236,10 @@ def a_day_of_work(box: Box, transcript: ClaudeTranscript, *hook_args: str) -> No
             transcript.tool_result(call, tool[2])
         transcript.assistant(reply)
         assert box.hook(box.event("Stop", transcript.path, transcript.session_id), *hook_args).returncode == 0
-    end = box.hook(box.event("SessionEnd", transcript.path, transcript.session_id, reason="prompt_input_exit"),
-                   *hook_args)
-    assert end.returncode == 0
+    if end:
+        done = box.hook(box.event("SessionEnd", transcript.path, transcript.session_id, reason="prompt_input_exit"),
+                        *hook_args)
+        assert done.returncode == 0
 
 
 def next_session_context(box: Box) -> str:
@@ -270,6 +271,23 @@ def test_a_day_in_claude_code_is_remembered_the_next_morning(tmp_path: Path) -> 
     assert box.query("SELECT COUNT(*) FROM messages WHERE thread_id = 'day-1'") == [(10,)]
     assert box.query("SELECT DISTINCT t.name FROM messages m JOIN om_tokenizers t ON t.id = m.counted_by") == [
         ("o200k_base@" + box.query("SELECT name FROM om_tokenizers WHERE name LIKE 'o200k%'")[0][0].split("@")[1],)]
+
+
+def test_a_long_session_is_observed_while_it_goes_on(tmp_path: Path) -> None:
+    """Past the buffer interval the hook starts a worker mid-session; a session started
+    alongside already sees what the running one decided."""
+    with FakeLLMServer(decisions_observer) as llm:
+        box = Box(tmp_path, OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
+                  OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="150")
+        transcript = ClaudeTranscript(tmp_path / "day1.jsonl", "day-1", str(box.project))
+        a_day_of_work(box, transcript, "--worker-idle-exit", "2", end=False)
+        box.wait_for_worker()
+        assert llm.requests
+    done = box.hook(box.event("SessionStart", None, "alongside", source="startup"), "--no-worker")
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "User decided: use SQLite in WAL mode, not Postgres" in context
+    assert "observing the end of session" not in box.worker_log.read_text()  # it has not ended
+    assert box.log_lines() == []
 
 
 def test_with_no_key_the_worker_observes_through_the_claude_cli(tmp_path: Path) -> None:
