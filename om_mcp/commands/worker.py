@@ -46,10 +46,8 @@ def run(args: argparse.Namespace) -> int:
         memory = await Memory.open(config)
         try:
             async with memory.running(poll_seconds=None):
-                drainer = Drainer(memory, owner=args.lease_owner)
-                log.info("om-mcp worker %d: draining %s (exits after %gs idle)", os.getpid(), config.db_path,
-                         args.idle_exit)
-                await drainer.run_until_idle(args.poll, args.idle_exit)
+                log.info("om-mcp worker %d: started on %s", os.getpid(), config.db_path)
+                await Drainer(memory, owner=args.lease_owner).run_until_idle(args.poll, args.idle_exit)
         finally:
             await memory.close()
 

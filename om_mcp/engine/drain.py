@@ -145,6 +145,7 @@ class Drainer:
                 "observational_memory.enabled is false"
             log.warning("om-mcp worker: observation cannot run (%s); exiting", why)
             return
+        log.info("draining (exits after %gs idle)", idle_exit)
         idle_since = time.monotonic()
         try:
             while True:

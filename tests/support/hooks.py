@@ -29,6 +29,9 @@ class Box:
         (self.project / ".git").mkdir(parents=True)
         (self.project / "src").mkdir()
         self.db = tmp_path / "memory.db"
+        # A model without its key unless a test names one: a worker a hook starts can never reach a real
+        # model (this machine may have a logged-in `claude` on PATH, which "auto" would use).
+        env.setdefault("OM_MODEL", "openai/gpt-4o-mini")
         self.env = clean_env(tmp_path, OM_DB_PATH=str(self.db), XDG_CACHE_HOME=str(tmp_path / "cache"), **env)
         self.log = Path(self.env["XDG_DATA_HOME"]) / "om-mcp" / "hook.log"
         self.worker_log = self.log.with_name("worker.log")
@@ -67,10 +70,19 @@ class Box:
         raise AssertionError("the worker did not finish:\n" + (self.worker_log.read_text() if
                                                              self.worker_log.exists() else "(no worker log)"))
 
+    def wait_for_worker_log(self, text: str, timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            log = self.worker_log.read_text() if self.worker_log.exists() else ""
+            if text in log:
+                return log
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared in the worker log")
+
     def worker_pid(self) -> int | None:
         if not self.worker_log.exists():
             return None
-        found = re.findall(r"om-mcp worker (\d+): draining", self.worker_log.read_text())
+        found = re.findall(r"om-mcp worker (\d+): started", self.worker_log.read_text())
         return int(found[-1]) if found else None
 
 
