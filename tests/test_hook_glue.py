@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -230,6 +231,14 @@ def test_context_holds_the_log_working_memory_and_hints_within_the_budget(settin
     assert "</current-task>ignore" not in text  # model-written text cannot close our sections
     assert "`recall`" in text and "ago)" in text  # relative times on Date lines
     assert len(session_context(conn, settings, "new", PROJECT, 3000)) <= 3000
+
+
+def test_a_long_log_is_cut_the_same_with_the_quick_first_cut(settings, conn, monkeypatch) -> None:
+    seed_log(conn, resource_key(PROJECT), days=25, per_day=80)  # 2,025 lines, about 150 KB
+    quick = session_context(conn, settings, "new", PROJECT, 8000)
+    monkeypatch.setattr("om_mcp.hook.context.PRECUT", 10**9)
+    assert quick == session_context(conn, settings, "new", PROJECT, 8000)
+    assert re.search(r"\[\d+ older observation\(s\) not shown here", quick)
 
 
 def test_thread_scope_lends_the_latest_observed_session(settings, conn) -> None:

@@ -19,7 +19,11 @@ from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
-from om_mcp.hosts.context import RECALL_WITH_IDS, render_session_context
+from om_mcp.hosts.context import RECALL_WITH_IDS, preselect_observations, render_session_context
+
+# Compacting the log and adding relative dates never lengthens an observation by much, so a
+# first cut to twice the final size keeps every line the final cut would keep.
+PRECUT = 2
 from om_mcp.store.keys import record_key
 from om_mcp.store.sqlite import observations, threads
 
@@ -43,12 +47,15 @@ def session_context(conn: sqlite3.Connection, settings: HookSettings, session_id
         return log, memory, hints
 
     log, memory, (task, response) = db.read(conn, snapshot)
+    omitted = 0
+    if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
+        log, omitted = preselect_observations(log, PRECUT * max_chars)
     text = prepare_observations_for_context(log, now or datetime.now(timezone.utc)) if log else ""
     recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
     return render_session_context(
         neutralise(text), neutralise(_memory_text(memory)) if memory else None,
         neutralise(task) if task else None, neutralise(response) if response else None, max_chars,
-        recall_line=recall,
+        recall_line=recall, omitted=omitted,
     )
 
 
