@@ -29,12 +29,14 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path, top_level_only: bool = False) -> list[tuple[int, str]]:
-    """(line, module) for each import; relative imports resolved."""
+    """(line, module) for each import that runs; relative imports resolved. Imports for type
+    checking only (`if TYPE_CHECKING:`) are left out: they name types, they couple nothing."""
     tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     nodes = tree.body if top_level_only else list(ast.walk(tree))
-    if top_level_only:  # `if TYPE_CHECKING:` blocks are not run
-        nodes = [n for n in nodes if not (isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))]
     out = []
     for node in nodes:
         if isinstance(node, ast.Import):

@@ -1,120 +1,117 @@
-"""The status page: its JSON API over a data source, the series builder, and the page in headless Chromium."""
+"""The status page on a real `om-mcp serve --transport http` over a database filled through
+the engine by a scripted run: the API behind bearer tokens bound to resources, series that
+end where the memory stands, the page in headless Chromium with its plots drawn, forgetting.
+And the series builder on its own."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 
+import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.testclient import TestClient
 
+from support.processes import clean_env, server_command
+from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
-from om_mcp.server.http.ui.demo import DemoDataSource, demo_app
-from om_mcp.server.http.ui.headless import find_chromium, run_chromium, serve
-from om_mcp.server.http.ui.routes import ui_routes
+from om_mcp.testing.status_demo import _config_file, fill
+from om_mcp.testing.headless import find_chromium, free_port, run_chromium, wait_for
 from om_mcp.server.http.ui.series import build_series
 
-
-@pytest.fixture
-def client():
-    return TestClient(Starlette(routes=ui_routes(DemoDataSource.scripted())))
+ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
 
 
-def test_static_files_are_served_with_a_strict_policy(client):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """(base URL, database) of a server over a scripted run's database, with two tokens."""
+    folder = tmp_path_factory.mktemp("status-page")
+    db = folder / "demo.db"
+    asyncio.run(fill(db, latency=(0.005, 0.03)))
+    config = _config_file(folder)
+    config.write_text(config.read_text() + "[server.auth]\nmode = \"bearer\"\ntokens = [\n"
+                      f'  {{ name = "admin", hash = "{hash_token(ADMIN)}", resources = ["*"] }},\n'
+                      f'  {{ name = "alice", hash = "{hash_token(ALICE)}", resources = ["alice"] }},\n]\n')
+    port = free_port()
+    log = open(folder / "server.log", "wb")
+    proc = subprocess.Popen(server_command("--transport", "http", "--port", str(port), "--db", str(db),
+                                           "--config", str(config)), env=clean_env(folder), stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(f"{url}/ui")
+        yield url, db
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+def get(url: str, path: str, token: str | None = ADMIN) -> httpx.Response:
+    return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+
+
+@pytest.mark.slow
+def test_the_page_needs_no_token_and_its_data_needs_one(site):
+    url, _ = site
     for path in ("/", "/ui"):
-        page = client.get(path)
+        page = get(url, path, token=None)
         assert page.status_code == 200 and 'src="ui/app.js"' in page.text
         assert "default-src 'self'" in page.headers["content-security-policy"]
-    assert client.get("/ui/app.js").headers["content-type"].startswith("text/javascript")
-    assert client.get("/ui/style.css").headers["content-type"].startswith("text/css")
-    assert "http" not in client.get("/ui/app.js").text.replace("http://www.w3.org/2000/svg", "")  # nothing remote
+    assert get(url, "/ui/app.js", None).headers["content-type"].startswith("text/javascript")
+    assert "http" not in get(url, "/ui/app.js", None).text.replace("http://www.w3.org/2000/svg", "")  # nothing remote
+    assert get(url, "/api/resources", token=None).status_code == 401
+    assert get(url, "/api/resources", token="om_wrong-token-000000000000").status_code == 401
+    assert [r["id"] for r in get(url, "/api/resources").json()] == ["alice", "team-infra"]
 
 
-def test_api_lists_resources_threads_and_a_thread(client):
-    resources = client.get("/api/resources").json()
-    assert [(r["id"], r["threads"]) for r in resources] == [("alice", 3), ("team-infra", 1)]
-    threads = client.get("/api/resources/alice/threads").json()
-    assert threads[0]["id"] == "t-lisbon" and threads[0]["messages"] == 110
-    detail = ThreadDetail.model_validate(client.get("/api/threads/t-lisbon").json())
-    assert [g.generation for g in detail.generations] == [0, 1] and detail.generations[-1].current
-    assert detail.generations[1].groups[0].kind == "reflection"
-    assert detail.observations_window.threshold == 8000
-    series = ThreadSeries.model_validate(client.get("/api/threads/t-lisbon/series").json())
-    assert len(series.points) > 100 and {c.kind for c in series.cycles} == {"buffering", "activation", "reflection"}
+@pytest.mark.slow
+def test_a_token_sees_only_its_resources(site):
+    url, _ = site
+    assert [r["id"] for r in get(url, "/api/resources", ALICE).json()] == ["alice"]
+    assert [t["id"] for t in get(url, "/api/resources/alice/threads", ALICE).json()] == [
+        "t-lisbon", "t-postgres", "t-sourdough"]
+    for path in ("/api/resources/team-infra/threads", "/api/threads/t-deploy", "/api/threads/t-deploy/series",
+                 "/api/threads/t-deploy/events"):
+        response = get(url, path, ALICE)
+        assert response.status_code == 404 and "unknown" in response.json()["error"], path
+    denied = httpx.delete(url + "/api/threads/t-deploy", headers={"Authorization": f"Bearer {ALICE}"})
+    assert denied.status_code == 404
+    assert get(url, "/api/threads/t-deploy").status_code == 200  # still there
 
 
-def test_events_page_after_an_id(client):
-    first = EventPage.model_validate(client.get("/api/threads/t-lisbon/events?limit=5").json())
-    assert [e.id for e in first.events] == [1, 2, 3, 4, 5] and first.next_after == 5
-    after = EventPage.model_validate(client.get("/api/threads/t-lisbon/events?after=5&limit=2").json())
-    assert [e.id for e in after.events] == [6, 7]
-    total = len(client.get("/api/threads/t-lisbon/events?limit=500").json()["events"])
-    end = client.get(f"/api/threads/t-lisbon/events?after={total}").json()
-    assert end == {"events": [], "next_after": total}
+@pytest.mark.slow
+def test_a_thread_its_generations_and_series_end_where_the_memory_stands(site):
+    url, _ = site
+    detail = ThreadDetail.model_validate(get(url, "/api/threads/t-lisbon").json())
+    assert detail.record_key == "thread:t-lisbon" and detail.thread.messages == 96
+    assert len(detail.generations) >= 2 and detail.generations[-1].current
+    assert detail.generations[-1].groups[0].kind == "reflection"
+    assert detail.working_memory_scope == "resource" and "vegetarian" in detail.working_memory
+    assert detail.hints.current_task and detail.observations_window.threshold == 1200
+    series = ThreadSeries.model_validate(get(url, "/api/threads/t-lisbon/series").json())
+    assert {c.kind for c in series.cycles} >= {"buffering", "activation", "reflection"}
+    assert all(c.cost and c.duration_ms is not None for c in series.cycles if c.kind == "buffering")
+    last = series.points[-1]
+    assert (last.unobserved_tokens, last.observation_tokens) == (
+        detail.messages_window.tokens, detail.observations_window.tokens)
+    assert len(series.points) == 96 + len(series.cycles)  # one rise per message, one sample per cycle
+    times = [p.at for p in series.points]
+    assert times == sorted(times)
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "status", "error"),
-    [
-        ("GET", "/api/threads/nope", 404, "unknown thread 'nope'"),
-        ("GET", "/api/threads/nope/series", 404, "unknown thread 'nope'"),
-        ("GET", "/api/threads/nope/events", 404, "unknown thread 'nope'"),
-        ("GET", "/api/resources/nobody/threads", 404, "unknown resource 'nobody'"),
-        ("GET", "/api/threads/t-lisbon/events?after=-1", 400, "after: expected a non-negative integer, got '-1'"),
-        ("GET", "/api/threads/t-lisbon/events?limit=0", 400, "limit: expected 1 to 500"),
-        ("DELETE", "/api/threads/nope", 404, "unknown thread 'nope'"),
-    ],
-)
-def test_bad_requests_say_what_is_wrong(client, method, path, status, error):
-    response = client.request(method, path)
-    assert response.status_code == status and response.json() == {"error": error}
-
-
-def test_forget_deletes_the_thread(client):
-    assert client.delete("/api/threads/t-sourdough").json() == {"thread_id": "t-sourdough", "messages": 8}
-    assert client.get("/api/threads/t-sourdough").status_code == 404
-    assert [t["id"] for t in client.get("/api/resources/alice/threads").json()] == ["t-lisbon", "t-postgres"]
-    assert client.post("/api/threads/t-lisbon").status_code == 405  # nothing else writes
-
-
-def test_series_uses_the_windows_events_carry():
-    events = [
-        {"type": "data-om-tokens", "at": "2025-01-01T10:00:00+00:00",
-         "windows": {"unobserved_tokens": 900, "observation_tokens": 0, "message_threshold": 1000,
-                     "observation_threshold": 500}},
-        {"type": "data-om-observation-start", "started_at": "2025-01-01T10:00:01+00:00"},
-        {"type": "data-om-observation-end", "completed_at": "2025-01-01T10:00:05+00:00", "operation_type": "observation",
-         "duration_ms": 4000, "tokens_observed": 900, "observation_tokens": 120, "model": "m", "usage": {"cost": 0.002},
-         "windows": {"unobserved_tokens": 30, "observation_tokens": 120, "message_threshold": 1000,
-                     "observation_threshold": 500}},
-    ]
-    series = build_series(events, message_threshold=1, observation_threshold=1, messages=[("2025-01-01T09:00", 5)])
-    assert [(p.unobserved_tokens, p.observation_tokens, p.message_threshold) for p in series.points] == [
-        (900, 0, 1000), (30, 120, 1000)]  # messages ignored: the samples are exact
-    (cycle,) = series.cycles
-    assert (cycle.kind, cycle.duration_ms, cycle.cost, cycle.tokens_in, cycle.tokens_out) == (
-        "observation", 4000, 0.002, 900, 120)
-
-
-def test_series_without_windows_is_rebuilt_from_messages_and_token_deltas():
-    messages = [("2025-01-01T10:00:00+00:00", 400), ("2025-01-01T10:01:00+00:00", 700),
-                ("2025-01-01T10:05:00Z", 300)]
-    events = [
-        {"type": "data-om-buffering-end", "created_at": "2025-01-01T10:01:30+00:00", "tokens_buffered": 1100,
-         "buffered_tokens": 90, "duration_ms": 2500},
-        {"type": "data-om-activation", "activated_at": "2025-01-01T10:02:00+00:00", "tokens_activated": 1100,
-         "observation_tokens": 90},
-        {"type": "data-om-observation-failed", "failed_at": "2025-01-01T10:03:00+00:00", "duration_ms": 100,
-         "tokens_attempted": 10, "error": "timeout"},
-        {"type": "data-om-observation-end", "completed_at": "2025-01-01T10:06:00+00:00", "operation_type": "reflection",
-         "tokens_observed": 90, "observation_tokens": 40, "duration_ms": 9000},
-    ]
-    series = build_series(events, message_threshold=1000, observation_threshold=80, messages=messages)
-    assert [(p.unobserved_tokens, p.observation_tokens) for p in series.points] == [
-        (400, 0), (1100, 0), (1100, 0), (0, 90), (0, 90), (300, 90), (300, 40)]
-    assert [(c.kind, c.ok) for c in series.cycles] == [
-        ("buffering", True), ("activation", True), ("observation", False), ("reflection", True)]
+@pytest.mark.slow
+def test_events_page_after_an_id(site):
+    url, _ = site
+    everything = EventPage.model_validate(get(url, "/api/threads/t-lisbon/events?limit=500").json())
+    ids = [e.id for e in everything.events]
+    assert ids == sorted(ids) and everything.next_after == ids[-1]
+    after = EventPage.model_validate(get(url, f"/api/threads/t-lisbon/events?after={ids[-3]}").json())
+    assert [e.id for e in after.events] == ids[-2:]
+    assert get(url, f"/api/threads/t-lisbon/events?after={ids[-1]}").json() == {"events": [], "next_after": ids[-1]}
+    assert get(url, "/api/threads/t-lisbon/events?limit=0").status_code == 400
 
 
 class _Dom(HTMLParser):
@@ -143,51 +140,129 @@ def _chromium():
     return binary
 
 
-def test_the_page_draws_plots_and_the_log_in_a_real_browser():
+@pytest.mark.slow
+def test_the_page_draws_the_plots_and_the_log_in_a_real_browser(site):
     binary = _chromium()
-    source = DemoDataSource.scripted()
-    with serve(demo_app(source)) as url:
-        html = run_chromium(f"{url}/#thread=t-lisbon", binary=binary, budget_ms=8000)
+    url, _ = site
+    html = run_chromium(f"{url}/ui#token={ALICE}&thread=t-lisbon", binary=binary, budget_ms=8000)
     dom = _Dom()
     dom.feed(html)
     text = " ".join(dom.text)
-    body = dom.find("body")[0]
-    assert body.get("data-state") == "ready", re.sub(r"\s+", " ", text)[-400:]
+    assert dom.find("body")[0].get("data-state") == "ready", re.sub(r"\s+", " ", text)[-400:]
     assert [a["data-thread"] for a in dom.find("a") if "data-thread" in a] == [
-        "t-lisbon", "t-postgres", "t-sourdough", "t-deploy"]
+        "t-lisbon", "t-postgres", "t-sourdough"]  # alice's token: no team-infra
     assert dom.find("a", "current", data_thread="t-lisbon")
-    # the two window plots: a series and a dashed threshold, each a path through every point
+    series = ThreadSeries.model_validate(get(url, "/api/threads/t-lisbon/series").json())
     for key in ("unobserved_tokens", "observation_tokens"):
         assert dom.find("div", "chart", data_chart=key)
-    series = dom.find("path", "series")
-    thresholds = dom.find("path", "threshold")
-    assert len(series) == 2 and len(thresholds) == 2
-    for path in series + thresholds:
-        points = int(path["data-points"])
-        assert points > 100 and len(re.findall(r"[MHV]", path["d"])) == 1 + 2 * (points - 1)
-    # latency and cost: one bar per cycle that called a model (activations call none)
-    import asyncio
-
-    cycles = asyncio.run(source.series("t-lisbon")).cycles
-    with_model = [c for c in cycles if c.duration_ms is not None]
-    assert len(dom.find("rect", "bar")) == len(with_model) + len([c for c in cycles if c.cost is not None])
-    assert dom.find("rect", "k-reflection")
-    # the log: both generations side by side, with the reflection's text
-    first = asyncio.run(source.thread("t-lisbon")).generations[0]
-    assert f"Generation 0 · {first.tokens:,} tokens · {len(first.groups)} groups" in text
-    assert "Generation 1 (current)" in text
-    assert dom.find("div", "group", data_generation="0") and dom.find("div", "reflection", data_generation="1")
-    assert "Itinerary agreed: day 1 Alfama" in text
-    # events, newest first, token samples left out
-    events = dom.find("li")
-    assert events and "data-om-tokens" not in text and "activated" in text
+    lines, thresholds = dom.find("path", "series"), dom.find("path", "threshold")
+    assert len(lines) == 2 and len(thresholds) == 2
+    for path in lines + thresholds:  # a step line through every point of the scripted run
+        assert int(path["data-points"]) == len(series.points)
+        assert len(re.findall(r"[MHV]", path["d"])) == 1 + 2 * (len(series.points) - 1)
+    timed = [c for c in series.cycles if c.duration_ms is not None]
+    costed = [c for c in series.cycles if c.cost is not None]
+    assert len(dom.find("rect", "bar")) == len(timed) + len(costed) > 20
+    assert dom.find("rect", "k-reflection") and dom.find("rect", "k-buffering")
+    detail = ThreadDetail.model_validate(get(url, "/api/threads/t-lisbon").json())
+    previous = detail.generations[-2]
+    assert f"Generation {previous.generation} · {previous.tokens:,} tokens · {len(previous.groups)} groups" in text
+    assert f"Generation {detail.generations[-1].generation} (current)" in text
+    assert "Itinerary agreed: day 1 Alfama" in text and "vegetarian, no fish" in text
+    assert dom.find("li") and "activated" in text
     assert "Forget thread…" in text and "Forget this thread" not in text  # asks only when clicked
 
 
-def test_a_screenshot_is_written(tmp_path):
+@pytest.mark.slow
+def test_a_screenshot_is_written(site, tmp_path):
     binary = _chromium()
+    url, _ = site
     shot = tmp_path / "status.png"
-    with serve(demo_app()) as url:
-        run_chromium(f"{url}/#thread=t-lisbon", binary=binary, screenshot=shot, size=(1200, 900))
+    run_chromium(f"{url}/ui#token={ADMIN}&thread=t-lisbon", binary=binary, screenshot=shot, size=(1200, 900))
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+@pytest.mark.slow
+def test_forget_deletes_the_thread_and_its_text(site):
+    url, db = site
+    gone = httpx.delete(url + "/api/threads/t-sourdough", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert gone.json() == {"thread_id": "t-sourdough", "messages": 8}
+    assert get(url, "/api/threads/t-sourdough").status_code == 404
+    assert [t["id"] for t in get(url, "/api/resources/alice/threads").json()] == ["t-lisbon", "t-postgres"]
+    assert httpx.post(url + "/api/threads/t-lisbon", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 405
+    files = [Path(str(db) + suffix) for suffix in ("", "-wal")]
+    assert b"t-sourdough-3" not in b"".join(f.read_bytes() for f in files if f.exists())
+
+
+# -- the series builder ---------------------------------------------------------------------
+
+
+def test_series_places_messages_by_seq_and_resets_to_the_windows():
+    windows = {"message_threshold": 1000, "observation_threshold": 500}
+    messages = [(1, "2025-01-01T10:00:00+00:00", 400), (2, "2025-01-01T10:01:00+00:00", 700),
+                (3, "2024-06-01T00:00:00+00:00", 300)]  # appended after the cycle, with an old date
+    events = [
+        {"id": 7, "type": "data-om-observation-start", "created_at": "2025-01-01T10:01:10+00:00"},
+        {"id": 8, "type": "data-om-observation-end", "completed_at": "2025-01-01T10:01:30+00:00",
+         "operation_type": "observation", "duration_ms": 4000, "tokens_observed": 1100, "observation_tokens": 120,
+         "model": "m", "usage": {"cost": 0.002},
+         "windows": {**windows, "unobserved_tokens": 0, "observation_tokens": 120, "seq": 2}},
+    ]
+    series = build_series(events, message_threshold=1, observation_threshold=1, messages=messages)
+    assert [(p.unobserved_tokens, p.observation_tokens, p.message_threshold) for p in series.points] == [
+        (400, 0, 1), (1100, 0, 1), (0, 120, 1000), (300, 120, 1000)]
+    assert series.points[-1].at == "2025-01-01T10:01:30+00:00"  # clamped: the line runs forward
+    (cycle,) = series.cycles
+    assert (cycle.kind, cycle.duration_ms, cycle.cost, cycle.tokens_in, cycle.tokens_out) == (
+        "observation", 4000, 0.002, 1100, 120)
+
+
+def test_series_without_windows_is_rebuilt_from_messages_and_token_deltas():
+    messages = [("2025-01-01T10:00:00+00:00", 400), ("2025-01-01T10:01:00+00:00", 700),
+                ("2025-01-01T10:05:00Z", 300)]
+    events = [
+        {"type": "data-om-buffering-end", "created_at": "2025-01-01T10:01:30+00:00", "tokens_buffered": 1100,
+         "buffered_tokens": 90, "duration_ms": 2500},
+        {"type": "data-om-activation", "activated_at": "2025-01-01T10:02:00+00:00", "tokens_activated": 1100,
+         "observation_tokens": 90},
+        {"type": "data-om-observation-failed", "failed_at": "2025-01-01T10:03:00+00:00", "duration_ms": 100,
+         "tokens_attempted": 10, "error": "timeout"},
+        {"type": "data-om-observation-end", "completed_at": "2025-01-01T10:06:00+00:00", "operation_type": "reflection",
+         "tokens_observed": 90, "observation_tokens": 40, "duration_ms": 9000},
+    ]
+    series = build_series(events, message_threshold=1000, observation_threshold=80, messages=messages)
+    assert [(p.unobserved_tokens, p.observation_tokens) for p in series.points] == [
+        (400, 0), (1100, 0), (1100, 0), (0, 90), (0, 90), (300, 90), (300, 40)]
+    assert [(c.kind, c.ok) for c in series.cycles] == [
+        ("buffering", True), ("activation", True), ("observation", False), ("reflection", True)]
+
+
+def test_a_long_series_is_thinned_but_keeps_every_cycle():
+    messages = [(n, f"2025-01-01T10:{n // 60:02d}:{n % 60:02d}+00:00", 10) for n in range(1, 3001)]
+    events = [{"id": k, "type": "data-om-activation", "activated_at": f"2025-01-01T10:{k * 5:02d}:30+00:00",
+               "tokens_activated": 10, "windows": {"unobserved_tokens": 0, "observation_tokens": k,
+                                                   "message_threshold": 100, "observation_threshold": 50,
+                                                   "seq": k * 300}} for k in range(1, 10)]
+    series = build_series(events, message_threshold=100, observation_threshold=50, messages=messages, max_points=500)
+    assert 400 <= len(series.points) <= 520 and len(series.cycles) == 9
+    assert [p.observation_tokens for p in series.points if p.unobserved_tokens == 0] == list(range(1, 10))
+    assert json.dumps([p.at for p in series.points]) == json.dumps(sorted(p.at for p in series.points))
+
+
+def test_the_page_never_opens_the_mcp_endpoint_to_anonymous_callers(tmp_path):
+    """With the MCP path at "/", "/" is the endpoint (auth required) and the page stays at /ui."""
+    from starlette.testclient import TestClient
+
+    from om_mcp.config import Config
+    from om_mcp.server import build_server
+    from om_mcp.server.http import build_http_app
+
+    for path, anonymous_root in (("/", 401), ("/mcp", 200)):
+        config = Config.model_validate({"db_path": str(tmp_path / "x.db"), "server": {
+            "transport": "http", "path": path, "auth": {"mode": "bearer", "tokens": [
+                {"name": "a", "hash": hash_token(ADMIN), "resources": ["*"]}]}}})
+        client = TestClient(build_http_app(build_server(config), config))
+        assert client.get("/", headers={"Host": "127.0.0.1"}).status_code == anonymous_root
+        assert client.get("/ui", headers={"Host": "127.0.0.1"}).status_code == 200
+        assert client.get("/api/resources", headers={"Host": "127.0.0.1"}).status_code == 401

@@ -12,8 +12,12 @@ from om_mcp import logs
 from om_mcp.config import Config, ConfigError, load_config
 
 T = TypeVar("T")
-EXIT_CONFIG = 2
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2  # bad arguments or configuration
 EXIT_DATABASE = 3
+EXIT_NOT_FOUND = 4
+EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 bad arguments or configuration, 3 database refused, 4 not found"
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = False) -> None:
@@ -52,3 +56,50 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
     import anyio
 
     return anyio.run(main)
+
+
+def prepare(args: argparse.Namespace, overrides: dict[str, Any] | None = None, *,
+            must_exist: bool = True) -> tuple[Config | None, int]:
+    """Config loaded and database checked for a shell command: (config, 0) or (None, exit code).
+    Routine info logs stay quiet (the command prints what matters); debug still shows.
+    With `must_exist`, a missing database is 'not found' rather than created."""
+    config = load(args, overrides)
+    if config is None:
+        return None, EXIT_CONFIG
+    if config.log_level == "info":
+        logs.configure("warning")
+    if must_exist and not str(config.db_path) == ":memory:" and not config.db_path.exists():  # type: ignore[union-attr]
+        print(f"om-mcp: no database at {config.db_path} (nothing stored yet; --db or $OM_DB_PATH choose another)",
+              file=sys.stderr)
+        return None, EXIT_NOT_FOUND
+    config, refused = open_database_or_exit(config)
+    return (None, refused) if refused else (config, EXIT_OK)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> int:
+    """One line on stderr, and the exit code."""
+    print(f"om-mcp: {message}", file=sys.stderr)
+    return code
+
+
+def run_memory(config: Config, main: Callable[[Any], Awaitable[int]], **options: Any) -> int:
+    """Open the memory, run `main(memory)`, close it; engine errors become their exit codes
+    (unknown thread or resource 4, bad input 2, database unavailable 1), said in one line."""
+    from om_mcp.engine.errors import InputError, NotFound, Unavailable
+    from om_mcp.engine.memory import Memory
+
+    async def go() -> int:
+        memory = await Memory.open(config, **options)
+        try:
+            return await main(memory)
+        finally:
+            await memory.close()
+
+    try:
+        return run_async(go)
+    except NotFound as error:
+        return fail(str(error), EXIT_NOT_FOUND)
+    except InputError as error:
+        return fail(str(error), EXIT_CONFIG)
+    except Unavailable as error:
+        return fail(str(error), EXIT_FAILED)

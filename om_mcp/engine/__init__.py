@@ -17,7 +17,7 @@ _HOMES = {
     "CycleOutcome": "observation.cycle", "EventType": "observation.events", "Hooks": "observation.events",
     "EngineError": "errors", "InputError": "errors", "NotFound": "errors", "Unavailable": "errors",
     "Memory": "memory", "MessageIn": "messages", "RecallOut": "recall.query", "RecallQuery": "recall.query",
-    "SamplingBroker": "_sampling",
+    "SamplingBroker": "_sampling", "message_threshold": "observation.thresholds",
 }
 __all__ = sorted(_HOMES)
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from om_mcp.engine.messages import MessageIn
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
+    from om_mcp.engine.observation.thresholds import message_threshold
     from om_mcp.engine.recall.query import RecallOut, RecallQuery
     from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut
     from om_mcp.models.sampling import SamplingBroker

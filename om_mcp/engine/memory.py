@@ -423,6 +423,20 @@ class Memory:
             await self.store.set_token_counts(self._counted_by, counts)
             done += len(counts)
 
+    # -- moving a memory (engine/transfer.py; imported on use) -----------------------------------------
+
+    async def export_to(self, out, resource_id: str | None = None, advance=None) -> dict[str, int]:
+        from om_mcp.engine import transfer
+        return await transfer.export_memory(self, out, resource_id, advance)
+
+    async def import_from(self, source, advance=None):
+        from om_mcp.engine import transfer
+        return await transfer.import_memory(self, source, advance)
+
+    async def import_conversations(self, threads, resource_id: str | None = None, advance=None):
+        from om_mcp.engine import transfer
+        return await transfer.import_conversations(self, threads, resource_id, advance)
+
 
 def _message_out(message) -> MessageOut:
     return MessageOut(id=message.id, thread_id=message.thread_id, role=message.role, created_at=message.created_at,

@@ -78,6 +78,8 @@ class MemoryServer(MCPServer):
             tool.input_schema = slim(tool.input_schema)
         return tools
 
+    live: App | None = None  # set while the lifespan runs
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context | None = None) -> CallToolResult | InputRequiredResult:
         try:
@@ -129,6 +131,12 @@ async def _warm_up(memory: "Memory") -> None:
     await memory.recount_tokens()
 
 
+def _live(server: MCPServer, app: App) -> App:
+    """Keep the running App on the server too: the HTTP status page reads the same engine."""
+    server.live = app  # type: ignore[attr-defined]  # any MCPServer given to the lifespan
+    return app
+
+
 def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool = False) -> MemoryServer:
     """An MCP server over `memory`, or over one opened from `config` for the server's lifespan.
     `hooks`: the host's hooks record the conversations (the Claude Code plugin), so the agent is told
@@ -140,7 +148,7 @@ def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool 
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(notifier, memory.observation.clients.broker, memory)
+                yield _live(server, App(notifier, memory.observation.clients.broker, memory))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
@@ -150,11 +158,12 @@ def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool 
         async with anyio.create_task_group() as group:
             group.start_soon(_serve_memory, config, app)
             try:
-                yield app
+                yield _live(server, app)
             finally:
                 group.cancel_scope.cancel()
 
-    server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS_HOOKS if hooks else text.SERVER_INSTRUCTIONS, lifespan=lifespan,
+    instructions = text.SERVER_INSTRUCTIONS_HOOKS if hooks else text.SERVER_INSTRUCTIONS
+    server = MemoryServer("om-mcp", version=__version__, instructions=instructions, lifespan=lifespan,
                           subscriptions=notifier.bus)
     from om_mcp.server import resources, tools
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from om_mcp.config.durations import parse_idle
 from om_mcp.engine.observation.cycle import CycleOutcome, now_iso
-from om_mcp.engine.observation.events import EventType
+from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.reflection import reflection_groups
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold, past_block_after
 from om_mcp.store import Chunk, Snapshot, Thread
@@ -112,7 +112,8 @@ async def activate_chunks(
          "tokens_activated": c.message_tokens, "observation_tokens": c.tokens, "messages_activated": c.message_count,
          "activated_thread_id": c.thread_id, "seq_ranges": {c.thread_id: [c.first_seq, c.last_seq]},
          "generation_count": snap.record.generation,
-         "triggered_by": "threshold" if trigger == "all" else trigger}
+         "triggered_by": "threshold" if trigger == "all" else trigger,
+         "windows": windows(engine.limits, engine.om.share_token_budget)}
         for c in prefix
     ]
     if not await engine.store.activate_chunks(snap.record.key, [c.id for c in prefix], events=events):
@@ -147,6 +148,7 @@ async def activate_reflection(engine: "ObservationEngine", snap: Snapshot, threa
         **engine.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id), "type": EventType.ACTIVATION,
         "operation_type": "reflection", "activated_at": now_iso(), "tokens_activated": buffered.tokens,
         "observation_tokens": buffered.tokens, "generation_count": snap.record.generation + 1, "triggered_by": trigger,
+        "windows": windows(engine.limits, engine.om.share_token_budget),
     }
     if await store.commit_reflection(
         key, lease=None, generation=buffered.generation, covered=buffered.covered, groups=groups,

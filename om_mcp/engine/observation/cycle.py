@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
-from om_mcp.engine.observation.events import EventType
+from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.logs import one_line
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import warn_once
@@ -129,6 +129,7 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
         end = {
             **base, "type": end_type, "operation_type": step.operation, "completed_at": now_iso(),
             "duration_ms": elapsed_ms(started), **step.end_fields(selection, produced),
+            "windows": windows(engine.limits, engine.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
             return await failed(
@@ -155,6 +156,7 @@ async def failed(
     event = {
         **base, "type": event_type, "operation_type": step.operation, "failed_at": now_iso(),
         "duration_ms": elapsed_ms(started), "tokens_attempted": tokens, "error": text,
+        "windows": windows(engine.limits, engine.om.share_token_budget),
     }
     if not isinstance(error, ModelUnavailable):  # a paused model is a state, already reported
         warn_once(log, "%s failed, messages stay unobserved: %s", step.kind, text)

@@ -81,6 +81,16 @@ def _import(path: str) -> Hook:
         raise ValueError(f"observational_memory.hooks: cannot import {path!r}: {error}") from None
 
 
+def windows(limits: Any, share_token_budget: bool) -> dict[str, int]:
+    """The `windows` object of a cycle-ending event: the thresholds now; the store adds the
+    record's unobserved and observation tokens as they stand after the commit. With a
+    shared budget the message threshold is max(shared_budget - observation tokens, it)."""
+    out = {"message_threshold": limits.message_tokens, "observation_threshold": limits.observation_tokens}
+    if share_token_budget:
+        out["shared_budget"] = limits.message_tokens + limits.observation_tokens
+    return out
+
+
 class Events:
     def __init__(self, store: "Store", hooks: Hooks):
         self.store = store

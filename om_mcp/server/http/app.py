@@ -2,8 +2,9 @@
 Host/Origin checks and the RFC 9728 protected-resource metadata.
 
 Request order: bearer token verified (SDK middleware, sets `get_access_token()`) ->
-`Gate` (metadata document; 401 pointing at it; 429) -> SDK app (Host/Origin checks,
-413, session ownership, idle expiry and the session cap, both protocol eras).
+`Gate` (metadata document; 401 pointing at it; 429) -> the status page's paths (`ui/mount.py`)
+or the SDK app (Host/Origin checks, 413, session ownership, idle expiry and the session cap,
+both protocol eras).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from om_mcp.config import Config
 from om_mcp.server.http.auth import TokenTable, bearer_required
 from om_mcp.server.http.ratelimit import RateLimiter
+from om_mcp.server.http.ui.mount import WithStatusPage, is_public
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ def build_http_app(server: MCPServer, config: Config) -> ASGIApp:
         host=settings.host,
     )
     limiter = RateLimiter(settings.http.rate_limit_per_minute) if settings.http.rate_limit_per_minute else None
-    app: ASGIApp = Gate(mcp_app, config, limiter)
+    app: ASGIApp = Gate(WithStatusPage(mcp_app, server, transport_security(config), settings.path), config, limiter)
     if bearer:
         app = AuthContextMiddleware(app)
         app = AuthenticationMiddleware(app, backend=BearerAuthBackend(TokenTable(settings.auth.tokens)))
@@ -111,7 +113,8 @@ class Gate:
             await self._metadata(scope, send)
             return
         user = scope.get("user")
-        if self.bearer and not isinstance(user, AuthenticatedUser):
+        page = is_public(path) and path != self.config.server.path  # never the MCP endpoint itself
+        if self.bearer and not isinstance(user, AuthenticatedUser) and not page:
             log.debug("401 for %s %s from %s", scope["method"], path, _client(scope))
             await RequireAuthMiddleware(self.app, [], self._metadata_url(scope))(scope, receive, send)
             return

@@ -49,12 +49,29 @@ def lease_holder(conn: sqlite3.Connection, key: str, op: str) -> str | None:
 
 
 def add_events(conn: sqlite3.Connection, events: Iterable[dict[str, Any]]) -> None:
+    """Store events. An event carrying a `windows` object gets its record's two windows
+    filled in as they stand in this transaction (after the cycle's commit): the samples
+    the status page plots, exact without an event per append."""
+    events = list(events)
+    for e in events:
+        if isinstance(e.get("windows"), dict) and e.get("record_id"):
+            e["windows"].update(_windows(conn, e["record_id"]))
     conn.executemany(
         "INSERT INTO om_events (type, cycle_id, record_key, resource_id, thread_id, anchor_message_id, payload,"
         " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [(e["type"], e.get("cycle_id"), e.get("record_id"), e.get("resource_id"), e.get("thread_id"),
           e.get("anchor_message_id"), dumps(e), e.get("created_at") or now_iso()) for e in events],
     )
+
+
+def _windows(conn: sqlite3.Connection, key: str) -> dict[str, int]:
+    row = conn.execute(
+        "SELECT r.observation_tokens, COALESCE(SUM(c.pending_tokens), 0), COALESCE(MAX(c.counted_seq), 0)"
+        " FROM om_records r LEFT JOIN om_cursors c ON c.record_key = r.key WHERE r.key = ? GROUP BY r.key", (key,),
+    ).fetchone()
+    observation, unobserved, seq = row or (0, 0, 0)
+    # seq: the newest message these numbers include, so a plot places later appends after them.
+    return {"unobserved_tokens": unobserved, "observation_tokens": observation, "seq": seq}
 
 
 def events(

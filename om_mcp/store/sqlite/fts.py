@@ -99,7 +99,9 @@ def search(
     weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
     rows = conn.execute(
         f"SELECT m.seq, bm25(messages_fts, {weights}) AS rank FROM messages_fts"
-        f" JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} ORDER BY rank LIMIT ?",
+        # Ties broken by what a message is, not by where it sits in this file: a moved memory ranks alike.
+        f" JOIN messages m ON m.seq = messages_fts.rowid WHERE {where} ORDER BY rank, m.created_at, m.thread_id, m.id"
+        " LIMIT ?",
         (*params, limit),
     ).fetchall()
     return [Hit(seq, -float(rank)) for seq, rank in rows]

@@ -10,7 +10,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store.sqlite import admin, commits, coordination, fts, messages, observations, sessions, threads, vectors
+from om_mcp.store.sqlite import (
+    admin, commits, coordination, fts, messages, observations, overview, sessions, threads, transfer, vectors,
+)
 from om_mcp.store.sqlite.database import Database
 
 P = ParamSpec("P")
@@ -132,3 +134,11 @@ class SQLiteStore:
 
     async def backup(self, target: str) -> int:
         return await self.db.raw(admin.backup, target)
+
+    # looking at a memory, and moving it
+    thread_states = _reads(overview.thread_states)
+    series_inputs = _reads(overview.series_inputs)
+    pending_records = _reads(overview.pending_records)
+    export = _reads(transfer.export)
+    import_records = _writes(transfer.import_records)
+    set_thread_times = _writes(transfer.set_thread_times)

@@ -124,7 +124,7 @@ def search_groups(
     if thread_id is not None:
         sql += " AND (g.thread_id = ? OR r.thread_id = ?)"
         params += [thread_id, thread_id]
-    sql += " ORDER BY rank LIMIT ?"
+    sql += " ORDER BY rank, g.record_key, g.generation, g.position LIMIT ?"
     params.append(limit)
     return [GroupHit(group(r[:-1]), resource_id, -float(r[-1])) for r in conn.execute(sql, params)]
 

@@ -257,7 +257,7 @@ async function pollEvents() {
   const page = await api(`threads/${ids(id)}/events?limit=500${state.lastEvent !== null ? `&after=${state.lastEvent}` : ""}`);
   if (id !== state.current) return;
   state.lastEvent = page.next_after;
-  const fresh = page.events.filter((e) => e.type !== "data-om-tokens");
+  const fresh = page.events;
   if (!fresh.length) return;
   const list = document.getElementById("events");
   for (const e of fresh) {

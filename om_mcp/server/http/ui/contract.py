@@ -13,20 +13,16 @@ Endpoints (all JSON; errors are {"error": "..."} with 400 or 404):
 The page is read-only except that DELETE. Times are ISO-8601 strings with a
 time zone; token counts are the engine's stored counts.
 
-What the engine must record for the plots (see `series.build_series`):
-- every cycle-ending event (observation-end, buffering-end, activation,
-  observation-failed, buffering-failed, and their reflection forms) keeps what
-  it has now (`duration_ms`, `model`, `usage.cost`, the tokens in/out fields,
-  `completed_at` / `activated_at` / `failed_at`) and adds one object,
-  `"windows": {"unobserved_tokens", "observation_tokens", "message_threshold",
-  "observation_threshold"}`: the record's two windows right after the commit;
-- each `append_messages` that stores messages writes one small event,
-  `{"type": "data-om-tokens", "at", "windows": {...same four...}}`, in the
-  same transaction as the messages (the rise between cycles; for imported
-  history the message dates say nothing about when the engine saw them).
-Without these fields the series is rebuilt from the messages' dates and the
-events' token deltas, which is right for live threads and only approximate
-for imported ones.
+What the plots are drawn from (see `series.build_series`): every cycle-ending
+event (observation-end, buffering-end, activation, observation-failed,
+buffering-failed, and their reflection forms) carries, besides `duration_ms`,
+`model`, `usage.cost` and its token fields, a `windows` object that the store
+fills in inside the cycle's own commit: `unobserved_tokens`,
+`observation_tokens` (the record's two windows right after it),
+`message_threshold`, `observation_threshold` (and `shared_budget` when the
+budget is shared), and `seq`, the newest message those numbers include. No
+event is written per append: between cycles the unobserved line rises with the
+stored messages themselves (their dates and token counts), placed by seq.
 """
 
 from __future__ import annotations

@@ -1,17 +1,22 @@
-"""Turn a thread's events (and messages) into the page's time series.
+"""Turn a record's messages and cycle-ending events into the page's time series.
 
     series = build_series(events, message_threshold=30_000, observation_threshold=40_000,
-                          messages=[(m.created_at, m.tokens) for m in thread_messages])
+                          messages=[(seq, created_at, tokens), ...])
 
-`events` are the engine's event dicts (type, cycle_id, payload fields at the top
-level, and `created_at` when read back from the store), any order. Exact when
-the events carry `windows` (see `contract`); otherwise the windows are rebuilt
-from the message tokens and each cycle's token deltas.
+No event is written per append: the unobserved line rises with each stored
+message (its date, its stored token count), and every cycle-ending event resets
+both lines to the `windows` the store recorded in the cycle's own commit
+(`unobserved_tokens`, `observation_tokens`, the thresholds, and `seq`, the newest
+message those numbers include). Messages are placed by seq against the events,
+so a message appended after a cycle counts after it even when its date is
+older (imported history); its time is clamped between its neighbours so the
+line runs forward. Events without `windows` (older databases) are placed by
+time and applied as token deltas.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,6 +30,33 @@ _END_KINDS = {
     "data-om-activation": "activation",
 }
 _TIME_FIELDS = ("at", "completed_at", "activated_at", "failed_at", "created_at")
+MAX_POINTS = 2000  # message-only points beyond this are thinned; every cycle keeps its point
+
+
+class _Lines:
+    def __init__(self, message_threshold: int, observation_threshold: int) -> None:
+        self.unobserved = self.observations = 0
+        self.thresholds = [message_threshold, observation_threshold]
+        self.shared: int | None = None
+        self.last: datetime | None = None
+        self.points: list[tuple[SeriesPoint, bool]] = []  # (point, made by a cycle)
+
+    def at(self, when: datetime, cap: datetime | None = None) -> datetime:
+        if cap is not None and when > cap:
+            when = cap
+        if self.last is not None and when < self.last:
+            when = self.last
+        self.last = when
+        return when
+
+    def point(self, when: datetime, cycle: bool) -> None:
+        threshold = self.thresholds[0]
+        if self.shared is not None:
+            threshold = max(self.shared - self.observations, threshold)
+        self.points.append((SeriesPoint(
+            at=when.isoformat(), unobserved_tokens=max(self.unobserved, 0),
+            observation_tokens=max(self.observations, 0), message_threshold=threshold,
+            observation_threshold=self.thresholds[1]), cycle))
 
 
 def build_series(
@@ -32,50 +64,64 @@ def build_series(
     *,
     message_threshold: int,
     observation_threshold: int,
-    messages: Iterable[tuple[str, int]] = (),
+    messages: Iterable[Sequence[Any]] = (),
+    max_points: int = MAX_POINTS,
 ) -> ThreadSeries:
-    timeline: list[tuple[datetime, int, str, Any]] = []
-    exact = False
-    for event in events:
-        at = _when(event)
-        if at is None:
-            continue
-        if event.get("windows"):
-            exact = True
-        timeline.append((at, 1, "event", event))
-    if not exact:
-        for at_text, tokens in messages:
-            at = _parse(at_text)
-            if at is not None:
-                timeline.append((at, 0, "message", tokens))  # a message counts before a cycle at the same instant
-    timeline.sort(key=lambda item: (item[0], item[1]))
-    thresholds = [message_threshold, observation_threshold]
-    unobserved = observations = 0
-    points: list[SeriesPoint] = []
+    """`messages`: (seq, created_at, tokens), or (created_at, tokens) in order; `events`: event
+    dicts (payload fields at the top level, `id` and `created_at` when read back), any order."""
+    queue = []
+    for index, item in enumerate(messages):
+        seq, at_text, tokens = item if len(item) == 3 else (index + 1, *item)
+        at = _parse(at_text)
+        if at is not None:
+            queue.append((seq, at, int(tokens or 0)))
+    queue.sort(key=lambda m: m[0])
+    timed = [(e, _when(e)) for e in events]
+    ordered = sorted(((e, at) for e, at in timed if at is not None),
+                     key=lambda pair: (pair[0].get("id") is None, pair[0].get("id") or 0, pair[1]))
+    lines = _Lines(message_threshold, observation_threshold)
     cycles: list[Cycle] = []
-    for at, _, what, item in timeline:
-        if what == "message":
-            unobserved += int(item or 0)
+    next_message = 0
+    for event, at in ordered:
+        windows = event.get("windows") if isinstance(event.get("windows"), dict) else None
+        if windows is None and _END_KINDS.get(event.get("type", "")) is None:
+            continue  # a start, a title update...: nothing to plot
+        upto = windows.get("seq") if windows else None
+        while next_message < len(queue) and (
+                queue[next_message][0] <= upto if upto is not None else queue[next_message][1] <= at):
+            _, when, tokens = queue[next_message]
+            lines.unobserved += tokens
+            lines.point(lines.at(when, cap=at), cycle=False)
+            next_message += 1
+        if windows:
+            lines.unobserved = int(windows.get("unobserved_tokens", lines.unobserved))
+            lines.observations = int(windows.get("observation_tokens", lines.observations))
+            lines.thresholds = [int(windows.get("message_threshold", lines.thresholds[0])),
+                                int(windows.get("observation_threshold", lines.thresholds[1]))]
+            lines.shared = windows.get("shared_budget")
         else:
-            event = item
-            windows = event.get("windows")
-            if isinstance(windows, dict):
-                unobserved = int(windows.get("unobserved_tokens", unobserved))
-                observations = int(windows.get("observation_tokens", observations))
-                thresholds = [int(windows.get("message_threshold", thresholds[0])),
-                              int(windows.get("observation_threshold", thresholds[1]))]
-            elif not exact:
-                unobserved, observations = _apply(event, unobserved, observations)
-            cycle = _cycle(event, at)
-            if cycle is not None:
-                cycles.append(cycle)
-            elif event.get("type") != "data-om-tokens":
-                continue  # starts, title updates...: no change to plot
-        points.append(SeriesPoint(
-            at=at.isoformat(), unobserved_tokens=max(unobserved, 0), observation_tokens=max(observations, 0),
-            message_threshold=thresholds[0], observation_threshold=thresholds[1],
-        ))
-    return ThreadSeries(points=points, cycles=cycles)
+            lines.unobserved, lines.observations = _apply(event, lines.unobserved, lines.observations)
+        cycle = _cycle(event, lines.at(at))
+        if cycle is not None:
+            cycles.append(cycle)
+        lines.point(lines.last, cycle=True)  # type: ignore[arg-type]
+    for _, when, tokens in queue[next_message:]:
+        lines.unobserved += tokens
+        lines.point(lines.at(when), cycle=False)
+    return ThreadSeries(points=_thin(lines.points, max_points), cycles=cycles)
+
+
+def _thin(points: list[tuple[SeriesPoint, bool]], limit: int) -> list[SeriesPoint]:
+    """Every cycle's point, and every n-th message point (always the one just before a cycle)."""
+    if len(points) <= limit:
+        return [p for p, _ in points]
+    step = -(-len(points) // limit)
+    kept = []
+    for index, (point, cycle) in enumerate(points):
+        before_cycle = index + 1 < len(points) and points[index + 1][1]
+        if cycle or before_cycle or index % step == 0 or index == len(points) - 1:
+            kept.append(point)
+    return kept
 
 
 def _apply(event: dict[str, Any], unobserved: int, observations: int) -> tuple[int, int]:
@@ -97,7 +143,7 @@ def _apply(event: dict[str, Any], unobserved: int, observations: int) -> tuple[i
 
 def _cycle(event: dict[str, Any], at: datetime) -> Cycle | None:
     kind = _END_KINDS.get(event.get("type", ""))
-    if kind is None:
+    if kind is None or event.get("retrying"):
         return None
     if event.get("operation_type") == "reflection":
         kind = "reflection"

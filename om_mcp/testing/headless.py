@@ -1,6 +1,6 @@
 """Serve a Starlette app on loopback in a thread, and look at it with headless Chromium.
 
-Used by the status page's browser test and by `python -m om_mcp.server.http.ui.demo`.
+Used by the status page's browser test and by `python -m om_mcp.testing.status_demo`.
 Chromium is driven by its own command-line flags (`--dump-dom`, `--screenshot`)
 rather than Playwright: Debian's `chromium` package is all it needs, nothing
 downloads a browser, and the page needs no clicking to be checked.
@@ -35,15 +35,36 @@ def find_chromium() -> str | None:
     return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, timeout: float = 60) -> None:
+    """Until `url` answers (any HTTP status), e.g. a server process starting up."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing answered at {url} within {timeout:.0f} s") from None
+            time.sleep(0.1)
+
+
 @contextmanager
 def serve(app, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Run `app` with uvicorn in a thread; yields its base URL; stops it on exit."""
     import uvicorn
 
-    if port == 0:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
+    port = port or free_port(host)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -1,0 +1,68 @@
+"""`om-mcp backup FILE`: an online, consistent copy through SQLite's backup API.
+
+Safe while servers run and write: the copy is one snapshot, taken under a read
+lock that lets writers go on (WAL). Written beside FILE and renamed into place,
+so FILE is never half a database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from om_mcp.commands.common import (
+    EXIT_CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="where to write the copy")
+    parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    add_config_arguments(parser, json_flag=True)
+    parser.epilog = EXIT_CODES
+
+
+def run(args: argparse.Namespace) -> int:
+    target = Path(args.file).expanduser()
+    if target.is_dir():
+        return fail(f"{target} is a directory: give the backup file's path", EXIT_CONFIG)
+    if target.exists() and not args.force:
+        return fail(f"{target} exists: choose another name, or --force to replace it", EXIT_CONFIG)
+    config, code = prepare(args)
+    if config is None:
+        return code
+    if target.resolve() == Path(config.db_path).resolve():  # type: ignore[arg-type]
+        return fail("the backup cannot replace the database itself", EXIT_CONFIG)
+
+    async def main(memory: Any) -> int:
+        from om_mcp.commands._output import print_json
+
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            partial.unlink(missing_ok=True)
+            size = await memory.store.backup(str(partial))
+            os.replace(partial, target)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            return fail(f"cannot write {target}: {error.strerror or error}", EXIT_FAILED)
+        threads, messages = _counts(target)
+        report = {"file": str(target), "bytes": size, "threads": threads, "messages": messages}
+        if args.json:
+            print_json(report)
+        else:
+            print(f"backed up {messages:,} messages in {threads} threads to {target} ({size:,} bytes)")
+        return EXIT_OK
+
+    return run_memory(config, main)
+
+
+def _counts(path: Path) -> tuple[int, int]:
+    """What the copy holds, read from the copy itself."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT COUNT(*), COALESCE(SUM(message_count), 0) FROM threads").fetchone()
+    finally:
+        conn.close()

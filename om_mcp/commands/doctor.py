@@ -1,0 +1,153 @@
+"""`om-mcp doctor [--model]`: is everything in order?
+
+Checks the configuration, the database (ours, current schema, writable), its full
+integrity (every page and index entry, both search indexes, the running totals),
+and whether a model is configured for observation. Only `--model` touches the
+network: one small real call to the Observer's model, with its latency and cost.
+Exit 0 when every check passes, 1 when one fails (2 bad config, 3 the database
+refused, with SQLite's own findings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import time
+from typing import Any
+
+from om_mcp import logs
+from om_mcp.commands.common import (
+    EXIT_CODES, EXIT_CONFIG, EXIT_DATABASE, EXIT_FAILED, EXIT_OK, add_config_arguments, load, run_memory,
+)
+
+PROBE = [{"role": "system", "content": "You are a health check. Answer with one word."},
+         {"role": "user", "content": "Reply with the word OK."}]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", action="store_true",
+                        help="also make one real call to the Observer's model (network; costs a few tokens)")
+    add_config_arguments(parser, json_flag=True)
+    parser.epilog = EXIT_CODES
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    if config is None:
+        return EXIT_CONFIG
+    if config.log_level == "info":
+        logs.configure("warning")
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool | None, detail: str) -> None:
+        checks.append({"check": name, "result": "ok" if ok else "warn" if ok is None else "FAIL", "detail": detail})
+
+    source = args.config or "defaults and OM_ variables"
+    check("config", True, f"valid ({source}); scope {config.observational_memory.scope}")
+    code = _database(config, check)
+    if code == EXIT_OK:
+        code = run_memory(config, lambda memory: _model(memory, args.model, check))
+    _report(checks, args.json)
+    if code != EXIT_OK:
+        return code
+    return EXIT_FAILED if any(c["result"] == "FAIL" for c in checks) else EXIT_OK
+
+
+def _database(config: Any, check: Any) -> int:
+    from om_mcp.store.errors import DatabaseRefused
+    from om_mcp.store.sqlite import admin
+    from om_mcp.store.sqlite.database import connect
+
+    path = config.db_path
+    if not path.exists():
+        check("database", None, f"none yet at {path} (created on first use)")
+        return EXIT_OK
+    try:
+        conn = connect(path)
+    except DatabaseRefused as error:
+        check("database", False, str(error))
+        for problem in _raw_integrity(str(path)):
+            check("integrity", False, problem)
+        return EXIT_DATABASE
+    try:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            check("database", True, f"{path}: ours, schema {conn.execute('PRAGMA user_version').fetchone()[0]},"
+                                    " writable")
+        except sqlite3.OperationalError as error:
+            check("database", False, f"{path} cannot be written now: {error}")
+        started = time.monotonic()
+        conn.execute("BEGIN")
+        try:
+            problems = admin.integrity(conn)
+        finally:
+            conn.execute("ROLLBACK")
+        took = time.monotonic() - started
+        index = [p for p in problems if "search index" in p or "fts" in p.lower()]
+        totals = [p for p in problems if "totals" in p]
+        pages = [p for p in problems if p not in index and p not in totals]
+        check("integrity", not pages, "; ".join(pages[:5]) or f"full check passed ({took:.2f} s)")
+        check("search index", not index, "; ".join(index) or "in step with the messages")
+        check("running totals", not totals, "; ".join(totals) or "unobserved-token totals match the messages")
+    finally:
+        conn.close()
+    return EXIT_OK
+
+
+def _raw_integrity(path: str) -> list[str]:
+    """SQLite's findings on a file the store refused (it may not even be SQLite)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA integrity_check(10)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        return [f"SQLite cannot check it: {error}"]
+    return [r[0] for r in rows if r[0] != "ok"]
+
+
+async def _model(memory: Any, call: bool, check: Any) -> int:
+    from om_mcp.commands._view import model_state
+
+    state = await model_state(memory)
+    if not state["enabled"]:
+        check("model", None, "observation is off (observational_memory.enabled = false)")
+        return EXIT_OK
+    detail = f"{state['observer']}" + (f"; {state['reason']}" if state["reason"] else "")
+    check("model", state["model_ready"], detail if state["model_ready"] else f"not ready: {detail}")
+    if call:
+        await _call(memory, check)
+    return EXIT_OK
+
+
+async def _call(memory: Any, check: Any) -> None:
+    from om_mcp.models import ModelError
+    from om_mcp.models.router import probe
+
+    router = memory.observation.observer.router
+    token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
+    started = time.monotonic()
+    try:
+        done = await router.complete(PROBE, input_tokens=20)
+    except ModelError as error:
+        check("model call", False, f"{router.describe()} failed after {time.monotonic() - started:.2f} s: {error}")
+        return
+    finally:
+        probe.reset(token)
+    took = time.monotonic() - started
+    usage = done.usage
+    cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
+    check("model call", True, f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
+                              f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})")
+
+
+def _report(checks: list[dict[str, Any]], as_json: bool) -> None:
+    from om_mcp.commands._output import print_json, print_table
+
+    if as_json:
+        print_json({"ok": not any(c["result"] == "FAIL" for c in checks), "checks": checks})
+    else:
+        print_table(checks, ["check", "result", "detail"], out=sys.stdout)

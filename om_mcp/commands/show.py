@@ -1,0 +1,103 @@
+"""`om-mcp show THREAD`: the thread's observation log (dates, message ranges), where the
+agent was, its working memory and its recent messages."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, prepare, run_memory
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("thread", metavar="THREAD", help="the thread id")
+    parser.add_argument("--messages", type=int, default=10, metavar="N", help="the N most recent messages (10)")
+    parser.add_argument("--generations", action="store_true",
+                        help="every generation of the log (what the Reflector condensed), newest first")
+    add_config_arguments(parser, json_flag=True)
+    parser.epilog = EXIT_CODES
+
+
+def run(args: argparse.Namespace) -> int:
+    config, code = prepare(args)
+    if config is None:
+        return code
+
+    async def main(memory: Any) -> int:
+        from om_mcp.commands._output import print_json
+
+        report = await gather(memory, args.thread, args.messages, args.generations)
+        if args.json:
+            print_json(report)
+        else:
+            show(report)
+        return EXIT_OK
+
+    return run_memory(config, main)
+
+
+async def gather(memory: Any, thread_id: str, messages: int, generations: bool) -> dict[str, Any]:
+    from om_mcp.commands._view import thread_row
+    from om_mcp.engine.errors import NotFound
+
+    store = memory.store
+    states = await store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id, limit=1)
+    if not states:
+        raise NotFound(f"unknown thread {thread_id!r}", field="thread")
+    state = states[0]
+    snap = await store.snapshot(state.record_key, thread_id)
+    try:
+        log = await memory.observations(thread_id, history=generations)
+    except NotFound:
+        log = None
+    wm = memory.config.working_memory
+    working = None
+    if wm.enabled:
+        owner = thread_id if wm.scope == "thread" else state.thread.resource_id
+        working = {"scope": wm.scope, "of": owner, "text": await store.get_working_memory(wm.scope, owner)}
+    recent = await memory.messages(thread_id, limit=messages) if messages > 0 else []
+    return {
+        **thread_row(state), "record_key": state.record_key,
+        "current_task": snap.hints.current_task if snap else None,
+        "suggested_response": snap.hints.suggested_response if snap else None,
+        "observations": log, "working_memory": working,
+        "recent_messages": [m.model_dump(mode="json") for m in recent],
+    }
+
+
+def show(r: dict[str, Any]) -> None:
+    from om_mcp.commands._view import one_line, when
+    from om_mcp.engine.messages import message_text
+
+    out = sys.stdout
+    title = f" “{r['title']}”" if r["title"] else ""
+    out.write(f"thread {r['thread']}{title} · resource {r['resource']} · {r['record_key']}\n")
+    out.write(f"  created {when(r['created_at'])} · updated {when(r['updated_at'])} · {r['messages']:,} messages ·"
+              f" {r['unobserved_tokens']:,} unobserved tokens · generation {r['generation']}\n")
+    last = r["last_cycle"]
+    if last:
+        out.write(f"  last cycle: {last['what']} {when(last['at'])}"
+                  + (f": {last['error']}" if last["error"] else "") + "\n")
+    log = r["observations"]
+    generations = (log or {}).get("generations") or ([{"generation": log["generation"], **log}] if log else [])
+    for g in generations:
+        out.write(f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens"
+                  f" · {len(g['groups'])} groups\n")
+        out.write(_indent(g["text"] or "(empty)") + "\n")
+    if not generations:
+        out.write("\nobservation log: nothing observed yet\n")
+    for label, key in (("current task", "current_task"), ("suggested response", "suggested_response")):
+        if r[key]:
+            out.write(f"\n{label}: {r[key]}\n")
+    wm = r["working_memory"]
+    if wm is not None:
+        out.write(f"\nworking memory ({wm['scope']} {wm['of']}):\n{_indent(wm['text'] or '(empty)')}\n")
+    if r["recent_messages"]:
+        out.write(f"\nrecent messages ({len(r['recent_messages'])} of {r['messages']:,}):\n")
+        for m in r["recent_messages"]:
+            out.write(f"  {when(m['created_at'])}  {m['role']:<9} {m['id']}  {one_line(message_text(m['parts']), 90)}\n")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

@@ -1,0 +1,145 @@
+"""The status page's data, read from the live engine (`contract.UiDataSource` over `Memory`).
+
+`MemorySource(get_memory)` asks for the memory on each request (the server opens
+it in its lifespan). Every method respects the caller's bearer token: a resource
+or thread the token does not grant is answered as unknown (404), so the page
+cannot even learn that it exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from om_mcp import __version__
+from om_mcp.engine import message_threshold
+from om_mcp.server.http.auth import allowed_resources
+from om_mcp.server.http.ui.contract import (
+    Buffered, Event, EventPage, Forgotten, Generation, Group, Hints, ResourceSummary, ServerInfo, ThreadDetail,
+    ThreadSeries, ThreadSummary, Window,
+)
+from om_mcp.server.http.ui.series import build_series
+
+if TYPE_CHECKING:
+    from om_mcp.engine import Memory
+    from om_mcp.store.summaries import ThreadState
+
+
+def _granted(resource_id: str) -> bool:
+    allowed = allowed_resources()
+    return allowed is None or resource_id in allowed
+
+
+class MemorySource:
+    def __init__(self, get_memory: Callable[[], Memory]) -> None:
+        self._memory = get_memory
+
+    @property
+    def memory(self) -> Memory:
+        return self._memory()
+
+    async def info(self) -> ServerInfo:
+        memory = self.memory
+        om, limits = memory.config.observational_memory, memory.observation.limits
+        return ServerInfo(
+            version=__version__, database=str(memory.store.location), scope=om.scope,
+            message_threshold=limits.message_tokens, observation_threshold=limits.observation_tokens,
+            observer_model=memory.observation.observer.router.describe(),
+            reflector_model=memory.observation.reflector.router.describe(),
+        )
+
+    async def resources(self) -> list[ResourceSummary]:
+        store = self.memory.store
+        return [
+            ResourceSummary(id=r.id, threads=r.threads, messages=r.messages, updated_at=r.updated_at,
+                            working_memory=await store.get_working_memory("resource", r.id))
+            for r in await store.list_resources() if _granted(r.id)
+        ]
+
+    async def threads(self, resource_id: str) -> list[ThreadSummary] | None:
+        if not _granted(resource_id):
+            return None
+        memory = self.memory
+        if not any(r.id == resource_id for r in await memory.store.list_resources()):
+            return None
+        states = await memory.store.thread_states(memory.config.observational_memory.scope, resource_id=resource_id)
+        return [_summary(s) for s in states]
+
+    async def _state(self, thread_id: str) -> ThreadState | None:
+        memory = self.memory
+        found = await memory.store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id,
+                                                 limit=1)
+        return found[0] if found and _granted(found[0].thread.resource_id) else None
+
+    async def thread(self, thread_id: str) -> ThreadDetail | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        memory = self.memory
+        store, om, limits = memory.store, memory.config.observational_memory, memory.observation.limits
+        snap = await store.snapshot(state.record_key, thread_id)
+        generations = await store.generations(state.record_key) if snap else []
+        current = snap.record.generation if snap else 0
+        wm = memory.config.working_memory
+        wm_scope = wm.scope if wm.enabled else None
+        stored = await store.get_working_memory(wm_scope, thread_id if wm_scope == "thread" else
+                                                state.thread.resource_id) if wm_scope else None
+        chunks = snap.chunks if snap else []
+        return ThreadDetail(
+            thread=_summary(state), record_key=state.record_key, scope=om.scope, working_memory=stored,
+            working_memory_scope=wm_scope,
+            hints=Hints(current_task=snap.hints.current_task, suggested_response=snap.hints.suggested_response)
+            if snap else Hints(),
+            extracted=snap.record.extracted if snap else {},
+            messages_window=Window(tokens=snap.state.pending_tokens if snap else 0, threshold=message_threshold(
+                limits, state.observation_tokens, om.share_token_budget)),
+            observations_window=Window(tokens=state.observation_tokens, threshold=limits.observation_tokens),
+            buffered=Buffered(chunks=len(chunks), message_tokens=sum(c.message_tokens for c in chunks),
+                              observation_tokens=sum(c.tokens for c in chunks),
+                              reflection_ready=bool(snap and snap.buffered_reflection)),
+            generations=[
+                Generation(generation=n, current=n == current, created_at=groups[0].created_at if groups else None,
+                           tokens=sum(g.tokens for g in groups), groups=[_group(g) for g in groups])
+                for n, groups in reversed(generations)
+            ],
+        )
+
+    async def events(self, thread_id: str, after: int | None, limit: int) -> EventPage | None:
+        if await self._state(thread_id) is None:
+            return None
+        found = await self.memory.store.events(thread_id=thread_id, after_id=after or 0, limit=limit)
+        page = [Event(id=e.id, type=e.type, at=e.created_at, cycle_id=e.cycle_id,
+                      payload={k: v for k, v in e.payload.items() if k not in ("type", "cycle_id")}) for e in found]
+        return EventPage(events=page, next_after=page[-1].id if page else after)
+
+    async def series(self, thread_id: str) -> ThreadSeries | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        memory = self.memory
+        inputs = await memory.store.series_inputs(state.record_key)
+        limits = memory.observation.limits
+        events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
+        return build_series(events, message_threshold=limits.message_tokens,
+                            observation_threshold=limits.observation_tokens, messages=inputs.messages)
+
+    async def forget_thread(self, thread_id: str) -> Forgotten | None:
+        if await self._state(thread_id) is None:
+            return None
+        done = await self.memory.delete_thread(thread_id)
+        return Forgotten(thread_id=thread_id, messages=done.deleted_messages)
+
+
+def _summary(state: ThreadState) -> ThreadSummary:
+    t = state.thread
+    return ThreadSummary(
+        id=t.id, resource_id=t.resource_id, title=t.title, messages=t.message_count,
+        unobserved_tokens=state.unobserved_tokens, observation_tokens=state.observation_tokens,
+        generation=state.generation, created_at=t.created_at, updated_at=t.updated_at,
+        last_observed_at=state.last_observed_at,
+    )
+
+
+def _group(g: Any) -> Group:
+    return Group(id=g.id, position=g.position, kind=g.kind, text=g.text, tokens=g.tokens, thread_id=g.thread_id,
+                 first_message_id=g.first_message_id, last_message_id=g.last_message_id, observed_at=g.observed_at,
+                 created_at=g.created_at or None)
