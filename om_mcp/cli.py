@@ -29,6 +29,9 @@ COMMANDS = {
     "backup": "an online, consistent copy of the database",
     "export": "write the memory as versioned JSONL (to stdout or -o FILE)",
     "import": "import an om-mcp export, or Claude / ChatGPT conversations",
+    "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI)",
+    "worker": "observe and reflect in the background until idle (started by the hooks)",
+    "ingest": "add a transcript file to memory (claude-code, gemini-cli, openai-messages)",
 }
 ALIASES = {"import": "import_"}  # a command named after a Python keyword
 
@@ -49,6 +52,10 @@ def _module(name: str):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hook"]:  # runs on every prompt: skip building the other commands' parsers
+        from om_mcp.commands.hook import main as hook_main
+
+        return hook_main(argv[1:])
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "serve")  # `om-mcp --db x` means `om-mcp serve --db x`
     args = parser().parse_args(argv)

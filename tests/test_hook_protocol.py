@@ -256,7 +256,7 @@ def test_plugin_registers_the_hook_command_for_every_event() -> None:
     market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
     assert plugin["name"] == "om-mcp" and market["plugins"][0]["name"] == "om-mcp"
     assert market["plugins"][0]["source"] == "./"
-    assert plugin["mcpServers"]["om-mcp"] == {"command": "om-mcp", "args": ["serve"]}
+    assert plugin["mcpServers"]["om-mcp"] == {"command": "om-mcp", "args": ["serve", "--hooks"]}
     hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", *INGEST_EVENTS}
     assert hooks["SessionStart"][0]["matcher"] == "|".join(SESSION_START_SOURCES)

@@ -24,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="allow HTTP on a non-loopback address without authentication (anyone who reaches it can read and"
         " change all memory)",
     )
+    parser.add_argument(
+        "--hooks", action="store_true",
+        help="the host's hooks record the conversations (om-mcp hook): the agent is told not to call"
+        " append_messages or get_context",
+    )
     add_config_arguments(parser)
 
 
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         return refused
     from om_mcp.server import build_server  # imported here: --help and config errors answer at once
 
-    server = build_server(config)
+    server = build_server(config, hooks=args.hooks)
     try:
         if http:
             from om_mcp.server.http import run_http

@@ -20,6 +20,9 @@ from om_mcp.config.settings import Config
 
 ENV_PREFIX = "OM_"
 CONFIG_FILE_ENV = "OM_MCP_CONFIG"
+# OM_MCP_CONFIG, OM_MCP_HOOKS (the hooks' off switch), OM_MCP_BIN (the plugin's launcher):
+# variables about how om-mcp runs, never configuration keys.
+LAUNCHER_ENV_PREFIX = "OM_MCP_"
 # Short names people actually type, mapped to their key paths.
 ENV_ALIASES = {
     "OM_DB_PATH": ("db_path",),
@@ -54,7 +57,7 @@ def load_config(
             raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
     settings = []
     for name, value in env.items():
-        if not name.startswith(ENV_PREFIX) or name == CONFIG_FILE_ENV:
+        if not name.startswith(ENV_PREFIX) or name.startswith(LAUNCHER_ENV_PREFIX):
             continue
         keys = ENV_ALIASES.get(name) or tuple(k.lower() for k in name[len(ENV_PREFIX):].split("__"))
         settings.append((keys, value, name))

@@ -13,8 +13,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from om_mcp.config import Config
 from om_mcp.engine.errors import InputError
-from om_mcp.engine.messages import MessageIn, derived_id, message_text
+from om_mcp.engine.messages import MessageIn, derived_id
 from om_mcp.engine.prompts.agent import temporal_gap_text
+from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.store import NewMessage
 
@@ -83,14 +84,6 @@ def check_thread_metadata(value: Any) -> dict[str, Any]:
     if metadata.get("title") is not None:
         check_title(metadata["title"], "thread_metadata.title")
     return metadata
-
-
-def index_text(parts: list[dict[str, Any]], metadata: dict[str, Any] | None) -> str:
-    """The searchable text of a message; a named speaker is kept as a prefix."""
-    text = message_text(parts)
-    speaker = (metadata or {}).get("speaker") or (metadata or {}).get("name")
-    return f"{speaker}: {text}" if isinstance(speaker, str) and speaker and not text.startswith(f"{speaker}:") \
-        else text
 
 
 def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[NewMessage]:

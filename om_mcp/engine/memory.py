@@ -94,12 +94,10 @@ class Memory:
                 group.cancel_scope.cancel()
 
     async def _poll(self, seconds: float) -> None:
-        while True:
-            await anyio.sleep(seconds)
-            try:
-                await self.observation.poll()
-            except Exception as error:  # noqa: BLE001 - polling must outlive a bad moment
-                log.debug("polling for work failed: %s", error)
+        """Drain what other processes append (hooks, other servers), holding the worker lease meanwhile."""
+        from om_mcp.engine.drain import Drainer
+
+        await Drainer(self).poll_forever(seconds)
 
     async def close(self) -> None:
         await self.store.close()
@@ -404,15 +402,16 @@ class Memory:
         found, _ = await self.store.list_threads(resource_id, limit=limit)
         return [_thread_out(t) for t in found]
 
-    async def recount_tokens(self) -> int:
+    async def recount_tokens(self, after_seq: int = 0) -> int:
         """Recount messages counted by another tokenizer, in the background (the tokenizer
-        loads in a thread first, so the event loop never waits for it)."""
+        loads in a thread first, so the event loop never waits for it); `after_seq` looks
+        only at newer messages."""
         await self.counter.ready()
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
         done = 0
         while True:
-            stale = await self.store.stale_token_counts(self._counted_by)
+            stale = await self.store.stale_token_counts(self._counted_by, after_seq=after_seq)
             if not stale:
                 return done
             counts = []

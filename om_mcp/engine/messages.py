@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from om_mcp.engine.text import message_text, part_text  # noqa: F401 - re-exported
+
 Role = Literal["user", "assistant", "system", "tool"]
 
 
@@ -109,27 +111,3 @@ def derived_id(role: str, parts: list[dict[str, Any]], created_at: datetime | No
                          ensure_ascii=False)
     digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     return f"m-{digest}" + (f"-{occurrence}" if occurrence else "")
-
-
-def part_text(part: dict[str, Any]) -> str:
-    """The searchable, human-readable text of one part."""
-    kind = part.get("type")
-    if kind in ("text", "reasoning"):
-        return part.get("text", "")
-    if kind == "tool-call":
-        return f"{part['tool_name']} {_json(part.get('args'))}"
-    if kind == "tool-result":
-        return f"{part['tool_name']} {_json(part.get('result'))}"
-    if kind in ("image", "file"):
-        return " ".join(x for x in (part.get("name"), part.get("mime_type")) if x)
-    return ""
-
-
-def message_text(parts: list[dict[str, Any]]) -> str:
-    return "\n".join(t for t in (part_text(p) for p in parts) if t)
-
-
-def _json(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -49,6 +49,11 @@ class Worker:
     def busy(self, key: str, op: str) -> bool:
         return (key, op) in self._jobs
 
+    @property
+    def active(self) -> int:
+        """Jobs running or waiting for a slot."""
+        return len(self._jobs)
+
     async def submit(
         self, key: str, op: str, factory: Callable[[], Awaitable[Any]], *, rerun: bool = False
     ) -> Job:

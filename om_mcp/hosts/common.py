@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:  # pydantic loads only when typed hook input is parsed (the hook itself stays lean)
+    from pydantic import BaseModel
 
 # Set to "off" in the environment of a nested model run (claude -p, gemini -p)
 # so that our own hooks, if they fire there, exit at once and ingest nothing.
@@ -175,6 +176,8 @@ def parse_with(
     data: str | bytes | Mapping[str, Any], models: Mapping[str, type[BaseModel]], base: type[BaseModel]
 ) -> Any:
     """Shared by the hosts: decode JSON, pick the model by `hook_event_name`, validate."""
+    from pydantic import ValidationError
+
     if isinstance(data, (str, bytes)):
         if not data.strip():
             raise HookInputError("hook input: stdin is empty (expected a JSON object)")

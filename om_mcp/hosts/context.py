@@ -30,6 +30,11 @@ RECALL_LINE = (
     "To search older history (earlier sessions, exact wording, tool output), call the "
     "om-mcp `recall` tool."
 )
+# The hook names this session's thread and resource, which the agent cannot know otherwise.
+RECALL_WITH_IDS = (
+    "To search older history (earlier sessions, exact wording, tool output), call the om-mcp `recall` tool"
+    " with thread_id {thread} and resource_id {resource}."
+)
 OMITTED_LINE = "[{count} older observation(s) not shown here; `recall` can find them]"
 HINT_MAX_CHARS = 1_000
 
@@ -54,10 +59,13 @@ def render_session_context(
     current_task: str | None = None,
     suggested_response: str | None = None,
     max_chars: int = 8000,
+    recall_line: str = RECALL_LINE,
+    omitted: int = 0,
 ) -> str:
     """The text for SessionStart's additionalContext; "" when there is nothing to say.
 
-    Never longer than `max_chars`.
+    Never longer than `max_chars`. `recall_line` may name the ids the tools need;
+    `omitted` counts observations a first cut (`preselect_observations`) left out.
     """
     if max_chars <= 0:
         return ""
@@ -71,7 +79,7 @@ def render_session_context(
     if not (observations or working_memory or hints):
         return ""
 
-    fixed = [CONTEXT_HEADER, *hints, RECALL_LINE]
+    fixed = [CONTEXT_HEADER, *hints, recall_line]
     fixed_size = sum(len(s) for s in fixed) + 2 * len(fixed)
     room = max_chars - fixed_size
     wm_block = ""
@@ -80,9 +88,9 @@ def render_session_context(
         wm_room = max(wm_room, room // 2)
         wm_block = _wrap("working-memory", working_memory, wm_room)
         room -= len(wm_block) + 2 if wm_block else 0
-    obs_block = _wrap_observations(observations, room) if observations else ""
+    obs_block = _wrap_observations(observations, room, omitted) if observations else ""
 
-    sections = [CONTEXT_HEADER, obs_block, wm_block, *hints, RECALL_LINE]
+    sections = [CONTEXT_HEADER, obs_block, wm_block, *hints, recall_line]
     text = "\n\n".join(s for s in sections if s)
     # A safety net, never expected to fire: the budget above already holds.
     return text if len(text) <= max_chars else text[:max_chars]
@@ -110,22 +118,36 @@ def _full_size(observations: str) -> int:
     return len(observations) + len("observations") * 2 + 6
 
 
-def _wrap_observations(log: str, room: int) -> str:
+def _wrap_observations(log: str, room: int, omitted: int = 0) -> str:
     overhead = len("observations") * 2 + 6
     if room <= overhead + 20:
         return ""
-    body = select_observations(log, room - overhead)
+    body = select_observations(log, room - overhead, omitted)
     return f"<observations>\n{body}\n</observations>" if body else ""
 
 
-def select_observations(log: str, budget: int) -> str:
-    """The observation log cut to `budget` characters by the priority rule above."""
-    if len(log) <= budget:
-        return log
+def select_observations(log: str, budget: int, omitted: int = 0) -> str:
+    """The observation log cut to `budget` characters by the priority rule above.
+    `omitted`: observations a first cut (`preselect_observations`) left out already."""
+    return _select(log, budget, omitted, note=True)[0]
+
+
+def preselect_observations(log: str, budget: int) -> tuple[str, int]:
+    """A first cut of a long log by the same rule, without the note: (kept text, how many left out).
+
+    Preparing a log for the agent (compacting, relative dates) costs time per line; on
+    a cut to twice the final size it gives the same final cut, for a fraction of it.
+    """
+    return _select(log, budget, 0, note=False)
+
+
+def _select(log: str, budget: int, omitted: int, *, note: bool) -> tuple[str, int]:
+    if len(log) <= budget and not omitted:
+        return log, 0
     days = _parse(log)
     items = [item for day in days for item in day.items]
-    note_room = len(OMITTED_LINE.format(count=len(items))) + 1
-    budget -= note_room
+    if note:
+        budget -= len(OMITTED_LINE.format(count=len(items) + omitted)) + 1
     chosen: set[int] = set()
     used_days: set[int] = set()
     used = 0
@@ -155,15 +177,15 @@ def select_observations(log: str, budget: int) -> str:
 
     lines: list[str] = []
     left_out = len(items) - len(chosen)
-    if left_out:
-        lines.append(OMITTED_LINE.format(count=left_out))
+    if note and left_out + omitted:
+        lines.append(OMITTED_LINE.format(count=left_out + omitted))
     for day in days:
         kept = [i for i in day.items if i.order in chosen]
         if kept:
             if day.header:
                 lines.append(day.header)
             lines.extend(i.text for i in kept)
-    return "\n".join(lines)
+    return "\n".join(lines), left_out
 
 
 def _parse(log: str) -> list[_Day]:

@@ -41,96 +41,27 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from om_mcp.hosts.common import TrimRule, trim_value
+from om_mcp.hosts.events import GEMINI_CLI as HOST
+from om_mcp.hosts.events import GEMINI_FINAL_EVENTS as FINAL_EVENTS  # noqa: F401 - part of this module's API
+from om_mcp.hosts.events import GEMINI_INGEST_EVENTS as INGEST_EVENTS  # noqa: F401 - part of this module's API
 
-from om_mcp.hosts.common import HookInputError, HookPlan, Project, TrimRule, find_project, parse_with, trim_value
-
-HOST = "gemini-cli"
-INGEST_EVENTS = ("AfterAgent", "PreCompress", "SessionEnd")
-FINAL_EVENTS = ("AfterAgent", "SessionEnd")
 _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
 
 
-# --------------------------------------------------------------------------------------
-# Hook input
-# --------------------------------------------------------------------------------------
+# Hook input: the typed models live in gemini_hooks.py (pydantic), loaded on first use.
+_HOOK_NAMES = (
+    "EVENT_MODELS", "GeminiAfterAgent", "GeminiBeforeAgent", "GeminiHookInput", "GeminiNotification",
+    "GeminiPreCompress", "GeminiSessionEnd", "GeminiSessionStart", "GeminiToolHook", "parse_hook_input", "plan_for",
+)
 
 
-class GeminiHookInput(BaseModel):
-    model_config = ConfigDict(extra="allow")
+def __getattr__(name: str) -> Any:
+    if name not in _HOOK_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from om_mcp.hosts import gemini_hooks
 
-    session_id: str = Field(min_length=1)
-    hook_event_name: str = Field(min_length=1)
-    transcript_path: str | None = None
-    cwd: str | None = None
-    timestamp: str | None = None
-
-    def project(self) -> Project:
-        if not self.cwd:
-            raise HookInputError("hook input: cwd is missing, so the project is unknown")
-        return find_project(self.cwd)
-
-
-class GeminiSessionStart(GeminiHookInput):
-    source: str | None = Field(default=None, description="startup | resume | clear")
-
-
-class GeminiSessionEnd(GeminiHookInput):
-    reason: str | None = Field(default=None, description="exit | clear | logout | prompt_input_exit | other")
-
-
-class GeminiBeforeAgent(GeminiHookInput):
-    prompt: str = ""
-
-
-class GeminiAfterAgent(GeminiHookInput):
-    prompt: str = ""
-    prompt_response: str | None = None
-    stop_hook_active: bool = False
-
-
-class GeminiPreCompress(GeminiHookInput):
-    trigger: str | None = Field(default=None, description="auto | manual")
-
-
-class GeminiToolHook(GeminiHookInput):
-    tool_name: str = ""
-    tool_input: Any = None
-    tool_response: Any = None
-    mcp_context: Any = None
-
-
-class GeminiNotification(GeminiHookInput):
-    notification_type: str | None = None
-    message: str | None = None
-    details: Any = None
-
-
-EVENT_MODELS: dict[str, type[GeminiHookInput]] = {
-    "SessionStart": GeminiSessionStart,
-    "SessionEnd": GeminiSessionEnd,
-    "BeforeAgent": GeminiBeforeAgent,
-    "AfterAgent": GeminiAfterAgent,
-    "PreCompress": GeminiPreCompress,
-    "BeforeTool": GeminiToolHook,
-    "AfterTool": GeminiToolHook,
-    "Notification": GeminiNotification,
-}
-
-
-def parse_hook_input(data: str | bytes | dict[str, Any]) -> GeminiHookInput:
-    """The typed input of one Gemini CLI hook call; HookInputError if unusable."""
-    return parse_with(data, EVENT_MODELS, GeminiHookInput)
-
-
-def plan_for(hook: GeminiHookInput) -> HookPlan:
-    """SessionStart: catch up and print the context; AfterAgent and SessionEnd:
-    ingest the finished turn; PreCompress: ingest, holding back the open reply."""
-    if hook.hook_event_name == "SessionStart":
-        return HookPlan(ingest=True, final=False, print_context=True)
-    if hook.hook_event_name in INGEST_EVENTS:
-        return HookPlan(ingest=True, final=hook.hook_event_name in FINAL_EVENTS)
-    return HookPlan()
+    return getattr(gemini_hooks, name)
 
 
 # --------------------------------------------------------------------------------------

@@ -137,8 +137,10 @@ def _live(server: MCPServer, app: App) -> App:
     return app
 
 
-def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer:
-    """An MCP server over `memory`, or over one opened from `config` for the server's lifespan."""
+def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool = False) -> MemoryServer:
+    """An MCP server over `memory`, or over one opened from `config` for the server's lifespan.
+    `hooks`: the host's hooks record the conversations (the Claude Code plugin), so the agent is told
+    not to store or fetch them itself."""
     notifier = Notifier()
 
     @asynccontextmanager
@@ -160,7 +162,8 @@ def build_server(config: Config, memory: "Memory | None" = None) -> MemoryServer
             finally:
                 group.cancel_scope.cancel()
 
-    server = MemoryServer("om-mcp", version=__version__, instructions=text.SERVER_INSTRUCTIONS, lifespan=lifespan,
+    instructions = text.SERVER_INSTRUCTIONS_HOOKS if hooks else text.SERVER_INSTRUCTIONS
+    server = MemoryServer("om-mcp", version=__version__, instructions=instructions, lifespan=lifespan,
                           subscriptions=notifier.bus)
     from om_mcp.server import resources, tools
     from om_mcp.server.listen import install_scoped_listen

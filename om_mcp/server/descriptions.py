@@ -13,6 +13,15 @@ out to use the default.
 - After each exchange: append_messages with user= and assistant= (or messages=[...] for tool calls).
 - recall finds older messages, other threads, or searches everything (use distinctive words)."""
 
+# `om-mcp serve --hooks` (the Claude Code plugin): the hooks store every turn and bring the memory in at
+# session start, so an agent that also appended and fetched would store everything twice and pay for it.
+SERVER_INSTRUCTIONS_HOOKS = """\
+Long-term memory across conversations. This host's hooks record every conversation and put the memory of \
+earlier sessions into your context at session start: do not call append_messages or get_context.
+- recall finds older messages, other sessions, or searches everything (use distinctive words); pass the thread_id \
+and resource_id that the session-start memory names.
+- get_working_memory / update_working_memory: a short note about the user or project (same resource_id)."""
+
 APPEND_MESSAGES = """\
 Store the newest messages of a thread, in order. Simplest: user="..." and/or assistant="...". Or messages=[{role, \
 content}], content a string or parts (text, tool-call, tool-result, reasoning, image, file). Re-sending is \

@@ -12,7 +12,8 @@ from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnav
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.rows import (
     AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, IngestState, Message,
-    ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, Snapshot, Stats, Thread,
+    ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, SettledThread, Snapshot,
+    Stats, Thread,
 )
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,6 @@ def __getattr__(name: str):
 __all__ = [
     "AppendResult", "BufferedReflection", "Chunk", "ContextRead", "DatabaseRefused", "DueWork", "Event", "Group",
     "GroupHit", "Hints", "IngestState", "Message", "ModelHealth", "NewGroup", "NewMessage", "NotFound", "Record",
-    "RecordState", "ResourceSummary", "Scope", "SearchHit", "Snapshot", "Stats", "Store", "StoreError",
+    "RecordState", "ResourceSummary", "Scope", "SearchHit", "SettledThread", "Snapshot", "Stats", "Store", "StoreError",
     "StoreUnavailable", "Thread", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
 ]

@@ -293,3 +293,15 @@ class Stats:
     chunks: int
     events: int
     pending_tokens: int
+
+
+@dataclass(slots=True)
+class SettledThread:
+    """A host session that is over (or quiet) with messages not yet observed."""
+
+    record_key: str
+    thread_id: str
+    resource_id: str
+    pending_messages: int
+    pending_tokens: int
+    updated_at: str

@@ -139,7 +139,7 @@ class ObservationEngine:
         return LeaseRenewal(self, key, op, cycle_id)
 
     def sampling_connected(self) -> bool:
-        return self.clients.broker.available()
+        return self.clients.broker.available
 
     async def model_available(self, operation: str, manual: bool = False) -> tuple[bool, str]:
         """Can a cycle call its model now? No network: readiness, sampling, the breaker

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
-
 # The events the om-mcp plugin registers, and the SessionStart sources it matches.
-INGEST_EVENTS = ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
-SESSION_START_SOURCES = ("startup", "resume", "clear", "compact")
+from om_mcp.hosts.events import CLAUDE_CODE, plan
+from om_mcp.hosts.events import CLAUDE_INGEST_EVENTS as INGEST_EVENTS
+from om_mcp.hosts.events import CLAUDE_SESSION_START_SOURCES as SESSION_START_SOURCES
 
 
 class HookInput(BaseModel):
@@ -118,6 +118,4 @@ def parse_hook_input(data: str | bytes | Mapping[str, Any]) -> HookInput:
 def plan_for(hook: HookInput) -> HookPlan:
     """SessionStart: catch up (a resumed or compacted session has turns on
     disk) and print the context; the ingest events: catch up; others: nothing."""
-    if hook.hook_event_name == "SessionStart":
-        return HookPlan(ingest=True, print_context=True)
-    return HookPlan(ingest=hook.hook_event_name in INGEST_EVENTS)
+    return plan(CLAUDE_CODE, hook.hook_event_name)

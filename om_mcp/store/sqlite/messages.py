@@ -312,11 +312,13 @@ def tokenizer_id(conn: sqlite3.Connection, name: str) -> int:
     return conn.execute("SELECT id FROM om_tokenizers WHERE name = ?", (name,)).fetchone()[0]
 
 
-def stale_counts(conn: sqlite3.Connection, counted_by: int, limit: int = 500) -> list[dict[str, Any]]:
-    """Messages counted by another tokenizer: role, parts and their per-part counts."""
+def stale_counts(conn: sqlite3.Connection, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
+    """Messages counted by another tokenizer: role, parts and their per-part counts.
+    `after_seq` skips the messages already looked at (a range scan on seq, not the whole table)."""
     rows = conn.execute(
-        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE counted_by != ? LIMIT ?",
-        (counted_by, limit),
+        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > ? AND counted_by != ? ORDER BY seq"
+        " LIMIT ?",
+        (after_seq, counted_by, limit),
     ).fetchall()
     return [
         {"seq": seq, "role": role,
@@ -324,6 +326,11 @@ def stale_counts(conn: sqlite3.Connection, counted_by: int, limit: int = 500) ->
          "part_tokens": json.loads(counts) if counts else None}
         for seq, role, body, parts, counts in rows
     ]
+
+
+def last_seq(conn: sqlite3.Connection) -> int:
+    """The newest message's seq (0 for none): one index probe."""
+    return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM messages").fetchone()[0]
 
 
 def set_counts(conn: sqlite3.Connection, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:

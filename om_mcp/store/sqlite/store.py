@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
 
 from om_mcp.store.sqlite import (
-    admin, commits, coordination, fts, messages, observations, overview, threads, transfer, vectors,
+    admin, commits, coordination, fts, messages, observations, overview, sessions, threads, transfer, vectors,
 )
 from om_mcp.store.sqlite.database import Database
 
@@ -81,6 +81,7 @@ class SQLiteStore:
     tokenizer_id = _writes(messages.tokenizer_id)
     stale_token_counts = _reads(messages.stale_counts)
     set_token_counts = _writes(messages.set_counts)
+    last_seq = _reads(messages.last_seq)
 
     # observation records and their windows
     record = _reads(observations.get_record)
@@ -115,6 +116,7 @@ class SQLiteStore:
     put_model_health = _writes(coordination.put_model_health)
     ingest_state = _reads(coordination.ingest_state)
     put_ingest_state = _writes(coordination.put_ingest_state)
+    settled_threads = _reads(sessions.settled_threads)
 
     # search and vectors
     search_messages = _reads(fts.find)

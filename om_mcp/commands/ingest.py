@@ -1,0 +1,185 @@
+"""`om-mcp ingest FILE`: add a transcript to memory, idempotently.
+
+Formats: `claude-code` (a session's .jsonl under ~/.claude/projects), `gemini-cli`
+(a session-*.jsonl under ~/.gemini/tmp/<project>/chats) and `openai-messages`
+(one {"role", "content", ...} object per line); detected from the file when
+--format is not given. Messages keep their ids (transcript uuids; derived from
+the line for openai-messages), so running it twice stores nothing twice, and a
+session the hooks recorded already is recognised message by message.
+
+Defaults: the thread is the session id (claude-code, gemini-cli) or the file's
+name; the resource is the project of the session's working directory
+(claude-code), of the current directory (gemini-cli), or `default_resource_id`
+(openai-messages). The rows are built as the hook builds them, counted with the
+real tokenizer. Observation follows in the background: a running server picks
+the work up, or this command starts a worker as the hooks do (--no-worker: not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from om_mcp.commands.common import EXIT_DATABASE, add_config_arguments, load
+
+FORMATS = ("claude-code", "gemini-cli", "openai-messages")
+BATCH = 500
+EXIT_INPUT = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="the transcript file")
+    parser.add_argument("--format", choices=FORMATS, help="the file's format (default: detected)")
+    parser.add_argument("--thread", help="thread id (default: the session id, else the file name)")
+    parser.add_argument("--resource", help="resource id (default: the session's project, else default_resource_id)")
+    parser.add_argument("--no-worker", action="store_true", help="do not start a background worker to observe it")
+    add_config_arguments(parser, json_flag=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    if config is None:
+        return 2
+    path = Path(args.file).expanduser()
+    try:
+        fmt = args.format or detect(path)
+        messages, thread_id, resource_id = read(path, fmt)
+    except (OSError, ValueError) as error:
+        print(f"om-mcp: {path}: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    thread_id = args.thread or thread_id
+    resource_id = args.resource or resource_id or config.default_resource_id
+    from om_mcp.store.errors import DatabaseRefused, StoreError
+
+    try:
+        summary = store(config, fmt, messages, thread_id, resource_id, start_worker=not args.no_worker,
+                        config_file=args.config)
+    except DatabaseRefused as error:
+        print(f"om-mcp: {error}", file=sys.stderr)
+        return EXIT_DATABASE
+    except StoreError as error:
+        print(f"om-mcp: {error}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.json:
+        from om_mcp.commands._output import print_json
+
+        print_json(summary)
+    else:
+        print(f"{summary['appended']} new message(s), {summary['skipped']} already stored, in thread "
+              f"{summary['thread_id']} of resource {summary['resource_id']}"
+              + (f"; observing in the background ({summary['worker']})" if summary["worker"] else ""))
+    return 0
+
+
+def detect(path: Path) -> str:
+    """The format of a transcript file, from its first lines."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for _, line in zip(range(20), handle):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            if "projectHash" in entry or "$set" in entry or "$rewindTo" in entry:
+                return "gemini-cli"
+            if "uuid" in entry or "sessionId" in entry:
+                return "claude-code"
+            if "role" in entry:
+                return "openai-messages"
+    raise ValueError("format not recognised: give --format " + "|".join(FORMATS))
+
+
+def read(path: Path, fmt: str) -> tuple[list[dict[str, Any]], str, str | None]:
+    """(messages, default thread id, default resource id or None) of a file."""
+    from om_mcp.hosts.common import find_project
+
+    if not path.is_file():
+        raise ValueError("no such file")
+    if fmt == "claude-code":
+        from om_mcp.hosts.claude_code import read_messages
+
+        messages, _ = read_messages(path)
+        session, cwd = _first_fields(path, "sessionId", "cwd")
+        return messages, session or path.stem, find_project(cwd).resource_id if cwd else None
+    if fmt == "gemini-cli":
+        from om_mcp.hosts.gemini_cli import read_messages as read_gemini
+
+        messages, _ = read_gemini(path, final=True)
+        session, _ = _first_fields(path, "sessionId", "-")
+        return messages, session or path.stem, find_project(os.getcwd()).resource_id
+    from om_mcp.importers.openai_messages import read_openai_messages
+
+    return read_openai_messages(path), path.stem, None
+
+
+def store(config: Any, fmt: str, messages: list[dict[str, Any]], thread_id: str, resource_id: str, *,
+          start_worker: bool, config_file: str | None) -> dict[str, Any]:
+    """Append in batches (a progress bar on a terminal), mark the session over, start a worker if due."""
+    from om_mcp.commands._output import progress
+    from om_mcp.engine.tokens import get_token_counter
+    from om_mcp.hook import db
+    from om_mcp.hook.background import start_worker_if_due
+    from om_mcp.hook.rows import to_rows
+    from om_mcp.hook.settings import data_dir, load_settings
+    from om_mcp.hosts.events import HookEvent
+    from om_mcp.store.keys import record_key
+    from om_mcp.store.sqlite import messages as ops, threads
+    from om_mcp.store.sqlite.decode import now_iso
+
+    counter = get_token_counter()
+    conn = db.open_database(str(config.db_path))
+    summary = {"thread_id": thread_id, "resource_id": resource_id, "appended": 0, "skipped": 0, "worker": None}
+    try:
+        existing = threads.get(conn, thread_id)
+        if existing is not None:
+            summary["resource_id"] = resource_id = existing.resource_id
+        key = record_key(config.observational_memory.scope, thread_id, resource_id)
+        metadata = {"host": fmt, "source": "om-mcp ingest"}
+        with progress(len(messages), f"ingesting {thread_id}") as advance:
+            for start in range(0, len(messages), BATCH):
+                batch = messages[start:start + BATCH]
+                rows = to_rows(batch, counter, config.max_message_chars)
+
+                def append(conn: Any) -> Any:
+                    counted_by = ops.tokenizer_id(conn, counter.cache_key)
+                    return ops.append(conn, thread_id, resource_id, key, rows, counted_by=counted_by,
+                                      thread_metadata=metadata)
+
+                result = db.write(conn, append)
+                summary["appended"] += len(result.appended)
+                summary["skipped"] += result.skipped_duplicates
+                advance(len(batch))
+        if messages:
+            db.write(conn, threads.set_metadata_paths, thread_id, {"ended_at": now_iso()})
+        if start_worker and messages:
+            settings = load_settings(str(config.db_path), config_file)
+            event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)
+            summary["worker"] = start_worker_if_due(
+                conn, settings, event, key, None, config_file=config_file, idle_exit=60.0,
+                log_file=data_dir() / "worker.log")
+    finally:
+        conn.close()
+    return summary
+
+
+def _first_fields(path: Path, *names: str) -> tuple[str | None, ...]:
+    """The first string value of each field among the file's first lines."""
+    found: dict[str, str] = {}
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for _, line in zip(range(200), handle):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                for name in names:
+                    if name not in found and isinstance(entry.get(name), str) and entry[name]:
+                        found[name] = entry[name]
+            if len(found) == len(names):
+                break
+    return tuple(found.get(n) for n in names)

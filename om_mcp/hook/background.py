@@ -1,0 +1,96 @@
+"""Handing observation to the background: the hook never calls a model.
+
+A live om-mcp process (a server's poll loop, or `om-mcp worker`) holds the
+store's "worker"/"drain" lease while it drains work appended by others. After
+each ingest the hook looks at the session's record (one read it already has);
+when work is due and nobody holds the lease, it takes the lease on behalf of a
+worker it starts detached (new session, stdio on /dev/null, never waited for):
+`om-mcp worker --idle-exit 60 --lease-owner <id>`. Taking the lease in the same
+transaction that checks it means two hooks never start two workers.
+
+At SessionEnd the session's unobserved tail must still be observed, and a live
+server may be shutting down with the host; so a worker is started even when
+the lease is held: it drains alongside (cycles are single-flight across
+processes) and exits once idle.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from om_mcp.hook import db
+from om_mcp.hook.settings import HookSettings
+from om_mcp.hosts.events import HookEvent
+from om_mcp.store.rows import RecordState
+from om_mcp.store.sqlite import coordination, observations
+from om_mcp.store.sqlite.sessions import WORKER_LEASE, quiet_before, settled_threads
+
+# How long the hook holds the lease for the worker it starts, until the worker renews it.
+SPAWN_LEASE_SECONDS = 30.0
+IDLE_EXIT_SECONDS = 60.0
+
+
+def work_due(conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str,
+             state: RecordState | None) -> bool:
+    """Is there background work for this record (by the numbers the engine uses to decide)?"""
+    if not settings.observation:
+        return False
+    if state is None:
+        state = observations.record_state(conn, key, event.session_id)
+    new_tokens = state.pending_tokens - state.last_buffered_at_tokens
+    if new_tokens >= settings.due_tokens:
+        return True  # an interval's worth of messages since the last buffering (or the threshold, unbuffered)
+    if state.chunk_count and state.pending_tokens >= settings.message_tokens:
+        return True  # buffered observations to activate
+    if state.observation_tokens >= settings.reflect_tokens and state.buffered_reflection_generation != state.generation:
+        return True
+    if event.ends_session and state.thread_pending_messages:
+        return True  # the session's tail
+    if event.name == "SessionStart":
+        return bool(settled_threads(conn, quiet_before(), key, limit=1))  # an earlier session left a tail
+    return False
+
+
+def start_worker_if_due(conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str,
+                        state: RecordState | None, *, config_file: str | None, idle_exit: float,
+                        log_file: Path) -> str | None:
+    """'started' (holding the lease for it), 'alongside' (SessionEnd, lease held elsewhere) or None."""
+    if not work_due(conn, settings, event, key, state):
+        return None
+    owner = f"hook:{_host_name()}:{os.getpid()}:{os.urandom(4).hex()}"
+    key_, op = WORKER_LEASE
+    if db.write(conn, coordination.acquire_lease, key_, op, owner, SPAWN_LEASE_SECONDS):
+        spawn_worker(settings, owner, config_file, idle_exit, log_file)
+        return "started"
+    if event.ends_session:
+        spawn_worker(settings, None, config_file, idle_exit, log_file)
+        return "alongside"
+    return None
+
+
+def spawn_worker(settings: HookSettings, owner: str | None, config_file: str | None, idle_exit: float,
+                 log_file: Path) -> None:
+    """Start `om-mcp worker` detached from this process and from the host's pipes."""
+    import subprocess  # only when a worker starts
+
+    args = [sys.executable, "-m", "om_mcp", "worker", "--db", settings.db_path, "--idle-exit", f"{idle_exit:g}",
+            "--log-file", str(log_file)]
+    if config_file:
+        args += ["--config", config_file]
+    if owner:
+        args += ["--lease-owner", owner]
+    options: dict = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+                     "close_fds": True}
+    if os.name == "nt":
+        options["creationflags"] = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
+    else:
+        options["start_new_session"] = True  # the host's Ctrl-C and hangup do not reach it
+    subprocess.Popen(args, **options)  # never waited for: it outlives this hook
+
+
+def _host_name() -> str:
+    # os.uname, not socket.gethostname: importing socket costs the hook a few milliseconds.
+    return os.uname().nodename if hasattr(os, "uname") else os.environ.get("COMPUTERNAME", "host")

@@ -1,0 +1,78 @@
+"""The database as the hook opens it: quickly, and never waiting long.
+
+`database.connect` checks the whole file (`quick_check` reads every page) and
+runs the migrations in a write transaction: right for a server that starts
+once, too slow for a hook that runs on every prompt. Here the file's header,
+owner and schema version are checked (a few pragmas); only a new or older
+database goes through `database.connect`. A damaged page shows up as an error
+when it is read, which the hook logs like any other.
+
+A lock held by another process is waited for at most `BUSY_MS`; then the hook
+gives up (fail-open) rather than hold up the agent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from om_mcp.store.errors import DatabaseRefused
+from om_mcp.store.sqlite import checks
+from om_mcp.store.sqlite.migrations import APPLICATION_ID, LATEST_VERSION
+
+BUSY_MS = 1500
+R = TypeVar("R")
+
+
+def open_database(path: str) -> sqlite3.Connection:
+    """A connection to an om-mcp database at the current schema; DatabaseRefused when the file is not usable."""
+    checks.before_open(Path(path))
+    conn = _connect(path)
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise DatabaseRefused(f"{path} cannot be read as a database ({error}): move it aside") from None
+    if app_id == APPLICATION_ID and version == LATEST_VERSION:
+        return conn
+    conn.close()
+    from om_mcp.store.sqlite.database import connect  # a new or older file: the full checks and the migrations
+
+    connect(path).close()
+    return _connect(path)
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA secure_delete = ON")
+    return conn
+
+
+def write(conn: sqlite3.Connection, op: Callable[..., R], *args: object) -> R:
+    """Run `op(conn, *args)` in one write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = op(conn, *args)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def read(conn: sqlite3.Connection, op: Callable[..., R], *args: object) -> R:
+    """Run `op(conn, *args)` on one snapshot of the database."""
+    conn.execute("BEGIN")
+    try:
+        return op(conn, *args)
+    finally:
+        conn.execute("ROLLBACK")

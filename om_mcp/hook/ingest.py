@@ -1,0 +1,147 @@
+"""Catch up on one session's transcript: the part that is new since the last
+hook of that session becomes messages of the thread = the session id, in the
+resource = the project.
+
+How far each transcript was read is kept in the store's `ingest_state` table
+(source "<host>:<session id>"): the byte offset and the last entry's uuid in
+their columns, the reader's whole state (`TranscriptState.to_dict()`) as JSON
+in `fingerprint`. The reader notices a rewritten or truncated file and starts
+again from the top, which is harmless: message ids are the entries' uuids, so
+what was stored already is skipped.
+
+The transcript is read and converted outside the write lock; the write
+transaction then checks that no other hook of the same session moved the state
+meanwhile (else it reads again, inside), appends, and saves the new state.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.hook import db
+from om_mcp.hook.rows import to_rows
+from om_mcp.hook.settings import HookSettings
+from om_mcp.hosts.events import GEMINI_CLI, HookEvent
+from om_mcp.store.errors import StoreError
+from om_mcp.store.keys import record_key
+from om_mcp.store.rows import IngestState, NewMessage, RecordState
+from om_mcp.store.sqlite import coordination, messages, observations, threads
+from om_mcp.store.sqlite.decode import now_iso
+
+
+@dataclass
+class Read:
+    """What one read of the transcript gave, and the state to save with it."""
+
+    messages: list[dict[str, Any]]
+    state: IngestState
+    rescanned: bool = False
+
+
+@dataclass
+class Ingested:
+    thread_id: str
+    resource_id: str
+    record_key: str
+    appended: int = 0
+    skipped: int = 0
+    refused: int = 0  # messages whose id exists with other content (kept as stored)
+    rescanned: bool = False
+    state: RecordState | None = None  # the record after the append (None: no thread yet)
+    problems: list[str] = field(default_factory=list)  # one line each, for the hook log
+
+
+def source_of(event: HookEvent) -> str:
+    return f"{event.host}:{event.session_id}"
+
+
+def read_transcript(event: HookEvent, saved: IngestState, final: bool) -> Read:
+    """The messages after `saved` in the event's transcript (none when it has no transcript)."""
+    if not event.transcript_path:
+        return Read([], saved)
+    previous = json.loads(saved.fingerprint) if saved.fingerprint else None
+    if event.host == GEMINI_CLI:
+        from om_mcp.hosts.gemini_cli import GeminiState, read_messages as read_gemini
+
+        found, state = read_gemini(event.transcript_path, GeminiState.from_dict(previous), final=final)
+        return Read(found, IngestState(saved.source, 0, state.emitted_through, json.dumps(state.to_dict())))
+    from om_mcp.hosts.claude_code import TranscriptState, read_messages
+
+    before = TranscriptState.from_dict(previous)
+    found, state = read_messages(event.transcript_path, before)
+    return Read(found, IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
+                rescanned=state.rescans > before.rescans)
+
+
+def ingest(conn: sqlite3.Connection, settings: HookSettings, counter: TokenCounter, event: HookEvent,
+           resource_id: str, project_root: str, *, final: bool = True) -> Ingested:
+    """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
+    source = source_of(event)
+    saved = coordination.ingest_state(conn, source)
+    first = read_transcript(event, saved, final)
+    rows = to_rows(first.messages, counter, settings.max_message_chars)
+
+    def transaction(conn: sqlite3.Connection) -> Ingested:
+        nonlocal first, rows
+        now_saved = coordination.ingest_state(conn, source)
+        if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (saved.offset, saved.last_id,
+                                                                            saved.fingerprint):
+            first = read_transcript(event, now_saved, final)  # another hook of this session got here first
+            rows = to_rows(first.messages, counter, settings.max_message_chars)
+        thread = threads.get(conn, event.session_id)
+        resource = thread.resource_id if thread is not None else resource_id
+        key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
+        out = Ingested(event.session_id, resource, key, rescanned=first.rescanned)
+        if rows:
+            counted_by = messages.tokenizer_id(conn, counter.cache_key)
+            metadata = {"host": event.host, "project": project_root}
+            _append(conn, out, rows, counted_by, metadata)
+        coordination.put_ingest_state(conn, first.state)
+        if event.ends_session and (thread is not None or out.appended):
+            threads.set_metadata_paths(conn, event.session_id, {"ended_at": now_iso()})
+        if thread is not None or out.appended:
+            out.state = observations.record_state(conn, key, event.session_id)
+        return out
+
+    return db.write(conn, transaction)
+
+
+def _append(conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int,
+            metadata: dict[str, Any]) -> None:
+    """Append the batch; if one id clashes with a stored message, append the others one by one."""
+    try:
+        _savepoint(conn, lambda: _count(out, messages.append(
+            conn, out.thread_id, out.resource_id, out.record_key, rows, counted_by=counted_by,
+            thread_metadata=metadata)))
+        return
+    except StoreError as error:
+        if error.field == "resource_id":
+            raise
+    for row in rows:
+        try:
+            _savepoint(conn, lambda: _count(out, messages.append(
+                conn, out.thread_id, out.resource_id, out.record_key, [row], counted_by=counted_by,
+                thread_metadata=metadata)))
+        except StoreError as error:
+            out.refused += 1
+            out.problems.append(f"kept the stored message: {error}")
+
+
+def _count(out: Ingested, result: Any) -> None:
+    out.appended += len(result.appended)
+    out.skipped += result.skipped_duplicates
+
+
+def _savepoint(conn: sqlite3.Connection, action: Any) -> None:
+    conn.execute("SAVEPOINT om_hook_append")
+    try:
+        action()
+    except BaseException:
+        conn.execute("ROLLBACK TO om_hook_append")
+        conn.execute("RELEASE om_hook_append")
+        raise
+    conn.execute("RELEASE om_hook_append")

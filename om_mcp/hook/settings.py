@@ -1,0 +1,103 @@
+"""The few settings the hook needs, from the real configuration, cached.
+
+Loading the configuration builds the pydantic model (about 0.3 s), too slow for
+every prompt. So the hook keeps what it needs in a small JSON file named by a
+hash of everything the configuration depends on (the --db and --config flags,
+the config file's path, size and time, the OM_* variables, HOME and
+XDG_DATA_HOME, the om-mcp version). Any change gives another name: the config
+is loaded once, the same way `om-mcp serve` loads it, and cached again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from om_mcp import __version__
+
+CONFIG_FILE_ENV = "OM_MCP_CONFIG"
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    db_path: str
+    observation: bool  # observational_memory.enabled
+    scope: str  # observational_memory.scope: "thread" | "resource"
+    due_tokens: int  # unobserved tokens that make background work due (the buffer interval, else the threshold)
+    message_tokens: int  # the observation threshold (buffered observations activate there)
+    reflect_tokens: int  # observation tokens that make reflection due
+    working_memory: str | None  # its scope, None when off
+    max_message_chars: int
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$XDG_DATA_HOME/om-mcp, else ~/.local/share/om-mcp (the hook's and worker's logs live here)."""
+    env = os.environ if env is None else env
+    base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    return base / "om-mcp"
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path(env.get("HOME") or Path.home()) / ".cache"
+    return base / "om-mcp"
+
+
+def load_settings(db: str | None = None, config_file: str | None = None,
+                  env: Mapping[str, str] | None = None) -> HookSettings:
+    """The settings for these flags and this environment; ConfigError when the configuration is invalid."""
+    env = os.environ if env is None else env
+    path = cache_dir(env) / f"hook-settings-{_fingerprint(db, config_file, env)}.json"
+    try:
+        return HookSettings(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        pass
+    settings = _from_config(db, config_file, env)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(asdict(settings)), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # no cache this time; the settings are still right
+    return settings
+
+
+def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]) -> HookSettings:
+    from om_mcp.config import load_config  # pydantic: only on a cache miss
+
+    config = load_config(config_file, env=env, overrides={"db_path": db})
+    om = config.observational_memory
+    limits = om.limits()
+    wm = config.working_memory
+    return HookSettings(
+        db_path=str(config.resolved_db_path(env)),
+        observation=om.enabled,
+        scope=om.scope,
+        due_tokens=limits.buffer_tokens or limits.message_tokens,
+        message_tokens=limits.message_tokens,
+        reflect_tokens=limits.reflection_buffer_at or limits.observation_tokens,
+        working_memory=wm.scope if wm.enabled else None,
+        max_message_chars=config.max_message_chars,
+    )
+
+
+def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]) -> str:
+    config_file = config_file or env.get(CONFIG_FILE_ENV)
+    stamp = None
+    if config_file:
+        try:
+            info = os.stat(os.path.expanduser(config_file))
+            stamp = [info.st_size, info.st_mtime_ns, info.st_ino]
+        except OSError:
+            stamp = "missing"
+    inputs = {
+        "version": __version__, "db": db, "config": config_file, "stamp": stamp,
+        "env": sorted((k, v) for k, v in env.items() if k.startswith("OM_") and not k.startswith("OM_MCP_")),
+        "home": env.get("HOME"), "xdg": env.get("XDG_DATA_HOME"),
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8", "replace")).hexdigest()[:20]
