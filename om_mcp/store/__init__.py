@@ -1,7 +1,9 @@
 """Storage: threads, messages, the observation log and its state, search indexes.
 
 The store knows tables and transactions, nothing of MCP or of models. Values
-come in validated and counted by the engine; typed rows come out.
+come in validated and counted by the engine; typed rows come out. Two backends
+behind one interface (`interface.Store`): SQLite (a file path) and PostgreSQL
+(a postgresql:// URL, for several processes or machines on one memory).
 """
 
 from __future__ import annotations
@@ -14,19 +16,29 @@ from om_mcp.store.rows import (
     AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, IngestState, Message,
     ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, Snapshot, Stats, Thread,
 )
+from om_mcp.store.interface import Store
 from om_mcp.store.sqlite.store import SQLiteStore
 
-Store = SQLiteStore
+
+def is_postgres(location: str | Path) -> bool:
+    """A postgresql:// (or postgres://) URL, as opposed to a SQLite file path."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 async def open_store(location: str | Path) -> Store:
-    """Open the database at a path (SQLite)."""
+    """Open the database: a postgresql:// URL (PostgreSQL), else a file path (SQLite)."""
+    if is_postgres(location):
+        from om_mcp.store.postgres.store import PostgresStore  # asyncpg is imported only when used
+
+        return await PostgresStore.open(str(location))
+    if isinstance(location, str) and location.startswith("sqlite://"):
+        location = location.removeprefix("sqlite://")
     return await SQLiteStore.open(location)
 
 
 __all__ = [
     "AppendResult", "BufferedReflection", "Chunk", "ContextRead", "DatabaseRefused", "DueWork", "Event", "Group",
     "GroupHit", "Hints", "IngestState", "Message", "ModelHealth", "NewGroup", "NewMessage", "NotFound", "Record",
-    "RecordState", "ResourceSummary", "Scope", "SearchHit", "Snapshot", "Stats", "Store", "StoreError",
-    "StoreUnavailable", "Thread", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
+    "RecordState", "ResourceSummary", "Scope", "SearchHit", "Snapshot", "Stats", "Store", "StoreError", "SQLiteStore",
+    "StoreUnavailable", "Thread", "is_postgres", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
 ]

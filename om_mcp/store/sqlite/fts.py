@@ -17,8 +17,9 @@ Every function runs inside the caller's transaction.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Iterable
+
+from om_mcp.store.rows import Hit
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 COLUMN_WEIGHTS = (1.0, 0.5, 0.4)  # the message, the one before it, the one before that
@@ -26,12 +27,6 @@ COLUMN_WEIGHTS = (1.0, 0.5, 0.4)  # the message, the one before it, the one befo
 SCHEMA = [
     f"CREATE VIRTUAL TABLE messages_fts USING fts5(body, prev1, prev2, content = '', tokenize = '{TOKENIZER}')",
 ]
-
-
-@dataclass(slots=True)
-class Hit:
-    seq: int
-    score: float  # -bm25: larger is better
 
 
 def _previous(conn: sqlite3.Connection, thread_id: str, before_seq: int) -> list[str]:

@@ -130,3 +130,13 @@ class SQLiteStore:
 
     async def backup(self, target: str) -> int:
         return await self.db.raw(admin.backup, target)
+
+    # changes seen by other processes: SQLite's processes share a file, not a channel
+    async def broadcast(self, message: dict) -> None:
+        return None
+
+    async def listen(self, callback):
+        async def stop() -> None:
+            return None
+
+        return stop
