@@ -18,6 +18,7 @@ from om_mcp import __version__
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
     "token": "create a bearer token for the HTTP server",
+    "migrate": "copy a memory into another database (SQLite to PostgreSQL); resumable",
 }
 ALIASES = {"import": "import_"}  # a command named after a Python keyword
 

@@ -151,18 +151,12 @@ class PostgresStore:
     integrity = _reads(admin.integrity)
 
     async def backup(self, target: str) -> int:
-        """A consistent copy into a SQLite file (what `om-mcp migrate` does the other way round)."""
-        from om_mcp.store.copy import copy_store
-
-        from om_mcp.store.sqlite.store import SQLiteStore
-
-        destination = await SQLiteStore.open(target)
-        try:
-            await copy_store(self, destination)
-        finally:
-            await destination.close()
+        """A consistent copy into a new SQLite file (`om-mcp migrate` the other way round); its size."""
         import os
 
+        from om_mcp.store.copy import copy
+
+        await copy(self.db.url, target)
         return os.path.getsize(target)
 
     # changes seen by other processes
