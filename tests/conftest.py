@@ -10,7 +10,7 @@ import pytest
 from om_mcp.config import Config
 from om_mcp.server import build_server
 from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
-from support.postgres import postgres_server  # noqa: F401
+from support.postgres import postgres_server, postgres_url  # noqa: F401
 
 
 @pytest.fixture

@@ -75,7 +75,8 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield App(memory, notifier, memory.observation.clients.broker)
+                async with notifier.relaying(memory.store):
+                    yield App(memory, notifier, memory.observation.clients.broker)
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
@@ -86,7 +87,7 @@ def build_server(config: Config, memory: Memory | None = None) -> MemoryServer:
         log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
                  status.reason if opened.config.observational_memory.enabled else "off")
         try:
-            async with opened.running():
+            async with opened.running(), notifier.relaying(opened.store):
                 # Counts made by an older tokenizer are refreshed in the background.
                 await opened.worker.submit("tokens", "recount", opened.recount_tokens)
                 yield App(opened, notifier, broker)

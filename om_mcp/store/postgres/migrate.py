@@ -31,6 +31,11 @@ async def migrate(conn: Any, where: str) -> int:
 
     from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS
 
+    tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", SCHEMA)}
+    if tables and "om_meta" not in tables:  # refused before anything is created there
+        raise DatabaseRefused(
+            f"{where}: the schema {SCHEMA!r} holds tables that are not om-mcp's: use another database"
+        )
     for attempt in range(3):
         try:
             await conn.execute(CREATE_META)
@@ -52,13 +57,11 @@ async def migrate(conn: Any, where: str) -> int:
                 f"{where}: the schema {SCHEMA!r} belongs to another application ({meta['application_id']!r}):"
                 " use another database for om-mcp"
             )
-        if not meta:
-            others = await conn.fetchval(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> 'om_meta'", SCHEMA)
-            if others:
-                raise DatabaseRefused(
-                    f"{where}: the schema {SCHEMA!r} holds tables that are not om-mcp's: use another database"
-                )
+        if not meta and await conn.fetchval(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> 'om_meta'", SCHEMA):
+            raise DatabaseRefused(
+                f"{where}: the schema {SCHEMA!r} holds tables that are not om-mcp's: use another database"
+            )
         if current > LATEST_VERSION:
             raise DatabaseRefused(
                 f"{where} was written by a newer om-mcp (schema {current}; this version knows up to"
