@@ -46,7 +46,7 @@ from mcp import Client
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from om_mcp.testing.fake_server import FakeLLMServer  # noqa: E402
+from om_mcp.testing.fake_server import FakeLLMServer, default_responder  # noqa: E402
 from om_mcp.testing.postgres_server import PostgresServer  # noqa: E402
 
 THREADS = 8
@@ -207,24 +207,36 @@ async def drive(urls: list[str], clients: int, seconds: float, alive: list[bool]
     return time.monotonic() - started
 
 
+class Arrivals:
+    """The scripted model's answers, and when each request arrived and from which replica."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str]] = []
+
+    def __call__(self, request: dict) -> str:
+        self.seen.append((time.monotonic(), request.get("model", "")))
+        return default_responder(request)
+
+    def in_flight(self, replica: str, at: float, delay: float) -> int:
+        return sum(1 for t, model in self.seen if model.endswith(replica) and at - delay < t <= at)
+
+
 @dataclass
 class Kill:
     replica: Replica
-    llm: FakeLLMServer
+    arrivals: Arrivals
+    delay: float
     index: int = 0
     in_flight_at_kill: int = 0
 
     async def run(self, alive: list[bool]) -> None:
-        """SIGKILL the replica as soon as one of its model calls is in flight."""
-        seen = len(self.llm.requests)
-        while True:
-            mine = [r for r in self.llm.requests[seen:] if r.get("model", "").endswith(self.replica.name)]
-            if mine:
-                break
+        """SIGKILL the replica while one of its model calls is in flight (the cycle has not committed)."""
+        seen = len(self.arrivals.seen)
+        while not any(model.endswith(self.replica.name) for _, model in self.arrivals.seen[seen:]):
             await anyio.sleep(0.05)
-        await anyio.sleep(0.5)  # well inside the model's delay: the cycle has not committed
-        self.in_flight_at_kill = len(mine)
+        await anyio.sleep(self.delay / 4)
         self.replica.process.send_signal(signal.SIGKILL)
+        self.in_flight_at_kill = self.arrivals.in_flight(self.replica.name, time.monotonic(), self.delay)
         alive[self.index] = False
         self.replica.process.wait()
 
@@ -266,12 +278,14 @@ async def audit(url: str, load: Load) -> dict:
         discarded = await conn.fetchval(
             "SELECT count(*) FROM om.om_events WHERE type = 'data-om-observation-failed'"
             " AND payload LIKE '%discarded%'")
+        failures = [json.loads(r[0]).get("error", "") for r in await conn.fetch(
+            "SELECT payload FROM om.om_events WHERE type = 'data-om-observation-failed'")]
     finally:
         await conn.close()
     return {"lost": len(load.acked - stored), "duplicated": rows - len(stored), "stored": rows,
             "overlapping_groups": overlaps, "observed_but_uncovered": gaps,
             "cycles": events.get("data-om-observation-end", 0),
-            "failed": events.get("data-om-observation-failed", 0), "discarded": discarded}
+            "failed": events.get("data-om-observation-failed", 0), "discarded": discarded, "failures": failures}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -281,7 +295,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def one_setup(label: str, database: dict[str, str], replicas: int, args, workdir: Path,
                     kill: bool = False, audit_url: str | None = None) -> dict:
-    with FakeLLMServer(delay=args.delay) as llm:
+    arrivals = Arrivals()
+    with FakeLLMServer(arrivals, delay=args.delay) as llm:
         started = [start_replica(f"r{i}", database, llm.base_url, workdir) for i in range(replicas)]
         try:
             urls = [r.url for r in started]
@@ -302,11 +317,12 @@ async def one_setup(label: str, database: dict[str, str], replicas: int, args, w
                 calls = len(llm.requests) - calls_before
                 row.update(model_calls=calls, cycles=found["cycles"] - base["cycles"], lost=found["lost"],
                            duplicated=found["duplicated"], overlaps=found["overlapping_groups"],
-                           uncovered=found["observed_but_uncovered"], discarded=found["discarded"])
+                           uncovered=found["observed_but_uncovered"], failed=found["failed"] - base.get("failed", 0))
             if kill and replicas >= 2:
-                killer = Kill(started[0], llm)
+                killer = Kill(started[0], arrivals, args.delay)
                 kill_load = Load()
                 calls_before, cycles_before = len(llm.requests), found["cycles"]
+                failed_before, errors_before = found["failed"], len(found["failures"])
                 await drive(urls, args.clients * replicas, args.seconds, alive, kill_load, killer)
                 await settle(audit_url, llm)
                 found = await audit(audit_url, kill_load)
@@ -315,6 +331,7 @@ async def one_setup(label: str, database: dict[str, str], replicas: int, args, w
                                "observed_but_uncovered": found["observed_but_uncovered"],
                                "model_calls": len(llm.requests) - calls_before,
                                "cycles": found["cycles"] - cycles_before,
+                               "failed": found["failed"] - failed_before, "errors": found["failures"][errors_before:],
                                "in_flight_at_kill": killer.in_flight_at_kill, "client_retries": kill_load.retries}
             return row
         finally:
