@@ -56,6 +56,20 @@ async def test_both_backends_satisfy_the_store_protocol(store_location):
         await store.close()
 
 
+async def test_a_message_with_a_nul_byte_is_kept_exactly(store_location):
+    """PostgreSQL text cannot hold NUL; the message keeps it anyway (its parts are JSON), and is found."""
+    store = await open_store(store_location)
+    try:
+        text = "a pasted log\x00line zebrafish"
+        await store.append_messages("t", "r", "thread:t", [new("m1", text)])
+        [stored] = await store.message_page("t")
+        assert stored.parts == [{"type": "text", "text": text}]
+        assert [h.seq for h in await store.search_messages("r", '"zebrafish"')] == [stored.seq]
+        assert await store.integrity() == []
+    finally:
+        await store.close()
+
+
 async def test_concurrent_appends_and_observations_never_skip_a_message(postgres_url):
     """Eight writers on one thread while a ninth keeps observing up to the newest committed seq.
     If a lower seq could commit after the cursor passed it, its tokens would stay counted as

@@ -55,7 +55,8 @@ async def _fill(memory: Memory) -> None:
     """Messages in two resources, an observation log with a reflection, working memory, events."""
     for n in range(12):
         await memory.append_messages("trip", [msg(n, text=f"m{n} we planned the Lisbon trip, day {n} by tram")])
-    await memory.append_messages("cooking", [msg(100, text="m100 the sourdough starter needs rye flour")])
+    await memory.append_messages("cooking", [msg(100, text="m100 the sourdough starter needs rye flour"),
+                                             msg(101, text="m101 a pasted log line\x00with a NUL byte")])
     await memory.append_messages("other", [msg(200, text="m200 tram timetable")], resource_id="someone-else")
     assert (await memory.observe("trip")).ran
     assert (await memory.reflect("trip")).ran
@@ -205,3 +206,45 @@ async def test_a_change_through_one_replica_reaches_subscribers_of_another(postg
     finally:
         await one.close()
         await two.close()
+
+
+def _rpc(http, url: str, method: str, params: dict, ident: int) -> dict:
+    response = http.post(url, json={"jsonrpc": "2.0", "id": ident, "method": method, "params": params}, headers={
+        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+    assert response.status_code == 200, response.text
+    assert "mcp-session-id" not in response.headers  # stateless: nothing to be sticky to
+    data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+    return json.loads(data[-1] if data else response.text)
+
+
+@pytest.mark.slow
+def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
+    """With server.http.stateless, a legacy client's requests may land on any replica."""
+    import httpx2
+
+    from support.processes import server_command
+    from test_transports import free_port, stop, wait_for_port
+
+    env = clean_env(tmp_path, OM_DB_URL=postgres_url, OM_SERVER__HTTP__STATELESS="true",
+                    OM_OBSERVATIONAL_MEMORY__ENABLED="false")
+    ports = [free_port(), free_port()]
+    replicas = [subprocess.Popen(server_command("--transport", "http", "--port", str(port)), env=env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                for port in ports]
+    try:
+        for port, process in zip(ports, replicas):
+            wait_for_port(port, process)
+        a, b = (f"http://127.0.0.1:{port}/mcp" for port in ports)
+        with httpx2.Client(timeout=30) as http:
+            hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+            assert _rpc(http, a, "initialize", hello, 1)["result"]["protocolVersion"] == "2025-11-25"
+            appended = _rpc(http, b, "tools/call", {"name": "append_messages", "arguments": {
+                "thread_id": "t1", "user": "written through replica b"}}, 2)
+            assert not appended["result"].get("isError"), appended
+            context = _rpc(http, a, "tools/call", {"name": "get_context", "arguments": {"thread_id": "t1"}}, 3)
+            assert "written through replica b" in context["result"]["content"][0]["text"]
+    finally:
+        for process in replicas:
+            stop(process)
+    for process in replicas:
+        assert "Traceback" not in process.stderr.read()

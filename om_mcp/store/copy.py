@@ -166,7 +166,20 @@ def _floats(blob: bytes) -> array:
 # -- writing the target -------------------------------------------------------------------------
 
 
+def _without_nul(row: tuple) -> tuple:
+    """A message whose text holds NUL (PostgreSQL text cannot): exact parts as JSON, searchable body without it."""
+    body, parts = row[5], row[6]
+    if "\x00" not in body:
+        return row
+    import json
+
+    exact = parts if parts is not None else json.dumps([{"type": "text", "text": body}], separators=(",", ":"))
+    return (*row[:5], body.replace("\x00", " "), exact, *row[7:])
+
+
 async def _pg_write(store: Any, table: Table, rows: list[tuple]) -> None:
+    if table.name == "messages":
+        rows = [_without_nul(r) for r in rows]
     columns = table.columns + (("doclen",) if table.name == "om_groups" else ())
     if table.name == "om_groups":
         from om_mcp.store.postgres.search import doclen

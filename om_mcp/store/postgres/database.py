@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
+from om_mcp.store.errors import DatabaseRefused, StoreError, StoreUnavailable
 from om_mcp.store.postgres.schema import SCHEMA
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,9 @@ def _translated(error: Any) -> Exception:
     state = getattr(error, "sqlstate", "")
     if state in ("53100", "53200"):  # disk full, out of memory
         return StoreUnavailable(f"the PostgreSQL server cannot take the write ({_one_line(error)}); nothing was written")
+    if state == "22021":  # a NUL character: PostgreSQL text cannot hold one (message text can: see messages.py)
+        return StoreError("the text contains a NUL character (\\x00), which PostgreSQL cannot store: remove it;"
+                          " nothing was written")
     if state == "25006":  # read-only transaction (a standby, or default_transaction_read_only)
         return StoreUnavailable("the PostgreSQL server is read-only (a standby?): point db_url at the primary")
     return error

@@ -55,6 +55,10 @@ async def append(
         if await ensure_record(conn, record_key, resource_id, thread_id):
             counted_seq = await conn.fetchval(
                 "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id)
+        # PostgreSQL text cannot hold NUL: such a message keeps its exact parts as JSON (which escapes
+        # it) and a searchable body without it.
+        bodies = [m.body.replace("\x00", " ") for m in fresh]
+        parts = [stored_parts(m.parts, m.body) if "\x00" not in m.body else dumps(m.parts) for m in fresh]
         inserted = await conn.fetch(
             "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
             " part_tokens, counted_by, observable)"
@@ -64,8 +68,7 @@ async def append(
             " AS u(id, role, body, parts, created_at, metadata, tokens, part_tokens, observable, n)"
             " ORDER BY u.n RETURNING id, seq",
             thread_id, resource_id, counted_by,
-            [m.id for m in fresh], [m.role for m in fresh], [m.body for m in fresh],
-            [stored_parts(m.parts, m.body) for m in fresh], [m.created_at for m in fresh],
+            [m.id for m in fresh], [m.role for m in fresh], bodies, parts, [m.created_at for m in fresh],
             [dumps(m.metadata) if m.metadata else None for m in fresh], [m.tokens for m in fresh],
             [dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None for m in fresh],
             [m.observable for m in fresh],
@@ -76,7 +79,7 @@ async def append(
             Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
             for seq, m in zip(seqs, fresh)
         ]
-        await search.index_messages(conn, thread_id, resource_id, [(seq, m.body) for seq, m in zip(seqs, fresh)])
+        await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
         await _update_thread(conn, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:
