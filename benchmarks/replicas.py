@@ -19,8 +19,8 @@ Last, the same turns against one process on a SQLite file, for the ratio.
 
     python benchmarks/replicas.py [--replicas 1,2,4] [--clients 8] [--seconds 20] [--delay 2]
 
-Figures are only comparable within one run on one machine (this one: 2 shared cores,
-which every replica, PostgreSQL and the clients share).
+Figures compare only within one run on one machine: here 2 cores shared by replicas,
+PostgreSQL and clients, so more replicas add processes, not capacity (see the CPU columns).
 """
 
 from __future__ import annotations
@@ -112,7 +112,6 @@ def stop_replica(replica: Replica) -> None:
 class Load:
     turns: int = 0
     latencies: list[float] = field(default_factory=list)
-    sent: set[tuple[str, str]] = field(default_factory=set)  # (thread, message id) of every append tried
     acked: set[tuple[str, str]] = field(default_factory=set)
     retries: int = 0
 
@@ -173,7 +172,6 @@ async def _turns(index: int, thread: str, clients: list[Connection], load: Load,
         ids = [f"c{index}-{uuid.uuid4().hex[:8]}-{role}" for role in ("u", "a")]
         messages = [{"id": ids[0], "role": "user", "content": f"turn of client {index}: " + "words " * 40},
                     {"id": ids[1], "role": "assistant", "content": "noted, " + "reply " * 40}]
-        load.sent.update((thread, i) for i in ids)
         started = time.monotonic()
         for attempt in range(len(clients) * 2):
             target = (turn + attempt) % len(clients)
@@ -275,6 +273,7 @@ async def audit(url: str, load: Load) -> dict:
             "  SELECT 1 FROM om.om_groups g WHERE g.record_key = c.record_key AND m.seq BETWEEN g.first_seq"
             "  AND g.last_seq))")
         events = dict(await conn.fetch("SELECT type, count(*) FROM om.om_events GROUP BY type"))
+        deadlocks = await conn.fetchval("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
         discarded = await conn.fetchval(
             "SELECT count(*) FROM om.om_events WHERE type = 'data-om-observation-failed'"
             " AND payload LIKE '%discarded%'")
@@ -282,10 +281,45 @@ async def audit(url: str, load: Load) -> dict:
             "SELECT payload FROM om.om_events WHERE type = 'data-om-observation-failed'")]
     finally:
         await conn.close()
-    return {"lost": len(load.acked - stored), "duplicated": rows - len(stored), "stored": rows,
+    return {"deadlocks": deadlocks, "lost": len(load.acked - stored), "duplicated": rows - len(stored), "stored": rows,
             "overlapping_groups": overlaps, "observed_but_uncovered": gaps,
             "cycles": events.get("data-om-observation-end", 0),
             "failed": events.get("data-om-observation-failed", 0), "discarded": discarded, "failures": failures}
+
+
+async def warm_up(urls: list[str]) -> None:
+    """Each replica serves a turn and makes a model call first: the model library loads on the first
+    call (seconds of CPU), which is start-up, not the work measured."""
+    async def one(index: int, url: str) -> None:
+        async with Client(url) as client:
+            thread = f"warm-up-{index}"
+            await client.call_tool("append_messages", {"thread_id": thread, "user": "hello", "assistant": "hi"})
+            await client.call_tool("get_context", {"thread_id": thread})
+            await client.call_tool("observe", {"thread_id": thread})
+
+    async with anyio.create_task_group() as group:
+        for index, url in enumerate(urls):
+            group.start_soon(one, index, url)
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pids: list[int]) -> float:
+    """CPU seconds used so far by these processes and their children (PostgreSQL's backends)."""
+    def parent(proc: Path) -> int | None:
+        try:
+            return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    children = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and parent(d) in set(pids)]
+    return sum(cpu_seconds(pid) for pid in [*pids, *children])
 
 
 def pct(values: list[float], q: float) -> float:
@@ -294,30 +328,36 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def one_setup(label: str, database: dict[str, str], replicas: int, args, workdir: Path,
-                    kill: bool = False, audit_url: str | None = None) -> dict:
+                    kill: bool = False, audit_url: str | None = None, postgres_pid: int | None = None) -> dict:
     arrivals = Arrivals()
     with FakeLLMServer(arrivals, delay=args.delay) as llm:
         started = [start_replica(f"r{i}", database, llm.base_url, workdir) for i in range(replicas)]
         try:
             urls = [r.url for r in started]
             alive = [True] * replicas
-            await drive(urls, 2, 2.0, alive, Load())  # warm-up: imports, pools, prepared statements
+            await warm_up(urls)
             base = {"cycles": 0}
             if audit_url:
                 await settle(audit_url, llm)
                 base = await audit(audit_url, Load())
             calls_before = len(llm.requests)
             load = Load()
+            servers_cpu = tree_cpu([r.process.pid for r in started])
+            database_cpu = tree_cpu([postgres_pid]) if postgres_pid else 0.0
             elapsed = await drive(urls, args.clients * replicas, args.seconds, alive, load)
+            servers_cpu = tree_cpu([r.process.pid for r in started]) - servers_cpu
+            database_cpu = (tree_cpu([postgres_pid]) - database_cpu) if postgres_pid else 0.0
             row = {"setup": label, "turns/s": load.turns / elapsed, "p50 ms": pct(load.latencies, 0.5),
-                   "p99 ms": pct(load.latencies, 0.99), "turns": load.turns}
+                   "p99 ms": pct(load.latencies, 0.99), "turns": load.turns,
+                   "server cpu ms/turn": 1000 * servers_cpu / max(load.turns, 1),
+                   "database cpu ms/turn": 1000 * database_cpu / max(load.turns, 1)}
             if audit_url:
                 await settle(audit_url, llm)
                 found = await audit(audit_url, load)
                 calls = len(llm.requests) - calls_before
                 row.update(model_calls=calls, cycles=found["cycles"] - base["cycles"], lost=found["lost"],
                            duplicated=found["duplicated"], overlaps=found["overlapping_groups"],
-                           uncovered=found["observed_but_uncovered"], failed=found["failed"] - base.get("failed", 0))
+                           uncovered=found["observed_but_uncovered"], deadlocks=found["deadlocks"], failed=found["failed"] - base.get("failed", 0))
             if kill and replicas >= 2:
                 killer = Kill(started[0], arrivals, args.delay)
                 kill_load = Load()
@@ -346,16 +386,18 @@ async def run(args) -> None:
         for n in args.replicas:
             url = pg.create_database(f"bench_{n}")
             rows.append(await one_setup(f"PostgreSQL, {n} replica{'s' * (n > 1)}", {"OM_DB_URL": url}, n, args,
-                                        workdir, kill=True, audit_url=url))
+                                        workdir, kill=True, audit_url=url, postgres_pid=pg._process.pid))
             print(json.dumps(rows[-1]), flush=True)
     sqlite = await one_setup("SQLite, 1 process", {"OM_DB_PATH": str(workdir / "sqlite.db")}, 1, args, workdir)
     rows.append(sqlite)
     print(json.dumps(sqlite), flush=True)
-    print(f"\n{'setup':<26}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'calls/cycle':>13}{'lost':>6}{'dup':>5}")
+    print(f"\n{'setup':<26}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'calls/cycle':>13}{'lost':>6}{'dup':>5}"
+          f"{'server cpu/turn':>17}{'db cpu/turn':>13}")
     for row in rows:
         per = f"{row['model_calls']}/{row['cycles']}" if "cycles" in row else "-"
         print(f"{row['setup']:<26}{row['turns/s']:>9.1f}{row['p50 ms']:>9.0f}{row['p99 ms']:>9.0f}{per:>13}"
-              f"{row.get('lost', '-'):>6}{row.get('duplicated', '-'):>5}")
+              f"{row.get('lost', '-'):>6}{row.get('duplicated', '-'):>5}{row['server cpu ms/turn']:>14.1f} ms"
+              f"{row['database cpu ms/turn']:>10.1f} ms")
     for one in [r for r in rows if r["setup"].startswith("PostgreSQL, 1 ")]:
         print(f"\nPostgreSQL 1 replica / SQLite 1 process: turns/s x{one['turns/s'] / sqlite['turns/s']:.2f},"
               f" p99 x{one['p99 ms'] / sqlite['p99 ms']:.2f}")
