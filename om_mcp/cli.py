@@ -32,6 +32,7 @@ COMMANDS = {
     "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI)",
     "worker": "observe and reflect in the background until idle (started by the hooks)",
     "ingest": "add a transcript file to memory (claude-code, gemini-cli, openai-messages)",
+    "migrate": "copy a memory into another database (SQLite to PostgreSQL); resumable",
 }
 ALIASES = {"import": "import_"}  # a command named after a Python keyword
 

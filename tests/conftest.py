@@ -9,6 +9,8 @@ import pytest
 
 from om_mcp.config import Config
 from om_mcp.server import build_server
+from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
+from support.postgres import postgres_server, postgres_url  # noqa: F401
 
 
 @pytest.fixture
@@ -22,12 +24,14 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_config(db_path: Path) -> Callable[..., Config]:
-    """A config on the test's own database; keyword arguments are config keys.
-    Observation is off unless a test turns it on (these tests exercise the tool surface)."""
+def make_config(db_path: Path, request: pytest.FixtureRequest) -> Callable[..., Config]:
+    """A config on the test's own database (a file, or the PostgreSQL database of a test run on
+    both backends); keyword arguments are config keys. Observation is off unless a test turns it
+    on (these tests exercise the tool surface)."""
 
     def make(**options: Any) -> Config:
-        data = {"db_path": str(db_path), "observational_memory": {"enabled": False}}
+        where = {"db_url": request.getfixturevalue("store_location")} if on_postgres() else {"db_path": str(db_path)}
+        data = {**where, "observational_memory": {"enabled": False}}
         data.update(options)
         return Config.model_validate(data)
 

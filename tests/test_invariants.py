@@ -25,10 +25,12 @@ from collections import Counter
 import anyio
 import pytest
 
+from support.backends import location
 from support.engine import DEGENERATE_REPLY, Memory, Script, config, keep_ids_reflector, msg, tracing_observer
 from om_mcp.models import ModelError, TransientModelError
 
-pytestmark = pytest.mark.anyio
+# Every test runs on SQLite and on PostgreSQL (support/backends.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
 ID = re.compile(r"\bm\d+\b")
 STEPS = 75  # appends of 1-6 messages each: about 260 messages per run
@@ -164,7 +166,7 @@ async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, in
         call_policy__timeout_seconds=5,
     )
     cfg = config(buffering=buffering, scope=scope, **options)
-    mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
+    mem = await Memory.open(cfg, db_path=location(), client=script.model)
     appended: list[str] = []  # every message that may be observed
     system_ids: list[str] = []  # never observed
     pairs: dict[str, list[str]] = {}  # tool_call_id -> [call message id, result message id]

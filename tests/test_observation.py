@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from support.backends import location
 from support.engine import (
     Memory, Script, at, config, conversation_of, cursor, level_of, memory_log_of, msg, om_env, prompts,
     stored_events, text_of, tracing_observer,
@@ -24,18 +25,19 @@ from om_mcp.engine import Hooks
 from om_mcp.models import ModelError
 from om_mcp.server import build_server
 
-pytestmark = pytest.mark.anyio
+# Every test runs on SQLite and on PostgreSQL (support/backends.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
 DEGENERATE = "<observations>\n" + "* 🔴 (10:00) the very same line, again and again and again\n" * 80 + "</observations>"
 
 
 async def open_memory(script: Script, hooks: Hooks | None = None, **options) -> Memory:
-    return await Memory.open(config(**options), db_path=":memory:", client=script.model, hooks=hooks)
+    return await Memory.open(config(**options), db_path=location(), client=script.model, hooks=hooks)
 
 
 async def per_message_tokens() -> int:
     """Tokens of one `msg(n)` message (all have the same size)."""
-    mem = await Memory.open(config(), db_path=":memory:", client=Script().model)
+    mem = await Memory.open(config(), db_path=location(), client=Script().model)
     try:
         out = await mem.append_messages("probe", [msg(0)])
         return out.status.windows.active.messages.tokens
@@ -493,7 +495,7 @@ async def test_reflection_guidance_and_instruction_reach_the_prompt():
 async def test_observe_and_reflect_tools_report_progress_and_events():
     script = Script(observer=wordy_observer)
     cfg = config(reflection__observation_tokens=100000)
-    mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
+    mem = await Memory.open(cfg, db_path=location(), client=script.model)
     server = build_server(cfg, memory=mem)
     progress: list[tuple[float, str | None]] = []
     logs: list = []
@@ -703,7 +705,7 @@ async def test_inline_and_schema_extractors(tmp_path: Path):
         raise AssertionError(user[:200])
 
     script = Script(observer=observer, extractor=extractor)
-    mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
+    mem = await Memory.open(cfg, db_path=location(), client=script.model)
     await mem.append_messages("t", [msg(0), msg(1)])
     outcome = await mem.observe("t")
     assert outcome.ran
@@ -747,7 +749,7 @@ async def test_a_failed_extractor_call_keeps_the_other_values(tmp_path: Path):
         return '{"city": "Lisbon"}'
 
     script = Script(observer=lambda m: tracing_observer(m) + "\n<mood>calm</mood>", extractor=extractor)
-    mem = await Memory.open(cfg, db_path=":memory:", client=script.model)
+    mem = await Memory.open(cfg, db_path=location(), client=script.model)
     await mem.append_messages("t", [msg(0)])
     assert (await mem.observe("t")).ran, "an extractor failure never fails the cycle"
     end = (await events(mem, type_="data-om-observation-end"))[-1]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from support.backends import location, rows, scalar
 from support.engine import Memory, prompts, role_of, text_of
 from om_mcp.config import Config
 from om_mcp.engine import InputError, NotFound, RecallQuery
@@ -28,7 +29,8 @@ from om_mcp.models.embeddings import HashingEmbedder
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
 
-pytestmark = pytest.mark.anyio
+# Every test runs on SQLite and on PostgreSQL (support/backends.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 SECTION = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.S)
@@ -142,7 +144,7 @@ async def thread_tokens(memory: Memory, thread_id: str) -> int:
 
 
 async def count(memory: Memory, sql: str, params: tuple = ()) -> int:
-    return await memory.store.db.read(lambda conn: conn.execute(sql, params).fetchone()[0])
+    return await scalar(memory.store, sql, params)
 
 
 def others_block(system_text: str) -> str:
@@ -166,7 +168,7 @@ BATCH_LIMIT = 100
 
 async def _resource_memory(observer: MultiThreadObserver) -> Memory:
     cfg = make_config(scope="resource", om={"observation": {"max_tokens_per_batch": BATCH_LIMIT}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=observer.model)
+    memory = await Memory.open(cfg, db_path=location(), client=observer.model)
     for tid, (ids, n) in RS_THREADS.items():
         for i, mid in enumerate(ids):
             role = "user" if i % 2 == 0 else "assistant"
@@ -267,7 +269,7 @@ async def test_resource_scope_batches_attribution_cursors_and_hashed_ids():
 async def test_automatic_resource_observation_takes_largest_threads_until_threshold():
     observer = MultiThreadObserver()
     cfg = make_config(scope="resource", om={"observation": {"message_tokens": 300, "max_tokens_per_batch": 10_000}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=observer.model)
+    memory = await Memory.open(cfg, db_path=location(), client=observer.model)
     try:
         await memory.append_messages("small", [say("S1", "S1 " + words(20, "tiny"))], "u1")
         await memory.append_messages("large", [say("L1", "L1 " + words(150, "huge"))], "u1")
@@ -304,7 +306,7 @@ def test_batches_packing_is_greedy_in_order_with_oversized_alone():
 
 async def test_context_shows_other_threads_unobserved_messages_in_a_marked_block():
     observer = MultiThreadObserver()
-    memory = await Memory.open(make_config(scope="resource"), db_path=":memory:", client=observer.model)
+    memory = await Memory.open(make_config(scope="resource"), db_path=location(), client=observer.model)
     try:
         await memory.append_messages("here", [say("H1", "H1 my kayak needs a new paddle")], "u1")
         await memory.append_messages("there", [say("T1", "T1 the violin lesson moved to friday")], "u1")
@@ -331,7 +333,7 @@ async def test_context_shows_other_threads_unobserved_messages_in_a_marked_block
         assert 'id="' + thread_label("yonder", True) + '"' not in block
 
         # thread scope never shows other conversations
-        plain = await Memory.open(make_config(scope="thread"), db_path=":memory:", client=observer.model)
+        plain = await Memory.open(make_config(scope="thread"), db_path=location(), client=observer.model)
         try:
             await plain.append_messages("here", [say("H1", "H1 kayak")], "u1")
             await plain.append_messages("there", [say("T1", "T1 violin")], "u1")
@@ -348,7 +350,7 @@ async def test_context_shows_other_threads_unobserved_messages_in_a_marked_block
 async def _two_resources(scope: str = "resource") -> tuple[Memory, MultiThreadObserver]:
     observer = MultiThreadObserver()
     cfg = make_config(scope=scope, om={"retrieval": {"vector": True, "embedder": "hashing"}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=observer.model)
+    memory = await Memory.open(cfg, db_path=location(), client=observer.model)
     # similar content and even the same message ids in both resources
     await memory.append_messages("alice-1", [
         say("X1", "X1 my dog Biscuit loves the beach at sunrise"),
@@ -454,7 +456,7 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
     extra = "EXTRA: prefer recall over guessing when a number matters."
     cfg = make_config(om={"retrieval": {"instructions": extra}})
     model = ScriptedModel(single_thread_observer)
-    memory = await Memory.open(cfg, db_path=":memory:", client=model)
+    memory = await Memory.open(cfg, db_path=location(), client=model)
     try:
         await memory.append_messages("t1", [
             say(f"m{i}", f"m{i} we talked about item number {i}", "user" if i % 2 else "assistant")
@@ -516,7 +518,7 @@ async def test_recall_guidance_comes_with_observations_only():
     """An empty thread's context costs few tokens: the recall guidance (and the configured
     extra) arrive with the first observations, which are what it is about."""
     memory = await Memory.open(make_config(scope="resource", om={"retrieval": {"instructions": "XTRA-42"}}),
-                               db_path=":memory:", client=ScriptedModel(single_thread_observer))
+                               db_path=location(), client=ScriptedModel(single_thread_observer))
     try:
         await memory.append_messages("t1", [say("a1", "hello m1"), say("a2", "hi m2", "assistant")], "u1")
         text = (await memory.get_context("t1", "u1")).system_text
@@ -543,7 +545,7 @@ async def test_resource_scope_reflection_range_spans_every_covered_message():
 
     observer.model = ScriptedModel(reply)
     cfg = make_config(scope="resource", om={"observation": {"max_tokens_per_batch": 40}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=observer.model)
+    memory = await Memory.open(cfg, db_path=location(), client=observer.model)
     try:
         await memory.append_messages("early", [say("E1", "E1 " + words(30, "early"))], "u1")
         await memory.append_messages("late", [say("L1", "L1 " + words(30, "late"))], "u1")
@@ -567,7 +569,7 @@ def _at(year: int, month: int, day: int) -> str:
 
 
 async def _search_memory(**om: Any) -> Memory:
-    return await Memory.open(make_config(om={"enabled": False, **om}), db_path=":memory:")
+    return await Memory.open(make_config(om={"enabled": False, **om}), db_path=location())
 
 
 async def test_search_finds_an_answer_by_the_question_before_it():
@@ -703,9 +705,9 @@ async def test_search_thread_scope_versus_resource_scope():
 
 
 async def _embedded(memory: Memory, embedder: str = "hashing-256") -> dict[str, int]:
-    rows = await memory.store.db.read(lambda conn: conn.execute(
-        "SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind", (embedder,)).fetchall())
-    return {r[0]: r[1] for r in rows}
+    found = await rows(memory.store, "SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind",
+                       (embedder,))
+    return {r[0]: r[1] for r in found}
 
 
 async def _active_groups(memory: Memory, resource_id: str) -> int:
@@ -718,7 +720,7 @@ async def _active_groups(memory: Memory, resource_id: str) -> int:
 
 async def test_vectors_are_built_in_the_background_and_used_by_search():
     cfg = make_config(om={"retrieval": {"vector": True, "embedder": "hashing"}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=ScriptedModel(single_thread_observer))
+    memory = await Memory.open(cfg, db_path=location(), client=ScriptedModel(single_thread_observer))
     try:
         async with memory.running():
             await memory.append_messages("t1", [
@@ -736,9 +738,12 @@ async def test_vectors_are_built_in_the_background_and_used_by_search():
 
         messages = await count(memory, "SELECT COUNT(*) FROM messages WHERE resource_id = 'u1'")
         assert await _embedded(memory) == {"message": messages, "group": await _active_groups(memory, "u1")}
-        blobs = [r[0] for r in await memory.store.db.read(
-            lambda conn: conn.execute("SELECT vector FROM embeddings").fetchall())]
-        assert all(len(b) == 256 * 4 for b in blobs)
+        if memory.store.backend == "sqlite":
+            blobs = [r[0] for r in await rows(memory.store, "SELECT vector FROM embeddings")]
+            assert all(len(b) == 256 * 4 for b in blobs)
+        else:  # pgvector's '[0.1,...]' or real[]'s '{0.1,...}'
+            texts = [r[0] for r in await rows(memory.store, "SELECT vector::text FROM embeddings")]
+            assert texts and all(t.count(",") == 255 for t in texts)
 
         # exact-word queries still put the lexical hit first with vectors on
         out = await search(memory, "t1", "u1", "quarterly budget")
@@ -784,7 +789,7 @@ async def test_delete_thread_leaves_no_trace(scope):
     observer = MultiThreadObserver()
     model = observer.model if scope == "resource" else ScriptedModel(single_thread_observer)
     cfg = make_config(scope=scope, om={"retrieval": {"vector": True, "embedder": "hashing"}})
-    memory = await Memory.open(cfg, db_path=":memory:", client=model)
+    memory = await Memory.open(cfg, db_path=location(), client=model)
     try:
         await memory.append_messages("doomed", [
             say("m1", "m1 the zeppelin blueprint is in the attic"), say("m2", "m2 zeppelin noted", "assistant"),
@@ -847,7 +852,7 @@ async def test_search_resolves_last_month_against_today():
 
 async def test_vector_search_ignores_queries_without_searchable_words():
     cfg = make_config(om={"enabled": False, "retrieval": {"vector": True, "embedder": "hashing"}})
-    memory = await Memory.open(cfg, db_path=":memory:")
+    memory = await Memory.open(cfg, db_path=location())
     try:
         await memory.append_messages("t1", [say("a", "the cat sat on the mat and the dog"), say("b", "of the")], "u1")
         await memory.retrieval.index("u1")

@@ -14,7 +14,8 @@ from mcp.types import ResourceUpdatedNotification
 from om_mcp.config.working_memory import DEFAULT_TEMPLATE
 from support.mcp import connect, ok, read_json
 
-pytestmark = pytest.mark.anyio
+# Every test runs on SQLite and on PostgreSQL (support/backends.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
 ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 

@@ -7,8 +7,10 @@ import pytest
 from om_mcp.config import load_config
 from om_mcp.engine import Memory
 from om_mcp.testing import ScriptedModel
+from support.backends import location
 
-pytestmark = pytest.mark.anyio
+# Every test runs on SQLite and on PostgreSQL (support/backends.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
 LOG = "<observations>\nDate: Jan 1, 2026\n* 🔴 (10:00) user lives in Porto\n</observations>\n"
 
@@ -31,7 +33,7 @@ async def _observe(config, reply: str) -> tuple[Memory, list]:
         prompts.append(messages[0]["content"])
         return replies[-1]
 
-    memory = await Memory.open(config, db_path=":memory:", client=ScriptedModel(respond))
+    memory = await Memory.open(config, db_path=location(), client=ScriptedModel(respond))
     await memory.append_messages("t", [{"role": "user", "content": "I moved to Porto"}, {"role": "assistant", "content": "Nice"}])
     assert (await memory.observe("t")).ran
     memory.replies = replies  # a test can queue the next reply

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -21,7 +22,8 @@ EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 bad arguments or configuration, 3 da
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = False) -> None:
-    parser.add_argument("--db", help="the database file (default: $OM_DB_PATH, else ~/.local/share/om-mcp/memory.db)")
+    parser.add_argument("--db", help="the database file, or a postgresql:// URL (default: $OM_DB_URL, else $OM_DB_PATH,"
+                        " else ~/.local/share/om-mcp/memory.db)")
     parser.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -29,26 +31,46 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = F
 
 def load(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Config | None:
     """The config (flags > environment > file > defaults), or None after printing why not."""
+    db = getattr(args, "db", None)
+    key = "db_url" if db and db.startswith(("postgresql://", "postgres://")) else "db_path"
+    env = dict(os.environ)
+    if db:  # the flag wins over the environment's choice of the other kind of database
+        env.pop("OM_DB_URL" if key == "db_path" else "OM_DB_PATH", None)
     try:
-        config = load_config(getattr(args, "config", None), overrides={**(overrides or {}), "db_path": args.db})
+        config = load_config(getattr(args, "config", None), env=env, overrides={**(overrides or {}), key: db})
     except ConfigError as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return None
     logs.configure(config.log_level)
+    if config.db_url is not None:
+        return config
     return config.model_copy(update={"db_path": config.resolved_db_path()})
 
 
 def open_database_or_exit(config: Config) -> tuple[Config, int]:
-    """Check the database file now; (config, 0), or (config, exit code) after one line."""
-    from om_mcp.store.errors import DatabaseRefused
-    from om_mcp.store.sqlite.database import connect
+    """Check the database now (a file: opened, checked, migrated; PostgreSQL: connected and
+    migrated); (config, 0), or (config, exit code) after one line."""
+    from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
 
     try:
-        connect(config.db_path).close()  # type: ignore[arg-type]
-    except DatabaseRefused as error:
+        if config.db_url is not None:
+            from om_mcp.store import open_store
+
+            async def check() -> None:
+                await (await open_store(config.db_url)).close()
+
+            run_async(check)
+        else:
+            from om_mcp.store.sqlite.database import connect
+
+            connect(config.db_path).close()  # type: ignore[arg-type]
+    except (DatabaseRefused, StoreUnavailable) as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return config, EXIT_DATABASE
-    logging.getLogger("om_mcp").info("database: %s", config.db_path)
+    from om_mcp.store.postgres.database import redact
+
+    where = redact(config.db_url) if config.db_url else config.db_path
+    logging.getLogger("om_mcp").info("database: %s", where)
     return config, 0
 
 

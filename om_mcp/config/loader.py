@@ -26,6 +26,7 @@ LAUNCHER_ENV_PREFIX = "OM_MCP_"
 # Short names people actually type, mapped to their key paths.
 ENV_ALIASES = {
     "OM_DB_PATH": ("db_path",),
+    "OM_DB_URL": ("db_url",),
     "OM_MODEL": ("observational_memory", "model"),
     "OM_HTTP_TOKEN": ("server", "auth", "http_token"),  # one plain token for all resources, hashed at load
 }

@@ -84,6 +84,10 @@ class HttpConfig(_Section):
         600, ge=0, description="requests per token (per client address on a public bind without auth); 0 = off"
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body; larger gets 413")
+    stateless: bool = Field(
+        False, description="legacy (2025-11-25) clients without sessions, so any replica can answer any request;"
+        " costs them sampling through the client and pushed notifications (2026-07-28 is always sessionless)"
+    )
 
 
 class ServerConfig(_Section):

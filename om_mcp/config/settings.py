@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from om_mcp.config.memory import ObservationalMemoryConfig
 from om_mcp.config.server import ServerConfig
@@ -20,6 +20,7 @@ class _Section(BaseModel):
 
 class Config(_Section):
     db_path: Path | None = None
+    db_url: str | None = Field(None, description="postgresql://user:password@host/db: PostgreSQL instead of a file")
     default_resource_id: str = Field("default", min_length=1)
     output_token_budget: int = Field(8000, ge=500, description="largest tool output, in tokens")
     max_message_chars: int = Field(1_000_000, gt=0, description="largest single message accepted")
@@ -28,6 +29,25 @@ class Config(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     observational_memory: ObservationalMemoryConfig = Field(default_factory=ObservationalMemoryConfig)
+
+    @field_validator("db_url")
+    @classmethod
+    def _db_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL, postgresql://user:password@host:5432/database"
+                             " (a SQLite file is db_path)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_database(self) -> "Config":
+        if self.db_url is not None and self.db_path is not None:
+            raise ValueError("db_path and db_url are both set (OM_DB_PATH / OM_DB_URL, --db): keep one; db_url is"
+                             " PostgreSQL, db_path a SQLite file")
+        return self
+
+    def database(self, env: Mapping[str, str] | None = None) -> str | Path:
+        """Where the memory lives: db_url when set, else the SQLite file."""
+        return self.db_url if self.db_url is not None else self.resolved_db_path(env)
 
     def resolved_db_path(self, env: Mapping[str, str] | None = None) -> Path:
         """The database file: configured, else under $XDG_DATA_HOME, else ~/.local/share."""

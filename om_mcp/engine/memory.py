@@ -74,10 +74,11 @@ class Memory:
     async def open(cls, config: Config | None = None, db_path: str | None = None, *,
                    client: ModelClient | None = None, hooks: Hooks | None = None,
                    sampling: SamplingBroker | None = None) -> "Memory":
-        """Open the database. Without `running()`, model work runs inline. `sampling` lets
-        the `sampling` model reach the MCP clients the server registers with it."""
+        """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
+        Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
+        the MCP clients the server registers with it."""
         config = config or Config()
-        return cls(await open_store(db_path or config.resolved_db_path()), config, client=client, hooks=hooks,
+        return cls(await open_store(db_path or config.database()), config, client=client, hooks=hooks,
                    sampling=sampling)
 
     @asynccontextmanager

@@ -19,7 +19,7 @@ from typing import Callable, TypeVar
 
 from om_mcp.store.errors import DatabaseRefused
 from om_mcp.store.sqlite import checks
-from om_mcp.store.sqlite.migrations import APPLICATION_ID, LATEST_VERSION
+from om_mcp.store.migrations import APPLICATION_ID, LATEST_VERSION
 
 BUSY_MS = 1500
 R = TypeVar("R")

@@ -115,7 +115,7 @@ async def _serve_memory(config: Config, app: App) -> None:
     log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
              readiness.reason if opened.config.observational_memory.enabled else "off")
     try:
-        async with opened.running():
+        async with opened.running(), app.notifier.relaying(opened.store):
             await opened.worker.submit("tokens", "recount", lambda: _warm_up(opened))
             app.opened(opened)
             await anyio.sleep_forever()
@@ -148,7 +148,8 @@ def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool 
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                yield _live(server, App(notifier, memory.observation.clients.broker, memory))
+                async with notifier.relaying(memory.store):
+                    yield _live(server, App(notifier, memory.observation.clients.broker, memory))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return

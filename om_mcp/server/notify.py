@@ -1,12 +1,19 @@
 """Telling clients what changed: resource-updated notifications for every resource an
 operation or a background cycle touches (OM-09, EV-14), and the request's lifecycle
-events as log notifications. Best effort: the events resource keeps everything."""
+events as log notifications. Best effort: the events resource keeps everything.
+
+With several server processes on one PostgreSQL database (replicas behind a load
+balancer), what one process publishes also goes to the others through the store
+(LISTEN/NOTIFY), so a client subscribed on any replica hears of a change made
+through any other. On SQLite the relay does nothing.
+"""
 
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Iterable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Iterable
 
 from mcp.server.mcpserver import Context
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
@@ -41,12 +48,48 @@ def working_memory_uris(thread_id: str | None, resource_id: str | None) -> list[
     return uris + ([f"om://resources/{resource_id}/working-memory"] if resource_id else [])
 
 
+RELAY_BYTES = 6000  # URIs per notification, under PostgreSQL's 8000-byte payload limit
+
+
 class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
+        self.store: Any = None  # the store that relays to the other processes on the database
+
+    @asynccontextmanager
+    async def relaying(self, store: Any) -> AsyncIterator[None]:
+        """While the block runs, share published URIs with the other processes on `store`'s database."""
+        stop = await store.listen(self.on_relayed)
+        self.store = store
+        try:
+            yield
+        finally:
+            self.store = None
+            await stop()
+
+    async def on_relayed(self, message: dict[str, Any]) -> None:
+        """Another process published these: local subscribers hear them too."""
+        for uri in message.get("uris", []):
+            if isinstance(uri, str):
+                await self.bus.publish(ResourceUpdated(uri=uri))
+
+    async def _relay(self, uris: list[str]) -> None:
+        batch: list[str] = []
+        for uri in [*uris, None]:
+            if uri is None or batch and sum(len(u) + 3 for u in batch) + len(uri) > RELAY_BYTES:
+                try:
+                    await self.store.broadcast({"uris": batch})
+                except Exception as error:  # noqa: BLE001 - a notification is a courtesy
+                    log.debug("resource update not relayed: %s", error)
+                batch = []
+            if uri is not None:
+                batch.append(uri)
 
     async def publish(self, uris: Iterable[str], ctx: Context | None = None, bus: bool = True) -> None:
-        for uri in dict.fromkeys(uris):
+        uris = list(dict.fromkeys(uris))
+        if bus and uris and self.store is not None and self.store.backend != "sqlite":
+            await self._relay(uris)
+        for uri in uris:
             # 2026-07-28 clients listen on the bus; legacy sessions get a push.
             if bus:
                 await self.bus.publish(ResourceUpdated(uri=uri))

@@ -1,7 +1,9 @@
 """Storage: threads, messages, the observation log and its state, search indexes.
 
 The store knows tables and transactions, nothing of MCP or of models. Values
-come in validated and counted by the engine; typed rows come out.
+come in validated and counted by the engine; typed rows come out. Two backends
+behind one interface (`interface.Store`): SQLite (a file path) and PostgreSQL
+(a postgresql:// URL, for several processes or machines on one memory).
 """
 
 from __future__ import annotations
@@ -15,14 +17,22 @@ from om_mcp.store.rows import (
     ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, SettledThread, Snapshot,
     Stats, Thread,
 )
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from om_mcp.store.sqlite.store import SQLiteStore as Store
+from om_mcp.store.interface import Store
 
 
-async def open_store(location: str | Path) -> "Store":
-    """Open the database at a path (SQLite)."""
+def is_postgres(location: str | Path) -> bool:
+    """A postgresql:// (or postgres://) URL, as opposed to a SQLite file path."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+async def open_store(location: str | Path) -> Store:
+    """Open the database: a postgresql:// URL (PostgreSQL), else a file path (SQLite)."""
+    if is_postgres(location):
+        from om_mcp.store.postgres.store import PostgresStore  # asyncpg is imported only when used
+
+        return await PostgresStore.open(str(location))
+    if isinstance(location, str) and location.startswith("sqlite://"):
+        location = location.removeprefix("sqlite://")
     from om_mcp.store.sqlite.store import SQLiteStore
 
     return await SQLiteStore.open(location)
@@ -30,7 +40,7 @@ async def open_store(location: str | Path) -> "Store":
 
 def __getattr__(name: str):
     # The SQLite store (and the thread it runs on) loads when first used, not when rows are.
-    if name in ("Store", "SQLiteStore"):
+    if name == "SQLiteStore":
         from om_mcp.store.sqlite.store import SQLiteStore
 
         return SQLiteStore
@@ -40,6 +50,6 @@ def __getattr__(name: str):
 __all__ = [
     "AppendResult", "BufferedReflection", "Chunk", "ContextRead", "DatabaseRefused", "DueWork", "Event", "Group",
     "GroupHit", "Hints", "IngestState", "Message", "ModelHealth", "NewGroup", "NewMessage", "NotFound", "Record",
-    "RecordState", "ResourceSummary", "Scope", "SearchHit", "SettledThread", "Snapshot", "Stats", "Store", "StoreError",
-    "StoreUnavailable", "Thread", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
+    "RecordState", "ResourceSummary", "Scope", "SearchHit", "SettledThread", "Snapshot", "Stats", "Store", "StoreError", "SQLiteStore",
+    "StoreUnavailable", "Thread", "is_postgres", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
 ]

@@ -232,6 +232,24 @@ class SearchHit:
 
 
 @dataclass(slots=True)
+class Hit:
+    """A message found by words: its seq and score (larger is better)."""
+
+    seq: int
+    score: float
+
+
+@dataclass(slots=True)
+class Pending:
+    """Text that has no vector yet: a message (ref = its seq) or an observation group (ref = its id)."""
+
+    kind: str  # message | group
+    ref: str
+    thread_id: str | None
+    text: str
+
+
+@dataclass(slots=True)
 class GroupHit:
     group: Group
     resource_id: str
@@ -293,6 +311,8 @@ class Stats:
     chunks: int
     events: int
     pending_tokens: int
+    backend: str = "sqlite"
+    vectors: str = "compared in Python"  # how nearest-neighbour search runs here
 
 
 @dataclass(slots=True)

@@ -79,6 +79,7 @@ def build_http_app(server: MCPServer, config: Config) -> ASGIApp:
         max_request_body_size=settings.http.max_body_bytes,
         session_idle_timeout=settings.http.session_idle_seconds,
         max_sessions=settings.http.max_sessions,
+        stateless_http=settings.http.stateless,
         transport_security=transport_security(config),
         host=settings.host,
     )

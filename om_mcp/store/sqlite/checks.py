@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from om_mcp.store.errors import DatabaseRefused
-from om_mcp.store.sqlite.migrations import APPLICATION_ID, LATEST_VERSION
+from om_mcp.store.migrations import APPLICATION_ID, LATEST_VERSION
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # Tables every om-mcp database has had since schema 1: a file with them and no

@@ -1,4 +1,5 @@
-"""The schema as forward-only migrations; `PRAGMA user_version` is the version.
+"""SQLite's side of the migrations (the list is `om_mcp.store.migrations`);
+`PRAGMA user_version` is the version.
 
 Never edit a migration that has shipped: add a new one. Versions 1 to 3 are the
 SQL that shipped first; later ones may be Python steps when a table must be
@@ -223,7 +224,7 @@ CREATE TABLE ingest_state (
 """
 
 
-def _v4(conn: sqlite3.Connection) -> None:
+def v4(conn: sqlite3.Connection) -> None:
     for statement in _statements(V4_TABLES):
         conn.execute(statement)
     bodies = dict(conn.execute("SELECT rowid, body FROM messages_fts"))
@@ -334,7 +335,7 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-def _sql(script: str) -> Callable[[sqlite3.Connection], None]:
+def step(script: str) -> Callable[[sqlite3.Connection], None]:
     def run(conn: sqlite3.Connection) -> None:
         for statement in _statements(script):
             conn.execute(statement)
@@ -343,19 +344,19 @@ def _sql(script: str) -> Callable[[sqlite3.Connection], None]:
 
 
 APPLICATION_ID = 0x6F6D6370  # "omcp"
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [*map(_sql, SHIPPED), _v4]
-LATEST_VERSION = len(MIGRATIONS)
 
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the schema up to date (inside the caller's write transaction)."""
+    from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS  # the shared list imports this module's steps
+
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     if current == 0 and conn.execute("PRAGMA application_id").fetchone()[0] == 0:
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    for version, step in enumerate(MIGRATIONS, start=1):
+    for version, migration in enumerate(MIGRATIONS, start=1):
         if version <= current:
             continue
-        step(conn)
+        migration.sqlite(conn)
         conn.execute(f"PRAGMA user_version = {version}")
     if current == 0:
         log.debug("database created (schema %d)", LATEST_VERSION)

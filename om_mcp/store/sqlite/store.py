@@ -142,3 +142,13 @@ class SQLiteStore:
     export = _reads(transfer.export)
     import_records = _writes(transfer.import_records)
     set_thread_times = _writes(transfer.set_thread_times)
+
+    # changes seen by other processes: SQLite's processes share a file, not a channel
+    async def broadcast(self, message: dict) -> None:
+        return None
+
+    async def listen(self, callback):
+        async def stop() -> None:
+            return None
+
+        return stop

@@ -9,24 +9,15 @@ from __future__ import annotations
 
 import sqlite3
 from array import array
-from dataclasses import dataclass
 from typing import Iterable
 
-from om_mcp.store.rows import Group, GroupHit
+from om_mcp.store.rows import Group, GroupHit, Pending
 from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
 
 ACTIVE_GROUP = (
     "EXISTS (SELECT 1 FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
     " WHERE g.id = e.ref)"
 )
-
-
-@dataclass(slots=True)
-class Pending:
-    kind: str  # message | group
-    ref: str  # message seq or group id
-    thread_id: str | None
-    text: str
 
 
 def pack(vector: Iterable[float]) -> bytes:

@@ -1,0 +1,1 @@
+"""The store on PostgreSQL (asyncpg): the same operations and rows as the SQLite store."""

@@ -1,0 +1,321 @@
+"""Messages on PostgreSQL: the append, pages and lookups (SQLite's messages.py, row for row).
+
+The append locks the thread row before it takes seqs. A sequence hands out
+numbers at INSERT, not at COMMIT: without the lock, two appends to one thread
+could commit out of seq order, an observation in between would move the cursor
+past the lower seq, and that message would never be observed. With it, seq
+order is commit order within a thread, which is what cursors (per record and
+thread) need.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from om_mcp.store import resends
+from om_mcp.store.errors import StoreError
+from om_mcp.store.interface import WorkingMemorySeed
+from om_mcp.store.postgres import search
+from om_mcp.store.postgres.observations import ensure_record, record_state
+from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
+from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, stored_parts, thread
+from om_mcp.store.sqlite.messages import _same
+
+LOCK_THREAD = (
+    f"SELECT {THREAD_COLUMNS}, (SELECT MAX(seq) FROM messages WHERE thread_id = t.id),"
+    " (SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = t.id)"
+    " FROM threads t WHERE t.id = $2 FOR UPDATE OF t"
+)
+
+
+async def append(
+    conn: Any, thread_id: str, resource_id: str, record_key: str, messages: list[NewMessage], *,
+    counted_by: int = 0, thread_metadata: dict[str, Any] | None = None, working_memory: WorkingMemorySeed | None = None,
+) -> AppendResult:
+    """Insert a batch, all or nothing, and keep the record's running totals (see sqlite.messages.append)."""
+    result = AppendResult()
+    row = await conn.fetchrow(LOCK_THREAD, record_key, thread_id)
+    if row is None:
+        current = await _create_thread(conn, thread_id, resource_id, thread_metadata, working_memory)
+        if current is None:  # created by another transaction meanwhile: now it is there to lock
+            row = await conn.fetchrow(LOCK_THREAD, record_key, thread_id)
+        else:
+            result.thread_created, last_seq, counted_seq = True, 0, None
+    if row is not None:
+        values = tuple(row)
+        current, last_seq, counted_seq = thread(values[:-2]), values[-2] or 0, values[-1]
+        if current.resource_id != resource_id:
+            raise StoreError(
+                f"thread {thread_id!r} belongs to resource {current.resource_id!r}, not {resource_id!r};"
+                " a thread keeps its resource for life",
+                field="resource_id",
+            )
+    fresh = await _new_only(conn, thread_id, messages, result)
+    if fresh:
+        if await ensure_record(conn, record_key, resource_id, thread_id):
+            counted_seq = await conn.fetchval(
+                "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id)
+        # PostgreSQL text cannot hold NUL: such a message keeps its exact parts as JSON (which escapes
+        # it) and a searchable body without it.
+        bodies = [m.body.replace("\x00", " ") for m in fresh]
+        parts = [stored_parts(m.parts, m.body) if "\x00" not in m.body else dumps(m.parts) for m in fresh]
+        inserted = await conn.fetch(
+            "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
+            " part_tokens, counted_by, observable)"
+            " SELECT u.id, $1, $2, u.role, u.body, u.parts, u.created_at, u.metadata, u.tokens, u.part_tokens, $3,"
+            " u.observable FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],"
+            " $10::int[], $11::text[], $12::bool[]) WITH ORDINALITY"
+            " AS u(id, role, body, parts, created_at, metadata, tokens, part_tokens, observable, n)"
+            " ORDER BY u.n RETURNING id, seq",
+            thread_id, resource_id, counted_by,
+            [m.id for m in fresh], [m.role for m in fresh], bodies, parts, [m.created_at for m in fresh],
+            [dumps(m.metadata) if m.metadata else None for m in fresh], [m.tokens for m in fresh],
+            [dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None for m in fresh],
+            [m.observable for m in fresh],
+        )
+        by_id = {r["id"]: r["seq"] for r in inserted}
+        seqs = [by_id[m.id] for m in fresh]
+        result.appended = [
+            Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
+            for seq, m in zip(seqs, fresh)
+        ]
+        await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
+        await _update_thread(conn, current, fresh)
+        catch_up = 0, 0
+        if (counted_seq or 0) < last_seq:
+            catch_up = await _unobserved_since(conn, thread_id, counted_seq or 0, last_seq)
+        observable = [m for m in fresh if m.observable]
+        await conn.execute(
+            "INSERT INTO om_cursors (record_key, thread_id, seq, pending_tokens, pending_messages, counted_seq)"
+            " VALUES ($1, $2, 0, $3, $4, $5) ON CONFLICT (record_key, thread_id) DO UPDATE SET"
+            " pending_tokens = om_cursors.pending_tokens + excluded.pending_tokens,"
+            " pending_messages = om_cursors.pending_messages + excluded.pending_messages,"
+            " counted_seq = excluded.counted_seq",
+            record_key, thread_id, sum(m.tokens for m in observable) + catch_up[0], len(observable) + catch_up[1],
+            max(seqs),
+        )
+    result.state = await record_state(conn, record_key, thread_id)
+    result.thread = current
+    return result
+
+
+async def _create_thread(conn: Any, thread_id: str, resource_id: str, metadata: dict[str, Any] | None,
+                         working_memory: WorkingMemorySeed | None) -> Thread | None:
+    """The new thread, or None when another transaction created it first."""
+    stamp = now_iso()
+    await conn.execute(
+        "INSERT INTO resources (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING",
+        resource_id, stamp,
+    )
+    metadata = dict(metadata or {})
+    title = metadata.pop("title", None)
+    metadata.pop("working_memory", None)
+    created = await conn.fetchval(
+        "INSERT INTO threads (id, resource_id, title, title_pinned, metadata, created_at, updated_at)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING RETURNING id",
+        thread_id, resource_id, title, title is not None, dumps(metadata), stamp,
+    )
+    if created is None:
+        return None
+    if working_memory is not None:
+        scope, seed = working_memory
+        if scope == "thread":
+            value = seed(None)
+            if value is not None:
+                await conn.execute("UPDATE threads SET working_memory = $1 WHERE id = $2", value, thread_id)
+        else:
+            stored = await conn.fetchval("SELECT working_memory FROM resources WHERE id = $1 FOR UPDATE", resource_id)
+            value = seed(stored)
+            if value is not None:
+                await conn.execute("UPDATE resources SET working_memory = $1 WHERE id = $2", value, resource_id)
+    row = await conn.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
+    return thread(tuple(row))
+
+
+async def _settle_untimed(conn: Any, thread_id: str, messages: list[NewMessage],
+                          result: AppendResult) -> list[NewMessage]:
+    """Messages with neither id nor time: see om_mcp.store.resends (and sqlite.messages, its twin)."""
+    if not any(resends.untimed(m) for m in messages):
+        return messages
+    rows = await conn.fetch(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",
+        thread_id, 2 * resends.leading_untimed(messages) + 1,
+    )
+    stored = [message(tuple(r)) for r in reversed(rows)]
+    tail = [m for m in stored if not resends.is_gap_marker(m)]
+    settled, resent = resends.settle(tail, stored[-1].id if stored else None, messages)
+    result.skipped_duplicates += resent
+    return settled
+
+
+async def _new_only(conn: Any, thread_id: str, messages: list[NewMessage], result: AppendResult) -> list[NewMessage]:
+    """The messages not stored yet; re-sends are counted, clashes refused (naming the message)."""
+    messages = await _settle_untimed(conn, thread_id, messages, result)
+    ids = list(dict.fromkeys(m.id for m in messages))
+    rows = await conn.fetch(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = ANY ($2::text[])", thread_id, ids
+    )
+    stored = {r[1]: message(tuple(r)) for r in rows}
+    seen: dict[str, NewMessage] = {}
+    fresh = []
+    for index, new in enumerate(messages):
+        earlier = seen.get(new.id)
+        if earlier is not None:
+            same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
+                not new.created_at_given or earlier.created_at == new.created_at)
+            if not same:
+                raise StoreError(
+                    f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
+                    field=f"messages[{index}].id",
+                )
+            result.skipped_duplicates += 1
+            continue
+        seen[new.id] = new
+        if new.id in stored:
+            if not _same(stored[new.id], new):
+                raise StoreError(
+                    f"messages[{index}].id {new.id!r} already exists in thread {thread_id!r} with different"
+                    " content; message ids are immutable",
+                    field=f"messages[{index}].id",
+                )
+            result.skipped_duplicates += 1
+            continue
+        fresh.append(new)
+    return fresh
+
+
+async def _update_thread(conn: Any, current: Thread, fresh: list[NewMessage]) -> None:
+    last_assistant, last_id = current.last_assistant_at, current.last_assistant_id
+    last_model, previous_model = current.last_model, current.previous_model
+    for m in fresh:
+        if m.role != "assistant":
+            continue
+        last_assistant, last_id = max(last_assistant or m.created_at, m.created_at), m.id
+        model = m.metadata.get("model")
+        if isinstance(model, str) and model:
+            previous_model, last_model = last_model, model
+    await conn.execute(
+        "UPDATE threads SET updated_at = $1, message_count = message_count + $2, last_assistant_at = $3,"
+        " last_assistant_id = $4, last_model = $5, previous_model = $6 WHERE id = $7",
+        now_iso(), len(fresh), last_assistant, last_id, last_model, previous_model, current.id,
+    )
+
+
+async def _unobserved_since(conn: Any, thread_id: str, after_seq: int, through_seq: int) -> tuple[int, int]:
+    row = await conn.fetchrow(
+        "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages"
+        " WHERE thread_id = $1 AND seq > $2 AND seq <= $3 AND observable",
+        thread_id, after_seq, through_seq,
+    )
+    return int(row[0]), int(row[1])
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+async def page(
+    conn: Any, thread_id: str, *, after_seq: int | None = None, before_seq: int | None = None, limit: int = 20,
+    offset: int = 0, newest_first: bool = False, part_filter: tuple[str | None, str | None] = (None, None),
+) -> list[Message]:
+    """A page of a thread's messages by seq; `part_filter` = (part type, tool name)."""
+    where, params = ["m.thread_id = $1"], [thread_id]
+
+    def arg(value: Any) -> str:
+        params.append(value)
+        return f"${len(params)}"
+
+    if after_seq is not None:
+        where.append(f"m.seq > {arg(after_seq)}")
+    if before_seq is not None:
+        where.append(f"m.seq < {arg(before_seq)}")
+    part_type, tool_name = part_filter
+    if part_type or tool_name:
+        conditions = []  # a NULL parts column is one text part
+        if part_type:
+            conditions.append(f"p.value->>'type' = {arg(part_type)}")
+        if tool_name:
+            conditions.append(f"p.value->>'tool_name' = {arg(tool_name)}")
+        text_only = "false"
+        if part_type == "text" and not tool_name:
+            text_only = "m.parts IS NULL"
+        where.append(f"({text_only} OR (m.parts IS NOT NULL AND EXISTS (SELECT 1 FROM"
+                     f" json_array_elements(m.parts::json) p WHERE {' AND '.join(conditions)})))")
+    order = "DESC" if newest_first else "ASC"
+    rows = await conn.fetch(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {' AND '.join(where)} ORDER BY m.seq {order}"
+        f" LIMIT {arg(limit)} OFFSET {arg(offset)}",
+        *params,
+    )
+    return [message(tuple(r)) for r in rows]
+
+
+async def count_before(conn: Any, thread_id: str, seq: int) -> int:
+    return await conn.fetchval("SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq < $2", thread_id, seq)
+
+
+async def find(conn: Any, resource_id: str, message_id: str, thread_id: str | None = None) -> Message | None:
+    """A message by id within a resource (or one thread of it); the newest wins on a clash."""
+    if thread_id is not None:
+        row = await conn.fetchrow(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = $2 AND m.resource_id = $3",
+            thread_id, message_id, resource_id,
+        )
+    else:
+        row = await conn.fetchrow(
+            f"SELECT {MESSAGE_COLUMNS} FROM threads t JOIN messages m ON m.thread_id = t.id AND m.id = $1"
+            " WHERE t.resource_id = $2 ORDER BY m.seq DESC LIMIT 1",
+            message_id, resource_id,
+        )
+    return message(tuple(row)) if row else None
+
+
+async def by_seq(conn: Any, seqs: list[int]) -> dict[int, Message]:
+    if not seqs:
+        return {}
+    rows = await conn.fetch(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq = ANY ($1::bigint[])", list(seqs))
+    return {r[0]: message(tuple(r)) for r in rows}
+
+
+async def last_created_at(conn: Any, thread_id: str) -> str | None:
+    return await conn.fetchval(
+        "SELECT created_at FROM messages WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1", thread_id)
+
+
+# -- token recounts -----------------------------------------------------------------------
+
+
+async def tokenizer_id(conn: Any, name: str) -> int:
+    await conn.execute("INSERT INTO om_tokenizers (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name)
+    return await conn.fetchval("SELECT id FROM om_tokenizers WHERE name = $1", name)
+
+
+async def stale_counts(conn: Any, counted_by: int, limit: int = 500) -> list[dict[str, Any]]:
+    rows = await conn.fetch(
+        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE counted_by <> $1 ORDER BY seq LIMIT $2",
+        counted_by, limit,
+    )
+    return [
+        {"seq": seq, "role": role,
+         "parts": json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
+         "part_tokens": json.loads(counts) if counts else None}
+        for seq, role, body, parts, counts in rows
+    ]
+
+
+async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:
+    """(seq, tokens, per-part counts) for recounted messages; running totals follow the difference."""
+    for seq, tokens, parts in counts:
+        old = await conn.fetchrow("SELECT tokens, thread_id, observable FROM messages WHERE seq = $1 FOR UPDATE", seq)
+        if old is None:
+            continue
+        await conn.execute(
+            "UPDATE messages SET tokens = $1, part_tokens = $2, counted_by = $3 WHERE seq = $4",
+            tokens, dumps(parts) if len(parts) > 1 else None, counted_by, seq,
+        )
+        if old[2] and tokens != old[0]:
+            await conn.execute(
+                "UPDATE om_cursors SET pending_tokens = GREATEST(0, pending_tokens + $1)"
+                " WHERE thread_id = $2 AND seq < $3 AND counted_seq >= $3",
+                tokens - old[0], old[1], seq,
+            )
