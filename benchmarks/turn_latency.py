@@ -1,30 +1,38 @@
-"""Added latency per turn: async buffering versus synchronous observation.
+"""Added latency per turn: async buffering versus synchronous observation, and the first
+turns after start.
 
-Starts the fake OpenAI-compatible model as its own process (answering every
-request after a fixed delay, 2 s by default), then, for each mode, starts
-`python -m om_mcp serve --db <temp file>` over stdio pointed at it and drives a
-long scripted conversation: N turns (default 2000) of alternating user /
-assistant messages taken from the LoCoMo dev conversations (evaluation data,
-used here only as realistic text). Each turn is `append_messages` (one message)
-followed by `get_context`, and the round trip of the pair is timed.
+Starts the fake OpenAI-compatible model (`om_mcp.testing.fake_server`) as its own process
+(answering every request after a fixed delay, 2 s by default), then, for each mode, starts
+`python -m om_mcp serve --db <temp file>` over stdio pointed at it and drives a long scripted
+conversation: N turns (default 2000) of alternating user / assistant messages taken from the
+LoCoMo dev conversations (evaluation data, CC BY-NC 4.0, used here only as realistic text).
+Each turn is `append_messages` (one message) followed by `get_context`, and the round trip of
+the pair is timed.
 
 Modes:
   * off:      observational memory disabled: the cost of storing a message and
     returning the context, the baseline the other modes are compared with;
   * buffered: observation.message_tokens = 10000 (so the run crosses several
     thresholds), buffer_tokens / block_after / activation at their defaults;
-  * sync:     the same with observation.buffer_tokens = false.
+  * sync:     the same with observation.buffer_tokens = false;
+  * start:    a fresh server per run, no warm-up: the first turn is sent right after the
+    handshake (--start-gap), turns paced --start-pace s apart, a 1.5 s model,
+    message_tokens 4000 and buffer_tokens 150, so a buffering cycle is due from about turn 5
+    (while the tokenizer and the model client load) and block_after is never reached (no
+    turn waits for a cycle by design). Prints turn 1, the p99 of turns 1-20 and 2-20,
+    and the steady p99 (turns 41 on), pooled over --start-runs runs. Target: the first
+    20 turns' p99 within 2x the steady p99;
+  * start-off: the same with observation off (the control: what a fresh server costs
+    without any model client or cycle).
 
-Before timing, a warm-up thread runs one manual `observe`, so the server has
-imported litellm (seconds) before the first timed threshold in both modes.
+For off/buffered/sync a warm-up thread runs one manual `observe` before timing, so the
+server has imported litellm (seconds) before the first timed threshold.
 
-Prints p50 / p90 / p99 / max per mode, the model calls the fake server saw, the
-OM events the server recorded, and the p99 ratio (sync / buffered). No
-assertions: figures only. The issue's target: buffered p99 under 50 ms while
-the synchronous mode pays the model's delay at each threshold.
+Prints p50 / p90 / p99 / max per mode, the model calls the fake server saw, the OM events
+the server recorded, and the p99 ratio (sync / buffered). No assertions: figures only.
 
     .venv/bin/python benchmarks/turn_latency.py [--turns 2000] [--delay 2]
-        [--message-tokens 10000] [--modes off,buffered,sync]
+        [--message-tokens 10000] [--modes off,buffered,sync,start] [--start-runs 3]
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+LOCOMO = next((p / "shared/data/locomo/locomo_dev.json" for p in REPO.parents
+               if (p / "shared/data/locomo/locomo_dev.json").exists()), REPO / "missing")
 THREAD, RESOURCE = "bench", "bench-user"
 
 # The fake model as a process: FakeLLMServer with its default Observer reply,
@@ -122,10 +131,10 @@ class StdioServer:
 
     def tool(self, name: str, **arguments: Any) -> dict:
         result = self.request("tools/call", {"name": name, "arguments": arguments})
-        text = result["content"][0]["text"] if result.get("content") else ""
+        text = result["content"][0]["text"] if result.get("content") else "{}"
         if result.get("isError"):
-            raise RpcError(f"{name}: {text or result}")
-        return json.loads(text) if text.startswith("{") else {}  # tools answer compact JSON text
+            raise RpcError(f"{name}: {text}")
+        return json.loads(text)  # tools answer compact JSON text
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -179,16 +188,33 @@ def seen_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+def server_env(workdir: Path, port: int, message_tokens: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
     home = workdir / "home"
     home.mkdir(exist_ok=True)
     env.update(
         HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1",
         LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
         OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
-        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(args.message_tokens),
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(message_tokens),
     )
+    return env
+
+
+def turn(server: StdioServer, message: dict[str, str], **extra: Any) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    server.tool("append_messages", thread_id=THREAD, resource_id=RESOURCE, messages=[message])
+    context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE, **extra)
+    return time.perf_counter() - t0, context
+
+
+def events_of(db: Path) -> dict[str, int]:
+    with sqlite3.connect(db) as conn:
+        return dict(Counter(r[0] for r in conn.execute("SELECT type FROM om_events WHERE thread_id = ?", (THREAD,))))
+
+
+def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str, Any]:
+    env = server_env(workdir, port, args.message_tokens)
     if mode == "sync":
         env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = "false"
     if mode == "off":  # the baseline: storing and returning context with no observation at all
@@ -202,32 +228,23 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
         if mode != "off":
             server.tool("observe", thread_id="warm-up", resource_id="warm-up")
         calls_before = seen_count(seen)
-        messages = conversation(args.turns)
         latencies: list[float] = []
         slow: list[tuple[int, float]] = []
         started = time.perf_counter()
-        for index, message in enumerate(messages):
-            t0 = time.perf_counter()
-            server.tool("append_messages", thread_id=THREAD, resource_id=RESOURCE, messages=[message])
-            context = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE, include_status=True)
-            elapsed = time.perf_counter() - t0
+        for index, message in enumerate(conversation(args.turns)):
+            elapsed, _ = turn(server, message)
             latencies.append(elapsed)
             if elapsed > 0.5:
                 slow.append((index, elapsed))
             if args.progress and (index + 1) % args.progress == 0:
-                print(f"  {mode}: {index + 1} turns, last {elapsed * 1000:.1f} ms,"
-                      f" unobserved tokens {context.get('status', {}).get('unobserved_tokens')}", file=sys.stderr)
+                print(f"  {mode}: {index + 1} turns, last {elapsed * 1000:.1f} ms", file=sys.stderr)
         wall = time.perf_counter() - started
-        status = json.loads(server.request("resources/read", {"uri": f"om://threads/{THREAD}/status"})
-                            ["contents"][0]["text"])
+        status = server.tool("get_context", thread_id=THREAD, resource_id=RESOURCE, include_status=True).get("status")
     finally:
         server.stop()
-    with sqlite3.connect(db) as conn:
-        events = Counter(r[0] for r in conn.execute(
-            "SELECT type FROM om_events WHERE thread_id = ?", (THREAD,)))
     return {
         "mode": mode, "latencies": latencies, "wall": wall, "calls": seen_count(seen) - calls_before,
-        "events": dict(events), "slow": slow, "status": status,
+        "events": events_of(db), "slow": slow, "status": status or {},
     }
 
 
@@ -243,11 +260,63 @@ def report(result: dict[str, Any]) -> None:
     print(f"  turns over 500 ms (a model call waited on): {len(result['slow'])}"
           + (f" (first: {', '.join(f'#{i} {s:.2f}s' for i, s in result['slow'][:8])})" if result["slow"] else ""))
     print(f"  events: {result['events']}")
-    windows = (result["status"].get("windows") or {}).get("active") or {}
-    print(f"  final status: unobserved {result['status'].get('unobserved_messages')},"
-          f" message tokens {windows.get('messages', {}).get('tokens')},"
-          f" observation tokens {windows.get('observations', {}).get('tokens')},"
-          f" generation {result['status'].get('generation_count')}")
+    print(f"  final status: {json.dumps(result['status'])}")
+
+
+def run_start(args, workdir: Path, observation: bool = True) -> dict[str, Any]:
+    """Fresh servers, no warm-up: per run, every paced turn's latency from the first one on.
+    Without observation (the control), nothing but the server itself warms up."""
+    seen = workdir / "start-requests.txt"
+    llm, port = start_fake_llm(args.start_delay, seen, workdir / "start-llm.log")
+    runs, events = [], Counter()
+    try:
+        for run in range(args.start_runs):
+            db = workdir / f"start{run}{'' if observation else '-off'}.db"
+            env = server_env(workdir, port, args.start_message_tokens)
+            env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = str(args.start_buffer_tokens)
+            if not observation:
+                env["OM_OBSERVATIONAL_MEMORY__ENABLED"] = "false"
+            server = StdioServer(db, env, workdir / f"{db.stem}.stderr.log")
+            try:
+                time.sleep(args.start_gap)
+                latencies = []
+                for message in conversation(args.start_turns):
+                    t0 = time.perf_counter()
+                    elapsed, _ = turn(server, message)
+                    latencies.append(elapsed * 1000)
+                    time.sleep(max(0.0, args.start_pace - (time.perf_counter() - t0)))
+            finally:
+                server.stop()
+            runs.append(latencies)
+            events.update(events_of(db))
+    finally:
+        llm.terminate()
+        llm.wait(10)
+    return {"runs": runs, "calls": seen_count(seen), "events": dict(events),
+            "name": "start" if observation else "start-off (control: observation off)"}
+
+
+def report_start(result: dict[str, Any], args) -> None:
+    runs = result["runs"]
+    first = [ms for run in runs for ms in run[:20]]
+    after_one = [ms for run in runs for ms in run[1:20]]
+    steady = [ms for run in runs for ms in run[40:]]
+    print(f"\n{result['name']}: {len(runs)} fresh servers x {args.start_turns} turns, {args.start_pace} s apart,"
+          " first turn"
+          f" {args.start_gap} s after the handshake; model delay {args.start_delay} s,"
+          f" message_tokens {args.start_message_tokens}, buffer_tokens {args.start_buffer_tokens}")
+    print(f"  {'turns':<22} {'n':>4} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  (ms)")
+    for name, values in (("turn 1", [run[0] for run in runs]), ("turns 1-20", first), ("turns 2-20", after_one),
+                         ("steady (turns 41+)", steady)):
+        print(f"  {name:<22} {len(values):>4} {percentile(values, .5):>7.1f} {percentile(values, .9):>7.1f}"
+              f" {percentile(values, .99):>7.1f} {max(values):>7.1f}")
+    base = percentile(steady, .99)
+    for name, values in (("turns 1-20", first), ("turns 2-20", after_one)):
+        ratio = percentile(values, .99) / base
+        print(f"  p99 {name} / steady p99: {ratio:.2f}x (target <= 2x: {'met' if ratio <= 2 else 'NOT met'})")
+    slowest = sorted(((ms, r, i + 1) for r, run in enumerate(runs) for i, ms in enumerate(run[:20])), reverse=True)[:6]
+    print("  slowest early turns: " + ", ".join(f"run {r + 1} turn {i} {ms:.0f} ms" for ms, r, i in slowest))
+    print(f"  model calls: {result['calls']}; events: {result['events']}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -255,9 +324,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--delay", type=float, default=2.0, help="seconds the fake model takes per reply")
     parser.add_argument("--message-tokens", type=int, default=10000)
-    parser.add_argument("--modes", default="off,buffered,sync")
+    parser.add_argument("--modes", default="off,buffered,sync,start-off,start")
     parser.add_argument("--progress", type=int, default=0, help="print a line every N turns (stderr)")
+    parser.add_argument("--start-runs", type=int, default=3, help="fresh servers in mode start")
+    parser.add_argument("--start-turns", type=int, default=120)
+    parser.add_argument("--start-pace", type=float, default=0.25, help="seconds from one turn's start to the next")
+    parser.add_argument("--start-gap", type=float, default=0.0, help="seconds from the handshake to turn 1")
+    parser.add_argument("--start-delay", type=float, default=1.5, help="the model's delay in mode start")
+    parser.add_argument("--start-message-tokens", type=int, default=4000,
+                        help="high enough that block_after (1.2x) is not reached: no turn waits by design")
+    parser.add_argument("--start-buffer-tokens", type=int, default=150,
+                        help="absolute: a buffering cycle is due from about turn 5")
     args = parser.parse_args(argv)
+    modes = args.modes.split(",")
 
     with tempfile.TemporaryDirectory(prefix="om-turn-latency-") as tmp:
         workdir = Path(tmp)
@@ -267,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
               f" message_tokens {args.message_tokens}")
         results = {}
         try:
-            for mode in args.modes.split(","):
+            for mode in [m for m in modes if not m.startswith("start")]:
                 results[mode] = run_mode(mode, args, workdir, port, seen)
                 report(results[mode])
         finally:
@@ -292,6 +371,9 @@ def main(argv: list[str] | None = None) -> None:
             slow_b, slow_s = len(results["buffered"]["slow"]), len(results["sync"]["slow"])
             print(f"turns that waited on the model: buffered {slow_b}, sync {slow_s}"
                   " (when thresholds are under 1% of turns, p99 does not show them: see p99.9 and max)")
+        for mode in ("start-off", "start"):
+            if mode in modes:
+                report_start(run_start(args, workdir, observation=mode == "start"), args)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ FORBIDDEN = {
     "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp"),
     "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
 }
-# The MCP adapter sees the engine through its facade only.
-SERVER_MAY_IMPORT = ("om_mcp.server", "om_mcp.config", "om_mcp.logs")
+# The MCP adapter sees the engine through its facade only (and the process-wide logs and heap).
+SERVER_MAY_IMPORT = ("om_mcp.server", "om_mcp.config", "om_mcp.logs", "om_mcp.heap")
 SERVER_EXACT = ("om_mcp", "om_mcp.engine")
 
 

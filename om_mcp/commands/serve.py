@@ -47,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
     config, refused = open_database_or_exit(config)
     if refused:
         return refused
+    from om_mcp import heap
     from om_mcp.server import build_server  # imported here: --help and config errors answer at once
 
+    heap.enable()
     server = build_server(config, hooks=args.hooks)
     try:
         if http:

@@ -17,6 +17,7 @@ import anyio
 
 import logging
 
+from om_mcp import heap
 from om_mcp.models.base import Completion, Usage
 from om_mcp.models.errors import ModelError, is_transient
 from om_mcp.models.settings import ModelSettings, ModelTarget
@@ -55,6 +56,7 @@ def load_litellm() -> Any:
                 for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx"):
                     logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.ERROR)
                 _litellm = litellm
+                heap.settle()  # litellm's 340k objects leave the full collections (a 250 ms pause)
     return _litellm
 
 
