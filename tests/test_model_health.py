@@ -77,7 +77,7 @@ def test_a_permanent_failure_pauses_until_the_configuration_changes(monkeypatch)
     assert health.state == "paused" and health.next_attempt_at == 0.0
     assert health.config_hash == breaker.fingerprint(TARGET)
     ok, why = breaker.allowed(health, TARGET, now=NOW + 10 * 86400)  # time alone does not lift it
-    assert not ok and "paused" in why and "bad key" in why and "doctor --resume" in why
+    assert not ok and "paused" in why and "bad key" in why and "doctor --model" in why
     # A new key in the environment is a new configuration: worth one more try.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fresh-0987654321")
     assert breaker.allowed(health, TARGET, now=NOW) == (True, "")

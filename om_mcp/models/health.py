@@ -51,7 +51,7 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
         if health.config_hash != fingerprint(target):
             return True, ""  # the configuration changed since it failed
         return False, f"{target.model} is paused after a permanent error ({health.last_error}); fix the setting" \
-            " or run `om-mcp doctor --resume`"
+            " or run `om-mcp doctor --model` (a successful test call resumes it)"
     now = time.time() if now is None else now
     if now >= health.next_attempt_at:
         return True, ""
