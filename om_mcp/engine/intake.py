@@ -9,6 +9,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import anyio
 from pydantic import TypeAdapter, ValidationError
 
 from om_mcp.config import Config
@@ -17,7 +18,7 @@ from om_mcp.engine.messages import MessageIn, derived_id
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.store import NewMessage
+from om_mcp.store import NewMessage, Store
 
 _MESSAGES = TypeAdapter(list[MessageIn])
 TEMPORAL_GAP = timedelta(minutes=10)
@@ -152,3 +153,18 @@ def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list
         out.append(message)
         last = max(last, created) if last else created
     return out
+
+
+async def recount(store: Store, counter: TokenCounter, counted_by: int, after_seq: int = 0) -> int:
+    """Recount the messages another tokenizer counted, off the event loop; returns how many."""
+    done = 0
+    while True:
+        stale = await store.stale_token_counts(counted_by, after_seq=after_seq)
+        if not stale:
+            return done
+        counts = []
+        for row in stale:
+            tokens, cache = await anyio.to_thread.run_sync(counter.count_message, row)
+            counts.append((row["seq"], tokens, cache["parts"]))
+        await store.set_token_counts(counted_by, counts)
+        done += len(counts)

@@ -20,7 +20,7 @@ import anyio
 from om_mcp.config import Config
 from om_mcp.engine import intake, working_memory as wm
 from om_mcp.engine.working_memory.service import WorkingMemory
-from om_mcp.engine.context.build import compose, fit_messages, render_groups
+from om_mcp.engine.context.build import compose, fit_messages, observation_log
 from om_mcp.engine.errors import InputError, NotFound, Unavailable
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
@@ -30,13 +30,15 @@ from om_mcp.engine.recall import RecallOut, RecallQuery
 from om_mcp.engine.recall.browse import browse
 from om_mcp.engine.recall.search import search as search_mode
 from om_mcp.engine.recall.threads import list_threads
-from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, MessageOut, Status, ThreadOut, WorkingMemoryOut
+from om_mcp.engine.results import (
+    AppendOutcome, ContextOut, DeleteOut, MessageOut, Status, ThreadOut, WorkingMemoryOut, message_out, thread_out,
+)
 from om_mcp.engine.search import Retrieval
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelClient
 from om_mcp.models.sampling import SamplingBroker
-from om_mcp.store import Hints, NotFound as StoreNotFound, Store, StoreError, StoreUnavailable, Thread, open_store
+from om_mcp.store import Hints, NotFound as StoreNotFound, Store, StoreError, StoreUnavailable, Thread, open_store, resource_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -230,7 +232,7 @@ class Memory:
             observations=blocks.observations or None,
             current_task=snap.hints.current_task if snap else None,
             suggested_response=snap.hints.suggested_response if snap else None,
-            working_memory=memory, messages=[_message_out(m) for m in window], omitted_messages=omitted,
+            working_memory=memory, messages=[message_out(m) for m in window], omitted_messages=omitted,
             truncated=omitted > 0 or dropped > 0,
             status=await self.observation.status_of(snap, thread_id, resource_id) if with_status else None,
         )
@@ -280,28 +282,13 @@ class Memory:
             resource_id, _ = await self._existing(thread_id, resource_id)
             key = self.record_key(thread_id, resource_id)
         elif resource_id is not None:
-            key = f"resource:{resource_id}"
+            key = resource_key(resource_id)
         else:
             raise InputError("give thread_id or resource_id", field="thread_id")
         record = await self.store.record(key)
         if record is None:
             raise NotFound(f"no observations for {key!r}", field="thread_id" if thread_id else "resource_id")
-        om = self.config.observational_memory
-        obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
-
-        def view(groups: list) -> dict[str, Any]:
-            return {
-                "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
-                "tokens": sum(g.tokens for g in groups),
-                "groups": [{"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id,
-                            "tokens": g.tokens} for g in groups],
-            }
-
-        if history:
-            return {"record_id": key, "generations": [
-                {"generation": n, **view(groups)} for n, groups in await self.store.generations(key)]}
-        return {"record_id": key, "generation": record.generation, "last_observed_at": record.last_observed_at,
-                "extracted": record.extracted, **view(await self.store.groups(key))}
+        return await observation_log(self.store, record, self.config.observational_memory, history=history)
 
     async def events_of(self, thread_id: str, after_id: int = 0, limit: int = 200) -> list[dict[str, Any]]:
         await self._existing(thread_id, None)
@@ -381,7 +368,7 @@ class Memory:
             thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None))
         if metadata and metadata.get("working_memory") is not None and self.config.working_memory.enabled:
             await self.update_working_memory(thread_id, metadata["working_memory"], thread.resource_id)
-        return _thread_out(thread)
+        return thread_out(thread)
 
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         intake.check_id(thread_id, "thread_id")
@@ -397,11 +384,11 @@ class Memory:
         """The thread's newest messages, oldest first."""
         await self._existing(thread_id, None)
         found = await self.store.message_page(thread_id, limit=limit, newest_first=True)
-        return [_message_out(m) for m in reversed(found)]
+        return [message_out(m) for m in reversed(found)]
 
     async def threads(self, resource_id: str, limit: int = 50) -> list[ThreadOut]:
         found, _ = await self.store.list_threads(resource_id, limit=limit)
-        return [_thread_out(t) for t in found]
+        return [thread_out(t) for t in found]
 
     async def recount_tokens(self, after_seq: int = 0) -> int:
         """Recount messages counted by another tokenizer, in the background (the tokenizer
@@ -410,17 +397,7 @@ class Memory:
         await self.counter.ready()
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
-        done = 0
-        while True:
-            stale = await self.store.stale_token_counts(self._counted_by, after_seq=after_seq)
-            if not stale:
-                return done
-            counts = []
-            for row in stale:
-                tokens, cache = await anyio.to_thread.run_sync(self.counter.count_message, row)
-                counts.append((row["seq"], tokens, cache["parts"]))
-            await self.store.set_token_counts(self._counted_by, counts)
-            done += len(counts)
+        return await intake.recount(self.store, self.counter, self._counted_by, after_seq)
 
     # -- moving a memory (engine/transfer.py; imported on use) -----------------------------------------
 
@@ -436,12 +413,3 @@ class Memory:
         from om_mcp.engine import transfer
         return await transfer.import_conversations(self, threads, resource_id, advance)
 
-
-def _message_out(message) -> MessageOut:
-    return MessageOut(id=message.id, thread_id=message.thread_id, role=message.role, created_at=message.created_at,
-                      parts=message.parts)
-
-
-def _thread_out(thread: Thread) -> ThreadOut:
-    return ThreadOut(id=thread.id, resource_id=thread.resource_id, title=thread.title, created_at=thread.created_at,
-                     updated_at=thread.updated_at, message_count=thread.message_count, metadata=thread.metadata)

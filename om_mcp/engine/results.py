@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from om_mcp.store import Message, Thread
+
 
 class Window(BaseModel):
     tokens: int
@@ -172,3 +174,13 @@ class CycleOut(BaseModel):
 
 
 Status.model_rebuild()
+
+
+def message_out(message: Message) -> MessageOut:
+    return MessageOut(id=message.id, thread_id=message.thread_id, role=message.role, created_at=message.created_at,
+                      parts=message.parts)
+
+
+def thread_out(thread: Thread) -> ThreadOut:
+    return ThreadOut(id=thread.id, resource_id=thread.resource_id, title=thread.title, created_at=thread.created_at,
+                     updated_at=thread.updated_at, message_count=thread.message_count, metadata=thread.metadata)

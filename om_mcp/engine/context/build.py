@@ -19,7 +19,7 @@ from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.observation.transcript import format_history
 from om_mcp.engine.prompts import agent as prompts
-from om_mcp.store import Group, Hints, Message
+from om_mcp.store import Group, Hints, Message, Record, Store
 
 OTHER_THREAD_PART_CHARS = 500
 OBSERVATION_SHARE = 0.7  # of the budget left after the fixed blocks, at most this much for the log
@@ -138,3 +138,23 @@ def _clip(message: Message) -> dict[str, Any]:
         parts.append(part)
     data["parts"] = parts
     return data
+
+
+async def observation_log(store: Store, record: Record, om: Any, *, history: bool = False) -> dict[str, Any]:
+    """A record's active log (or every generation), with ranges, as the resources and `show` present it."""
+    obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+
+    def view(groups: list) -> dict[str, Any]:
+        return {
+            "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
+            "tokens": sum(g.tokens for g in groups),
+            "groups": [{"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id,
+                        "tokens": g.tokens} for g in groups],
+        }
+
+    key = record.key
+    if history:
+        return {"record_id": key, "generations": [
+            {"generation": n, **view(groups)} for n, groups in await store.generations(key)]}
+    return {"record_id": key, "generation": record.generation, "last_observed_at": record.last_observed_at,
+            "extracted": record.extracted, **view(await store.groups(key))}

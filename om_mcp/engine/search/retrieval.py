@@ -82,9 +82,12 @@ class Retrieval:
         return await self._results(fused[:limit], group_rows)
 
     async def _results(self, fused, group_rows: dict[str, Group]) -> list[SearchResult]:
-        by_seq = await self.store.messages_by_seq([ref for (kind, ref), _ in fused if kind == "message"])
+        seqs = [ref for (kind, ref), _ in fused if kind == "message"]
         unseen = [ref for (kind, ref), _ in fused if kind == "group" and ref not in group_rows]
-        group_rows = {**group_rows, **await self.store.groups_by_id(unseen)}
+        # Each read is a trip to the database thread: skip the ones with nothing to fetch.
+        by_seq = await self.store.messages_by_seq(seqs) if seqs else {}
+        if unseen:
+            group_rows = {**group_rows, **await self.store.groups_by_id(unseen)}
         results = []
         for (kind, ref), score in fused:
             if kind == "message":
