@@ -74,8 +74,12 @@ class Server:
 
     def __init__(self, db: Path, env: dict[str, str]):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)], cwd=REPO, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.log_times: list[float] = []
         self.log_tail: list[str] = []
@@ -85,8 +89,14 @@ class Server:
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
         self._id = 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "faults-benchmark", "version": "0"}})
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "faults-benchmark", "version": "0"},
+            },
+        )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _drain_stderr(self) -> None:
@@ -140,8 +150,12 @@ class Server:
 
 
 def start_fake_llm(delay: float, status: int, seen: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(status), str(seen)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(status), str(seen)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
     line = proc.stdout.readline().decode()
     match = re.search(r"(http://\S+/v1)", line)
     if not match:
@@ -155,8 +169,12 @@ def server_env(workdir: Path, model: Any) -> dict[str, str]:
     home = workdir / "home"
     home.mkdir(exist_ok=True)
     env.update(
-        HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
-        LITELLM_OFFLINE_MODE="true", OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
+        HOME=str(home),
+        XDG_DATA_HOME=str(home),
+        PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true",
+        OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
         OM_OBSERVATIONAL_MEMORY__MODEL=model if isinstance(model, str) else json.dumps(model),
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="3000",
     )
@@ -208,8 +226,17 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     calls = count_lines(seen) - calls_before
     if name == "unreachable":
         calls = attempts_from_events(db) - attempts_before
-    return {"name": name, "label": spec["label"], "latencies": latencies, "cold": cold, "minutes": minutes,
-            "calls": calls, "logs": logs, "status": status, "tail": server.log_tail}
+    return {
+        "name": name,
+        "label": spec["label"],
+        "latencies": latencies,
+        "cold": cold,
+        "minutes": minutes,
+        "calls": calls,
+        "logs": logs,
+        "status": status,
+        "tail": server.log_tail,
+    }
 
 
 class Turns:
@@ -223,9 +250,17 @@ class Turns:
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             t0 = time.monotonic()
-            self.server.tool("append_messages", thread_id=THREAD, messages=[{
-                "role": "user" if self.n % 2 == 0 else "assistant",
-                "content": f"turn {self.n}: we compared train fares to Lisbon and Porto and kept the cheaper one " * 3}])
+            self.server.tool(
+                "append_messages",
+                thread_id=THREAD,
+                messages=[
+                    {
+                        "role": "user" if self.n % 2 == 0 else "assistant",
+                        "content": f"turn {self.n}: we compared train fares to Lisbon and Porto and kept the cheaper one "
+                        * 3,
+                    }
+                ],
+            )
             self.server.tool("get_context", thread_id=THREAD)
             latencies.append(time.monotonic() - t0)
             self.n += 1
@@ -238,10 +273,14 @@ def count_lines(path: Path) -> int:
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print(f"\n{args.warm_up:.0f} s of warm-up then {args.seconds:.0f} s measured per scenario, a turn every {args.pace} s;"
-          " latency of append_messages + get_context\n")
-    header = (f"{'scenario':<22} {'turns':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>1 s':>5} {'cold max':>9}"
-              f" {'cold >1 s':>9} {'calls/min':>9} {'log lines/min':>13}  status at the end")
+    print(
+        f"\n{args.warm_up:.0f} s of warm-up then {args.seconds:.0f} s measured per scenario, a turn every {args.pace} s;"
+        " latency of append_messages + get_context\n"
+    )
+    header = (
+        f"{'scenario':<22} {'turns':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'>1 s':>5} {'cold max':>9}"
+        f" {'cold >1 s':>9} {'calls/min':>9} {'log lines/min':>13}  status at the end"
+    )
     print(header)
     print("-" * len(header))
     for r in results:
@@ -251,9 +290,11 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if observation.get("reason"):
             state += f"; {observation['reason'][:60]}"
         cold = [x * 1000 for x in r["cold"]] or [0.0]
-        print(f"{r['label']:<22} {len(ms):>5} {percentile(ms, .5):>8.1f} {percentile(ms, .99):>8.1f} {max(ms):>8.1f}"
-              f" {sum(1 for x in ms if x > 1000):>5} {max(cold):>9.1f} {sum(1 for x in cold if x > 1000):>9}"
-              f" {r['calls'] / r['minutes']:>9.1f} {r['logs'] / r['minutes']:>13.1f}  {state}")
+        print(
+            f"{r['label']:<22} {len(ms):>5} {percentile(ms, 0.5):>8.1f} {percentile(ms, 0.99):>8.1f} {max(ms):>8.1f}"
+            f" {sum(1 for x in ms if x > 1000):>5} {max(cold):>9.1f} {sum(1 for x in cold if x > 1000):>9}"
+            f" {r['calls'] / r['minutes']:>9.1f} {r['logs'] / r['minutes']:>13.1f}  {state}"
+        )
     print("\ncalls/min: requests the fake model received (unreachable: attempts named by the failure events)")
 
 

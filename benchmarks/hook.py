@@ -59,21 +59,42 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
         rows = []
         for i in range(min(per_thread, count - written)):
             text = " ".join(rng.choice(WORDS) for _ in range(40))
-            rows.append(NewMessage(id=f"{thread}-{i}", role="user" if i % 2 == 0 else "assistant",
-                                   parts=[{"type": "text", "text": text}], created_at="2026-01-05T10:00:00+00:00",
-                                   metadata={"host": "claude-code"}, body=text, tokens=len(text) // 4))
-        db.write(conn, lambda c: messages.append(c, thread, project, key, rows,
-                                                 thread_metadata={"host": "claude-code"}))
+            rows.append(
+                NewMessage(
+                    id=f"{thread}-{i}",
+                    role="user" if i % 2 == 0 else "assistant",
+                    parts=[{"type": "text", "text": text}],
+                    created_at="2026-01-05T10:00:00+00:00",
+                    metadata={"host": "claude-code"},
+                    body=text,
+                    tokens=len(text) // 4,
+                )
+            )
+        db.write(
+            conn, lambda c: messages.append(c, thread, project, key, rows, thread_metadata={"host": "claude-code"})
+        )
         written += len(rows)
     groups, line = [], 0
     while line < log_lines:
         day = 1 + len(groups) % 28
         body = [f"Date: Jan {day}, 2026"] + [
             f"* {'🔴' if n % 5 == 0 else '🟡'} (10:{n % 60:02d}) decided to keep {rng.choice(WORDS)} {n}: "
-            + " ".join(rng.choice(WORDS) for _ in range(12)) for n in range(49)]
-        groups.append({"kind": "observation", "thread_id": "old-session-0", "first_seq": 1, "last_seq": 2,
-                       "first_message_id": None, "last_message_id": None, "text": "\n".join(body), "tokens": 900,
-                       "observed_at": None})
+            + " ".join(rng.choice(WORDS) for _ in range(12))
+            for n in range(49)
+        ]
+        groups.append(
+            {
+                "kind": "observation",
+                "thread_id": "old-session-0",
+                "first_seq": 1,
+                "last_seq": 2,
+                "first_message_id": None,
+                "last_message_id": None,
+                "text": "\n".join(body),
+                "tokens": 900,
+                "observed_at": None,
+            }
+        )
         line += len(body)
     db.write(conn, lambda c: observations.insert_groups(c, key, 0, groups))
     # The earlier sessions are fully observed: no tail is left behind.
@@ -101,8 +122,12 @@ def run_hook(event: dict, env: dict) -> tuple[float, str]:
     """Wall seconds from spawn to exit, and stdout; the child's CPU seconds go to `cpu_times`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([*command(), "hook", "claude-code", "--worker-idle-exit", "1"],
-                          input=json.dumps(event).encode(), capture_output=True, env=env)
+    done = subprocess.run(
+        [*command(), "hook", "claude-code", "--worker-idle-exit", "1"],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env=env,
+    )
     took = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -127,8 +152,10 @@ def summary(name: str, times: list[float], cpu: list[float], target: bool = True
     p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
     p50, p99 = statistics.median(ordered), p(0.99)
     verdict = ("ok" if p50 <= TARGET_P50 and p99 <= TARGET_P99 else "MISSED") if target else ""
-    return f"{name:<44} {len(times):>5} {p50 * 1000:>8.0f} {p(0.9) * 1000:>8.0f} {p99 * 1000:>8.0f} " \
-           f"{ordered[-1] * 1000:>8.0f} {statistics.median(cpu) * 1000:>8.0f}  {verdict}"
+    return (
+        f"{name:<44} {len(times):>5} {p50 * 1000:>8.0f} {p(0.9) * 1000:>8.0f} {p99 * 1000:>8.0f} "
+        f"{ordered[-1] * 1000:>8.0f} {statistics.median(cpu) * 1000:>8.0f}  {verdict}"
+    )
 
 
 def main() -> None:
@@ -144,12 +171,19 @@ def main() -> None:
         home.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
         # A model without its key: a spawned worker sees it cannot observe and exits at once.
-        env.update(HOME=str(home), XDG_DATA_HOME=str(folder / "data"), XDG_CACHE_HOME=str(folder / "cache"),
-                   OM_DB_PATH=str(folder / "memory.db"), OM_MODEL="openai/gpt-4o-mini")
+        env.update(
+            HOME=str(home),
+            XDG_DATA_HOME=str(folder / "data"),
+            XDG_CACHE_HOME=str(folder / "cache"),
+            OM_DB_PATH=str(folder / "memory.db"),
+            OM_MODEL="openai/gpt-4o-mini",
+        )
         started = time.perf_counter()
         build_database(str(folder / "memory.db"), str(project), args.messages, args.log_lines)
-        print(f"database: {args.messages:,} messages, {args.log_lines:,}-line observation log, "
-              f"{(folder / 'memory.db').stat().st_size / 1e6:.0f} MB, built in {time.perf_counter() - started:.0f}s")
+        print(
+            f"database: {args.messages:,} messages, {args.log_lines:,}-line observation log, "
+            f"{(folder / 'memory.db').stat().st_size / 1e6:.0f} MB, built in {time.perf_counter() - started:.0f}s"
+        )
         conn = db.open_database(str(folder / "memory.db"))
         plant = lambda: db.write(conn, coordination.acquire_lease, *WORKER_LEASE, "benchmark", 3600.0)  # noqa: E731
         plant()
@@ -163,8 +197,11 @@ def main() -> None:
         prompt = []
         cpu_times.clear()
         for n in range(args.runs):
-            transcript.turn(f"step {n}: change the retry policy", "Changed it; tests pass.",
-                            tool=("Bash", {"command": "pytest -q"}, "12 passed"))
+            transcript.turn(
+                f"step {n}: change the retry policy",
+                "Changed it; tests pass.",
+                tool=("Bash", {"command": "pytest -q"}, "12 passed"),
+            )
             took, out = run_hook({**base, "hook_event_name": "UserPromptSubmit", "prompt": "x"}, env)
             assert out == ""
             prompt.append(took)
@@ -178,13 +215,22 @@ def main() -> None:
         start_cpu = list(cpu_times)
         cpu_times.clear()
         # A tail left by an ended session, and no live lease: the hook spawns a worker each run.
-        conn.execute("UPDATE om_cursors SET pending_messages = 3, pending_tokens = 300 WHERE thread_id = 'old-session-1'")
-        conn.execute("UPDATE threads SET metadata = json_set(metadata, '$.ended_at', '9999') WHERE id = 'old-session-1'")
+        conn.execute(
+            "UPDATE om_cursors SET pending_messages = 3, pending_tokens = 300 WHERE thread_id = 'old-session-1'"
+        )
+        conn.execute(
+            "UPDATE threads SET metadata = json_set(metadata, '$.ended_at', '9999') WHERE id = 'old-session-1'"
+        )
         spawn = []
         for _ in range(max(10, args.runs // 5)):
             conn.execute("DELETE FROM om_leases")
-            fresh = {"session_id": f"fresh-{len(spawn)}", "transcript_path": str(folder / "not-written-yet.jsonl"),
-                     "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+            fresh = {
+                "session_id": f"fresh-{len(spawn)}",
+                "transcript_path": str(folder / "not-written-yet.jsonl"),
+                "cwd": str(project),
+                "hook_event_name": "SessionStart",
+                "source": "startup",
+            }
             took, _ = run_hook(fresh, env)
             spawn.append(took)
             owner = coordination.lease_holder(conn, *WORKER_LEASE)
@@ -193,8 +239,10 @@ def main() -> None:
         spawn_cpu = list(cpu_times)
 
         imports = "import om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.hook.context, om_mcp.hook.background"
-        print(f"\n{'wall time from spawn to exit':<44} {'runs':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} "
-              f"{'max ms':>8} {'cpu p50':>8}")
+        print(
+            f"\n{'wall time from spawn to exit':<44} {'runs':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} "
+            f"{'max ms':>8} {'cpu p50':>8}"
+        )
         print(summary("UserPromptSubmit (one new turn ingested)", prompt, prompt_cpu))
         print(summary(f"SessionStart (context {size:,} chars)", start, start_cpu))
         print(summary("SessionStart + worker spawned", spawn, spawn_cpu))

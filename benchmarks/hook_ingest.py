@@ -76,7 +76,9 @@ def main() -> None:
         inc = median_seconds(one_turn, args.repeat)
         print(f"incremental read of one new turn on that file: {inc * 1000:.2f} ms median")
 
-    day = "\n".join(f"* {'🔴' if i % 7 == 0 else '🟡'} (10:{i % 60:02d}) observation {i} " + "x" * 80 for i in range(40))
+    day = "\n".join(
+        f"* {'🔴' if i % 7 == 0 else '🟡'} (10:{i % 60:02d}) observation {i} " + "x" * 80 for i in range(40)
+    )
     log = "\n".join(f"Date: Dec {d}, 2025\n{day}" for d in range(1, 29))
     render = median_seconds(lambda: render_session_context(log, "wm " * 500, "task", "reply", 8000), args.repeat)
     print(f"SessionStart context from a {len(log) / 1000:.0f} KB log cut to 8,000 chars: {render * 1000:.1f} ms median")

@@ -24,7 +24,9 @@ import anyio
 import httpx2
 
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "flood", "version": "0"}},
 }
 ROUNDS = 3
@@ -70,8 +72,21 @@ def main() -> int:
         env["OM_SERVER__HTTP__MAX_SESSIONS"] = sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         process = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port),
-             "--db", str(Path(tmp) / "m.db")], env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "om_mcp",
+                "serve",
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+                "--db",
+                str(Path(tmp) / "m.db"),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             deadline = time.monotonic() + 30
@@ -90,8 +105,10 @@ def main() -> int:
                 statuses = anyio.run(flood, f"http://127.0.0.1:{port}/mcp", count)
                 elapsed = time.perf_counter() - start
                 answers = ", ".join(f"HTTP {k}: {v}" for k, v in sorted(statuses.items()))
-                print(f"round {round_}: {count} initialize POSTs in {elapsed:.1f} s ({answers});"
-                      f" server RSS {rss_mib(process.pid):.0f} MiB (+{rss_mib(process.pid) - before:.0f})")
+                print(
+                    f"round {round_}: {count} initialize POSTs in {elapsed:.1f} s ({answers});"
+                    f" server RSS {rss_mib(process.pid):.0f} MiB (+{rss_mib(process.pid) - before:.0f})"
+                )
         finally:
             process.terminate()
             process.wait(timeout=15)

@@ -35,8 +35,13 @@ def om(*args: str, out: Path | None = None) -> tuple[float, subprocess.Completed
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_DROP)}
     started = time.perf_counter()
     with open(out, "w") if out else open(os.devnull, "w") as sink:
-        done = subprocess.run([sys.executable, "-m", "om_mcp", *args], stdout=sink if out else subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "om_mcp", *args],
+            stdout=sink if out else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"om-mcp {' '.join(args)} failed: {done.stderr}")
@@ -58,9 +63,11 @@ def main() -> None:
             db = root / f"claude{run}.db"
             first.append(om("import", str(export), "--db", str(db))[0])
             again.append(om("import", str(export), "--db", str(db))[0])
-        print(f"Claude export, {args.messages:,} messages in {args.messages // args.per_thread:,} conversations"
-              f" ({export.stat().st_size / 1e6:.1f} MB): import {statistics.median(first):.2f} s"
-              f" (runs {', '.join(f'{t:.2f}' for t in first)}), again {statistics.median(again):.2f} s")
+        print(
+            f"Claude export, {args.messages:,} messages in {args.messages // args.per_thread:,} conversations"
+            f" ({export.stat().st_size / 1e6:.1f} MB): import {statistics.median(first):.2f} s"
+            f" (runs {', '.join(f'{t:.2f}' for t in first)}), again {statistics.median(again):.2f} s"
+        )
 
         source = root / "claude0.db"
         dump = root / "memory.jsonl"
@@ -73,13 +80,18 @@ def main() -> None:
         same = all(
             json.loads(om("show", t["thread"], "--json", "--db", str(source))[1].stdout)
             == {**json.loads(om("show", t["thread"], "--json", "--db", str(moved))[1].stdout), "last_cycle": None}
-            for t in threads[:20])
-        searches = all(om("search", q, "--json", "--db", str(source))[1].stdout
-                       == om("search", q, "--json", "--db", str(moved))[1].stdout
-                       for q in ("memory observation", "token budget window", "schema retry"))
-        print(f"move: export {statistics.median(exports):.2f} s ({dump.stat().st_size / 1e6:.1f} MB JSONL),"
-              f" import into an empty database {statistics.median(imports):.2f} s;"
-              f" 20 threads' show and 3 searches identical: {same and searches}")
+            for t in threads[:20]
+        )
+        searches = all(
+            om("search", q, "--json", "--db", str(source))[1].stdout
+            == om("search", q, "--json", "--db", str(moved))[1].stdout
+            for q in ("memory observation", "token budget window", "schema retry")
+        )
+        print(
+            f"move: export {statistics.median(exports):.2f} s ({dump.stat().st_size / 1e6:.1f} MB JSONL),"
+            f" import into an empty database {statistics.median(imports):.2f} s;"
+            f" 20 threads' show and 3 searches identical: {same and searches}"
+        )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("memory observation thread reflect token budget window context user assistant note plan "
-         "index query schema retry timeout cache model export import stream parse").split()
+WORDS = (
+    "memory observation thread reflect token budget window context user assistant note plan "
+    "index query schema retry timeout cache model export import stream parse"
+).split()
 
 
 def _text(i: int, n: int = 95) -> str:
@@ -36,11 +38,30 @@ def make_claude(path: Path, messages: int, per_thread: int) -> None:
             i = c * per_thread + k
             t = f"2025-01-{1 + c % 28:02d}T{k % 24:02d}:{k % 60:02d}:00.000000Z"
             text = _text(i)
-            msgs.append({"uuid": f"m-{i:08d}", "text": text, "sender": "human" if k % 2 == 0 else "assistant",
-                         "content": [{"type": "text", "text": text, "start_timestamp": t, "stop_timestamp": t, "citations": []}],
-                         "created_at": t, "updated_at": t, "attachments": [], "files": []})
-        convs.append({"uuid": f"c-{c:06d}", "name": f"conversation {c}", "created_at": msgs[0]["created_at"],
-                      "updated_at": msgs[-1]["created_at"], "account": {"uuid": "a"}, "chat_messages": msgs})
+            msgs.append(
+                {
+                    "uuid": f"m-{i:08d}",
+                    "text": text,
+                    "sender": "human" if k % 2 == 0 else "assistant",
+                    "content": [
+                        {"type": "text", "text": text, "start_timestamp": t, "stop_timestamp": t, "citations": []}
+                    ],
+                    "created_at": t,
+                    "updated_at": t,
+                    "attachments": [],
+                    "files": [],
+                }
+            )
+        convs.append(
+            {
+                "uuid": f"c-{c:06d}",
+                "name": f"conversation {c}",
+                "created_at": msgs[0]["created_at"],
+                "updated_at": msgs[-1]["created_at"],
+                "account": {"uuid": "a"},
+                "chat_messages": msgs,
+            }
+        )
     path.write_text(json.dumps(convs))
 
 
@@ -55,15 +76,37 @@ def make_chatgpt(path: Path, messages: int, per_thread: int) -> None:
             nid = f"n-{i:08d}"
             role = "user" if k % 2 == 0 else "assistant"
             mapping[parent]["children"].append(nid)
-            mapping[nid] = {"id": nid, "parent": parent, "children": [], "message": {
-                "id": nid, "author": {"role": role, "name": None, "metadata": {}}, "create_time": base + k * 30,
-                "update_time": None, "content": {"content_type": "text", "parts": [_text(i)]},
-                "status": "finished_successfully", "end_turn": role == "assistant", "weight": 1.0,
-                "metadata": {"model_slug": "gpt-4o"} if role == "assistant" else {}, "recipient": "all"}}
+            mapping[nid] = {
+                "id": nid,
+                "parent": parent,
+                "children": [],
+                "message": {
+                    "id": nid,
+                    "author": {"role": role, "name": None, "metadata": {}},
+                    "create_time": base + k * 30,
+                    "update_time": None,
+                    "content": {"content_type": "text", "parts": [_text(i)]},
+                    "status": "finished_successfully",
+                    "end_turn": role == "assistant",
+                    "weight": 1.0,
+                    "metadata": {"model_slug": "gpt-4o"} if role == "assistant" else {},
+                    "recipient": "all",
+                },
+            }
             parent = nid
-        convs.append({"id": f"c-{c:06d}", "conversation_id": f"c-{c:06d}", "title": f"conversation {c}",
-                      "create_time": base, "update_time": base + per_thread * 30, "mapping": mapping,
-                      "current_node": parent, "moderation_results": [], "safe_urls": []})
+        convs.append(
+            {
+                "id": f"c-{c:06d}",
+                "conversation_id": f"c-{c:06d}",
+                "title": f"conversation {c}",
+                "create_time": base,
+                "update_time": base + per_thread * 30,
+                "mapping": mapping,
+                "current_node": parent,
+                "moderation_results": [],
+                "safe_urls": [],
+            }
+        )
     path.write_text(json.dumps(convs))
 
 
@@ -82,8 +125,9 @@ print(next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(
 
 
 def _peak_mb(mode: str, source: str, path: Path) -> int:
-    out = subprocess.run([sys.executable, "-c", _CHILD, mode, source, str(path)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, source, str(path)], capture_output=True, text=True, check=True
+    )
     return int(out.stdout.strip())
 
 
@@ -106,9 +150,11 @@ def main() -> None:
                 times.append(time.perf_counter() - start)
             med = statistics.median(times)
             size = path.stat().st_size / 1e6
-            print(f"{source:8s} {count} messages, {size:.1f} MB: median {med * 1000:.0f} ms "
-                  f"({count / med:,.0f} msg/s, {size / med:.0f} MB/s); peak RSS stream "
-                  f"{_peak_mb('stream', source, path)} MB vs json.load {_peak_mb('load', source, path)} MB")
+            print(
+                f"{source:8s} {count} messages, {size:.1f} MB: median {med * 1000:.0f} ms "
+                f"({count / med:,.0f} msg/s, {size / med:.0f} MB/s); peak RSS stream "
+                f"{_peak_mb('stream', source, path)} MB vs json.load {_peak_mb('load', source, path)} MB"
+            )
 
 
 if __name__ == "__main__":

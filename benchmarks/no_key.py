@@ -45,26 +45,37 @@ def closed_port() -> int:
 
 def environment(tmp: Path, model_env: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
-    env.update(HOME=str(tmp), LITELLM_LOCAL_MODEL_COST_MAP="True", OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="400",
-               **model_env)
+    env.update(
+        HOME=str(tmp),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="400",
+        **model_env,
+    )
     return env
 
 
 async def play(tmp: Path, model_env: dict[str, str]) -> tuple[list[float], int]:
     stderr = tmp / "stderr.log"
     command = shlex.join([sys.executable, "-m", "om_mcp", "serve", "--db", str(tmp / "om.db")])
-    params = StdioServerParameters(command="sh", args=["-c", f"exec {command} 2>{shlex.quote(str(stderr))}"],
-                                   env=environment(tmp, model_env), cwd=str(REPO))
+    params = StdioServerParameters(
+        command="sh",
+        args=["-c", f"exec {command} 2>{shlex.quote(str(stderr))}"],
+        env=environment(tmp, model_env),
+        cwd=str(REPO),
+    )
     times = []
     async with Client(params) as client:
         for turn in range(4):
-            await client.call_tool("append_messages", {"thread_id": "warm-up", "user": f"warm {turn}: {WORDS}",
-                                                       "assistant": WORDS})
+            await client.call_tool(
+                "append_messages", {"thread_id": "warm-up", "user": f"warm {turn}: {WORDS}", "assistant": WORDS}
+            )
         await client.call_tool("get_context", {"thread_id": "warm-up"})
         await anyio.sleep(WARM_SECONDS)
         for turn in range(TURNS):
-            await client.call_tool("append_messages", {"thread_id": "t", "user": f"turn {turn}: {WORDS}",
-                                                       "assistant": f"reply {turn}: {WORDS}"})
+            await client.call_tool(
+                "append_messages",
+                {"thread_id": "t", "user": f"turn {turn}: {WORDS}", "assistant": f"reply {turn}: {WORDS}"},
+            )
             start = time.perf_counter()
             result = await client.call_tool("get_context", {"thread_id": "t"})
             times.append((time.perf_counter() - start) * 1000)
@@ -95,8 +106,10 @@ def main() -> None:
         ordered = sorted(times)
         p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
         base_p99 = base_p99 or p99
-        print(f"{name:<12} {statistics.median(times):>7.1f} {p99:>7.1f} {max(times):>7.1f} {p99 / base_p99:>12.2f}"
-              f" {sum(t > 200 for t in times):>7} {lines:>7}")
+        print(
+            f"{name:<12} {statistics.median(times):>7.1f} {p99:>7.1f} {max(times):>7.1f} {p99 / base_p99:>12.2f}"
+            f" {sum(t > 200 for t in times):>7} {lines:>7}"
+        )
 
 
 if __name__ == "__main__":

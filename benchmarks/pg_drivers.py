@@ -33,8 +33,10 @@ CREATE TABLE rows100 AS SELECT g AS seq, md5(g::text) AS id, 'thread-1' AS threa
     FROM generate_series(1, 100) g;
 CREATE TABLE log (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint, at timestamptz);
 """
-CLAIM = ("UPDATE jobs SET owner = {p1} WHERE id = (SELECT id FROM jobs WHERE owner IS NULL ORDER BY id"
-         " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id")
+CLAIM = (
+    "UPDATE jobs SET owner = {p1} WHERE id = (SELECT id FROM jobs WHERE owner IS NULL ORDER BY id"
+    " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id"
+)
 
 
 def import_ms(statement: str, runs: int = 7) -> float:
@@ -187,7 +189,9 @@ async def bench_asyncpg(url: str, rounds: int) -> dict:
 
     listener = await asyncpg.connect(url)
     arrived = []
-    await listener.add_listener("om_events", lambda _c, _pid, _ch, payload: arrived.append((time.perf_counter(), payload)))
+    await listener.add_listener(
+        "om_events", lambda _c, _pid, _ch, payload: arrived.append((time.perf_counter(), payload))
+    )
 
     async def listen():
         await anyio.sleep_forever()

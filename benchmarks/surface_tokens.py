@@ -33,8 +33,14 @@ FACTS = [
     "The CI runs on GitHub Actions; the slow suite is nightly.",
     "Dana owns the billing code; ask her before touching invoices.",
 ]
-SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "timezone": {"type": "string"},
-                                           "projects": {"type": "array", "items": {"type": "string"}}}}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "timezone": {"type": "string"},
+        "projects": {"type": "array", "items": {"type": "string"}},
+    },
+}
 
 
 def text_of(result) -> str:
@@ -61,28 +67,56 @@ async def measure(db: Path) -> list[tuple[str, int, int | None]]:
             return text_of(await client.call_tool(tool, arguments))
 
         rows.append(("get_context, empty thread", count(await call("get_context", thread_id="empty")), 150))
-        two = [{"role": "user", "content": "Which database do we use?", "id": "u1"},
-               {"role": "assistant", "content": "Postgres 16.", "id": "a1"}]
-        rows.append(("append_messages, 2 messages", count(await call("append_messages", thread_id="t",
-                                                                      messages=two)), 40))
-        rows.append(("append_messages, user=/assistant=", count(await call(
-            "append_messages", thread_id="t", user="And hosting?", assistant="Fly.io.")), 40))
-        rows.append(("append_messages, re-sent (skipped)", count(await call("append_messages", thread_id="t",
-                                                                             messages=two)), 40))
+        two = [
+            {"role": "user", "content": "Which database do we use?", "id": "u1"},
+            {"role": "assistant", "content": "Postgres 16.", "id": "a1"},
+        ]
+        rows.append(
+            ("append_messages, 2 messages", count(await call("append_messages", thread_id="t", messages=two)), 40)
+        )
+        rows.append(
+            (
+                "append_messages, user=/assistant=",
+                count(await call("append_messages", thread_id="t", user="And hosting?", assistant="Fly.io.")),
+                40,
+            )
+        )
+        rows.append(
+            (
+                "append_messages, re-sent (skipped)",
+                count(await call("append_messages", thread_id="t", messages=two)),
+                40,
+            )
+        )
         for i, fact in enumerate(FACTS * 10):
             await call("append_messages", thread_id="t", user=f"Note {i}: {fact}", assistant="Noted.")
-        rows.append(("update_working_memory, Markdown", count(await call(
-            "update_working_memory", thread_id="wm", memory="# User\n- Name: Sam\n- Prefers short answers")), 40))
+        rows.append(
+            (
+                "update_working_memory, Markdown",
+                count(
+                    await call(
+                        "update_working_memory", thread_id="wm", memory="# User\n- Name: Sam\n- Prefers short answers"
+                    )
+                ),
+                40,
+            )
+        )
         rows.append(("get_context, working memory only", count(await call("get_context", thread_id="wm")), None))
         rows.append(("recall messages, limit 5", count(await call("recall", thread_id="t", limit=5)), None))
-        rows.append(("recall search, 3 hits", count(await call("recall", thread_id="t", mode="search",
-                                                               query="which database", limit=3)), None))
+        rows.append(
+            (
+                "recall search, 3 hits",
+                count(await call("recall", thread_id="t", mode="search", query="which database", limit=3)),
+                None,
+            )
+        )
         for bound in (200, 500, 2000):
             got = count(await call("recall", thread_id="t", limit=50, max_tokens=bound))
             rows.append((f"recall max_tokens={bound}", got, bound))
         rows.append(("recall threads", count(await call("recall", thread_id="t", mode="threads")), None))
-    schema_config = Config.model_validate({"db_path": str(db), "observational_memory": {"enabled": False},
-                                           "working_memory": {"schema": SCHEMA}})
+    schema_config = Config.model_validate(
+        {"db_path": str(db), "observational_memory": {"enabled": False}, "working_memory": {"schema": SCHEMA}}
+    )
     async with Client(build_server(schema_config), raise_exceptions=True) as client:
         result = await client.call_tool("update_working_memory", {"thread_id": "wm-json", "memory": {"name": "Sam"}})
         rows.append(("update_working_memory, schema mode", count(text_of(result)), 40))

@@ -49,10 +49,7 @@ def stdlib_messages(budget: int) -> list[dict]:
             chunk = source[start : start + CHUNK_CHARS]
             budget -= len(chunk.encode())
             messages.append(
-                {
-                    "role": "tool",
-                    "parts": [{"type": "tool-result", "tool_name": "read_file", "result": chunk}],
-                }
+                {"role": "tool", "parts": [{"type": "tool-result", "tool_name": "read_file", "result": chunk}]}
             )
     return messages
 
@@ -98,8 +95,10 @@ def main() -> None:
     print(f"cold                 {cold * 1000:.1f} ms  {total_tokens / cold / 1e6:.2f} M tok/s  (median of {RUNS})")
     print(f"cached               {cached * 1000:.2f} ms  {total_tokens / cached / 1e6:.1f} M tok/s  (median of {RUNS})")
     print(f"cached/cold speed    {cold / cached:.0f}x")
-    print(f"one count_text       {len(whole_text.encode()) / 1e6:.2f} MB -> {text_tokens:,} tokens in {one_text * 1000:.1f} ms"
-          f"  {text_tokens / one_text / 1e6:.2f} M tok/s")
+    print(
+        f"one count_text       {len(whole_text.encode()) / 1e6:.2f} MB -> {text_tokens:,} tokens in {one_text * 1000:.1f} ms"
+        f"  {text_tokens / one_text / 1e6:.2f} M tok/s"
+    )
 
 
 if __name__ == "__main__":

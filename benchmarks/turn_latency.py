@@ -53,8 +53,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-LOCOMO = next((p / "shared/data/locomo/locomo_dev.json" for p in REPO.parents
-               if (p / "shared/data/locomo/locomo_dev.json").exists()), REPO / "missing")
+LOCOMO = next(
+    (
+        p / "shared/data/locomo/locomo_dev.json"
+        for p in REPO.parents
+        if (p / "shared/data/locomo/locomo_dev.json").exists()
+    ),
+    REPO / "missing",
+)
 THREAD, RESOURCE = "bench", "bench-user"
 
 # The fake model as a process: FakeLLMServer with its default Observer reply,
@@ -86,17 +92,25 @@ class StdioServer:
         self._stderr = open(stderr, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=REPO,
         )
         os.set_blocking(self.proc.stdout.fileno(), False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
         self._id = 0
-        self.request("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "turn-latency-benchmark", "version": "0"},
-        })
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "turn-latency-benchmark", "version": "0"},
+            },
+        )
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _send(self, message: dict) -> None:
@@ -111,7 +125,7 @@ class StdioServer:
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
                 if not line.strip():
                     continue
                 message = json.loads(line)
@@ -174,7 +188,9 @@ def percentile(values: list[float], q: float) -> float:
 def start_fake_llm(delay: float, seen: Path, log: Path) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
         [sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(seen), "0"],
-        stdout=subprocess.PIPE, stderr=open(log, "wb"), cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=open(log, "wb"),
+        cwd=REPO,
     )
     line = proc.stdout.readline().decode()
     match = re.search(r":(\d+)/v1", line)
@@ -193,8 +209,11 @@ def server_env(workdir: Path, port: int, message_tokens: int) -> dict[str, str]:
     home = workdir / "home"
     home.mkdir(exist_ok=True)
     env.update(
-        HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1",
-        LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+        HOME=str(home),
+        XDG_DATA_HOME=str(home),
+        PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true",
         OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(message_tokens),
     )
@@ -223,8 +242,12 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
     server = StdioServer(db, env, workdir / f"{mode}.stderr.log")
     try:
         # Warm-up on another thread: the first model call imports litellm.
-        server.tool("append_messages", thread_id="warm-up", resource_id="warm-up",
-                    messages=[{"role": "user", "content": "warming up"}])
+        server.tool(
+            "append_messages",
+            thread_id="warm-up",
+            resource_id="warm-up",
+            messages=[{"role": "user", "content": "warming up"}],
+        )
         if mode != "off":
             server.tool("observe", thread_id="warm-up", resource_id="warm-up")
         calls_before = seen_count(seen)
@@ -243,22 +266,31 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
     finally:
         server.stop()
     return {
-        "mode": mode, "latencies": latencies, "wall": wall, "calls": seen_count(seen) - calls_before,
-        "events": events_of(db), "slow": slow, "status": status or {},
+        "mode": mode,
+        "latencies": latencies,
+        "wall": wall,
+        "calls": seen_count(seen) - calls_before,
+        "events": events_of(db),
+        "slow": slow,
+        "status": status or {},
     }
 
 
 def report(result: dict[str, Any]) -> None:
     ms = [x * 1000 for x in result["latencies"]]
     print(f"\n{result['mode']}: {len(ms)} turns in {result['wall']:.1f} s")
-    print(f"  append_messages + get_context round trip (ms): p50 {percentile(ms, .5):.1f}  p90 {percentile(ms, .9):.1f}"
-          f"  p99 {percentile(ms, .99):.1f}  p99.9 {percentile(ms, .999):.1f}  max {max(ms):.1f}"
-          f"  mean {statistics.fmean(ms):.1f}")
-    first, last = ms[: len(ms) // 10], ms[-(len(ms) // 10):]
-    print(f"  p50 of the first / last 10% of turns: {percentile(first, .5):.1f} / {percentile(last, .5):.1f} ms")
+    print(
+        f"  append_messages + get_context round trip (ms): p50 {percentile(ms, 0.5):.1f}  p90 {percentile(ms, 0.9):.1f}"
+        f"  p99 {percentile(ms, 0.99):.1f}  p99.9 {percentile(ms, 0.999):.1f}  max {max(ms):.1f}"
+        f"  mean {statistics.fmean(ms):.1f}"
+    )
+    first, last = ms[: len(ms) // 10], ms[-(len(ms) // 10) :]
+    print(f"  p50 of the first / last 10% of turns: {percentile(first, 0.5):.1f} / {percentile(last, 0.5):.1f} ms")
     print(f"  model calls seen by the fake server: {result['calls']}")
-    print(f"  turns over 500 ms (a model call waited on): {len(result['slow'])}"
-          + (f" (first: {', '.join(f'#{i} {s:.2f}s' for i, s in result['slow'][:8])})" if result["slow"] else ""))
+    print(
+        f"  turns over 500 ms (a model call waited on): {len(result['slow'])}"
+        + (f" (first: {', '.join(f'#{i} {s:.2f}s' for i, s in result['slow'][:8])})" if result["slow"] else "")
+    )
     print(f"  events: {result['events']}")
     print(f"  final status: {json.dumps(result['status'])}")
 
@@ -292,8 +324,12 @@ def run_start(args, workdir: Path, observation: bool = True) -> dict[str, Any]:
     finally:
         llm.terminate()
         llm.wait(10)
-    return {"runs": runs, "calls": seen_count(seen), "events": dict(events),
-            "name": "start" if observation else "start-off (control: observation off)"}
+    return {
+        "runs": runs,
+        "calls": seen_count(seen),
+        "events": dict(events),
+        "name": "start" if observation else "start-off (control: observation off)",
+    }
 
 
 def report_start(result: dict[str, Any], args) -> None:
@@ -301,18 +337,26 @@ def report_start(result: dict[str, Any], args) -> None:
     first = [ms for run in runs for ms in run[:20]]
     after_one = [ms for run in runs for ms in run[1:20]]
     steady = [ms for run in runs for ms in run[40:]]
-    print(f"\n{result['name']}: {len(runs)} fresh servers x {args.start_turns} turns, {args.start_pace} s apart,"
-          " first turn"
-          f" {args.start_gap} s after the handshake; model delay {args.start_delay} s,"
-          f" message_tokens {args.start_message_tokens}, buffer_tokens {args.start_buffer_tokens}")
+    print(
+        f"\n{result['name']}: {len(runs)} fresh servers x {args.start_turns} turns, {args.start_pace} s apart,"
+        " first turn"
+        f" {args.start_gap} s after the handshake; model delay {args.start_delay} s,"
+        f" message_tokens {args.start_message_tokens}, buffer_tokens {args.start_buffer_tokens}"
+    )
     print(f"  {'turns':<22} {'n':>4} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}  (ms)")
-    for name, values in (("turn 1", [run[0] for run in runs]), ("turns 1-20", first), ("turns 2-20", after_one),
-                         ("steady (turns 41+)", steady)):
-        print(f"  {name:<22} {len(values):>4} {percentile(values, .5):>7.1f} {percentile(values, .9):>7.1f}"
-              f" {percentile(values, .99):>7.1f} {max(values):>7.1f}")
-    base = percentile(steady, .99)
+    for name, values in (
+        ("turn 1", [run[0] for run in runs]),
+        ("turns 1-20", first),
+        ("turns 2-20", after_one),
+        ("steady (turns 41+)", steady),
+    ):
+        print(
+            f"  {name:<22} {len(values):>4} {percentile(values, 0.5):>7.1f} {percentile(values, 0.9):>7.1f}"
+            f" {percentile(values, 0.99):>7.1f} {max(values):>7.1f}"
+        )
+    base = percentile(steady, 0.99)
     for name, values in (("turns 1-20", first), ("turns 2-20", after_one)):
-        ratio = percentile(values, .99) / base
+        ratio = percentile(values, 0.99) / base
         print(f"  p99 {name} / steady p99: {ratio:.2f}x (target <= 2x: {'met' if ratio <= 2 else 'NOT met'})")
     slowest = sorted(((ms, r, i + 1) for r, run in enumerate(runs) for i, ms in enumerate(run[:20])), reverse=True)[:6]
     print("  slowest early turns: " + ", ".join(f"run {r + 1} turn {i} {ms:.0f} ms" for ms, r, i in slowest))
@@ -331,10 +375,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start-pace", type=float, default=0.25, help="seconds from one turn's start to the next")
     parser.add_argument("--start-gap", type=float, default=0.0, help="seconds from the handshake to turn 1")
     parser.add_argument("--start-delay", type=float, default=1.5, help="the model's delay in mode start")
-    parser.add_argument("--start-message-tokens", type=int, default=4000,
-                        help="high enough that block_after (1.2x) is not reached: no turn waits by design")
-    parser.add_argument("--start-buffer-tokens", type=int, default=150,
-                        help="absolute: a buffering cycle is due from about turn 5")
+    parser.add_argument(
+        "--start-message-tokens",
+        type=int,
+        default=4000,
+        help="high enough that block_after (1.2x) is not reached: no turn waits by design",
+    )
+    parser.add_argument(
+        "--start-buffer-tokens", type=int, default=150, help="absolute: a buffering cycle is due from about turn 5"
+    )
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
 
@@ -342,8 +391,10 @@ def main(argv: list[str] | None = None) -> None:
         workdir = Path(tmp)
         seen = workdir / "llm-requests.txt"
         llm, port = start_fake_llm(args.delay, seen, workdir / "llm.log")
-        print(f"fake model on port {port}, delay {args.delay} s; {args.turns} turns per mode;"
-              f" message_tokens {args.message_tokens}")
+        print(
+            f"fake model on port {port}, delay {args.delay} s; {args.turns} turns per mode;"
+            f" message_tokens {args.message_tokens}"
+        )
         results = {}
         try:
             for mode in [m for m in modes if not m.startswith("start")]:
@@ -356,10 +407,12 @@ def main(argv: list[str] | None = None) -> None:
             except subprocess.TimeoutExpired:
                 llm.kill()
         if "buffered" in results and "sync" in results:
-            b = percentile([x * 1000 for x in results["buffered"]["latencies"]], .99)
-            s = percentile([x * 1000 for x in results["sync"]["latencies"]], .99)
-            print(f"\np99 ratio sync / buffered: {s / b:.1f}x  (buffered p99 {b:.1f} ms; target < 50 ms:"
-                  f" {'met' if b < 50 else 'NOT met'})")
+            b = percentile([x * 1000 for x in results["buffered"]["latencies"]], 0.99)
+            s = percentile([x * 1000 for x in results["sync"]["latencies"]], 0.99)
+            print(
+                f"\np99 ratio sync / buffered: {s / b:.1f}x  (buffered p99 {b:.1f} ms; target < 50 ms:"
+                f" {'met' if b < 50 else 'NOT met'})"
+            )
             if "off" in results:
                 for name in ("buffered", "sync"):
                     added = [
@@ -367,10 +420,14 @@ def main(argv: list[str] | None = None) -> None:
                         - percentile([x * 1000 for x in results["off"]["latencies"]], q)
                         for q in (0.5, 0.99)
                     ]
-                    print(f"added by observational memory ({name} - off): p50 {added[0]:+.1f} ms, p99 {added[1]:+.1f} ms")
+                    print(
+                        f"added by observational memory ({name} - off): p50 {added[0]:+.1f} ms, p99 {added[1]:+.1f} ms"
+                    )
             slow_b, slow_s = len(results["buffered"]["slow"]), len(results["sync"]["slow"])
-            print(f"turns that waited on the model: buffered {slow_b}, sync {slow_s}"
-                  " (when thresholds are under 1% of turns, p99 does not show them: see p99.9 and max)")
+            print(
+                f"turns that waited on the model: buffered {slow_b}, sync {slow_s}"
+                " (when thresholds are under 1% of turns, p99 does not show them: see p99.9 and max)"
+            )
         for mode in ("start-off", "start"):
             if mode in modes:
                 report_start(run_start(args, workdir, observation=mode == "start"), args)

@@ -13,7 +13,7 @@ _last: dict[str, tuple[float, int]] = {}
 
 def configure(level: str = "info") -> None:
     logging.basicConfig(
-        stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True,
+        stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
+from support.postgres import postgres_server, postgres_url  # noqa: F401
 
 from om_mcp.config import Config
 from om_mcp.server import build_server
-from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
-from support.postgres import postgres_server, postgres_url  # noqa: F401
 
 
 @pytest.fixture

@@ -61,7 +61,9 @@ def test_real_session_becomes_the_conversation_and_nothing_else() -> None:
     assert texts(messages[1]) == ["Let me list the files."]
     call = messages[2]["content"][0]
     assert call == {
-        "type": "tool-call", "tool_name": "Bash", "tool_call_id": "toolu_bash001",
+        "type": "tool-call",
+        "tool_name": "Bash",
+        "tool_call_id": "toolu_bash001",
         "args": {"command": "ls /home/user/project", "description": "List files"},
     }
     assert messages[1]["metadata"]["claude_message_id"] == messages[2]["metadata"]["claude_message_id"]
@@ -86,8 +88,12 @@ def test_bookkeeping_thinking_meta_and_our_own_context_are_skipped() -> None:
     assert "This session is being continued" not in text  # compact summary (default: skipped)
     assert "example-skill" not in text
     assert [texts(m) for m in messages if m["role"] == "user"] == [
-        ["please run ls for me"], ["now show big file"], ["describe the image please"],
-        ["please delegate this to a subagent"], ["now fail tool please"], ["after compact hello"],
+        ["please run ls for me"],
+        ["now show big file"],
+        ["describe the image please"],
+        ["please delegate this to a subagent"],
+        ["now fail tool please"],
+        ["after compact hello"],
     ]
 
 
@@ -128,9 +134,7 @@ def test_oversized_attachment_keeps_its_type_not_its_data() -> None:
     image_message = next(m for m in messages if any(p["type"] == "image" for p in m["content"]))
     image = next(p for p in image_message["content"] if p["type"] == "image")
     assert "data" not in image and image["mime_type"] == "image/png"
-    assert image_message["metadata"]["trimmed"] == [
-        {"part": 1, "field": "data", "original_chars": 92, "kept_chars": 0}
-    ]
+    assert image_message["metadata"]["trimmed"] == [{"part": 1, "field": "data", "original_chars": 92, "kept_chars": 0}]
     validate(messages)
 
 
@@ -162,11 +166,18 @@ def test_legacy_entries() -> None:
     messages, _ = read_messages(LEGACY)
     validate(messages)
     text = all_text(messages)
-    assert "Fix the login timeout\"" not in text  # the `summary` title entry
+    assert 'Fix the login timeout"' not in text  # the `summary` title entry
     assert "system-reminder" not in text and "opened auth/session.py in the IDE" not in text
     assert texts(messages[0]) == ["Fix the login timeout in auth/session.py"]
-    for skipped in ("Request interrupted", "git status", "On branch main", "Overloaded", "Retrying",
-                    "EuYBCkQ", "Replace the constant"):
+    for skipped in (
+        "Request interrupted",
+        "git status",
+        "On branch main",
+        "Overloaded",
+        "Retrying",
+        "EuYBCkQ",
+        "Replace the constant",
+    ):
         assert skipped not in text, skipped
     # the sidechain's own steps are not in the parent thread by default...
     assert "toolu_grep1" not in text

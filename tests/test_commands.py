@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.processes import PYTHON, REPO, clean_env
-from om_mcp.testing.status_demo import _config_file, fill
+
 from om_mcp.testing.fake_server import FakeLLMServer
+from om_mcp.testing.status_demo import _config_file, fill
 
 pytestmark = pytest.mark.slow
 EXPORTS = REPO / "tests" / "fixtures" / "exports"
@@ -41,13 +41,21 @@ def db(filled, tmp_path) -> Path:
     return copy
 
 
-def om(*args: str, db: Path | None = None, config: Path | None = None, env: dict | None = None,
-       tmp: Path | None = None) -> subprocess.CompletedProcess:
+def om(
+    *args: str, db: Path | None = None, config: Path | None = None, env: dict | None = None, tmp: Path | None = None
+) -> subprocess.CompletedProcess:
     where = [*(["--db", str(db)] if db else []), *(["--config", str(config)] if config else [])]
     folder = tmp or (db.parent if db else Path.cwd())
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([PYTHON, "-m", "om_mcp", *args, *where], capture_output=True, text=True, timeout=180,
-                          env={**clean_env(folder), **(env or {})}, cwd=REPO, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [PYTHON, "-m", "om_mcp", *args, *where],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**clean_env(folder), **(env or {})},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def data(done: subprocess.CompletedProcess):
@@ -89,16 +97,19 @@ def test_status_threads_show_and_search_read_the_memory(filled):
     assert data(om("search", "deploy", "--resource", "team-infra", "--json", db=db, config=config)) is not None
 
 
-@pytest.mark.parametrize(("args", "code", "says"), [
-    (("show", "nope"), 4, "unknown thread 'nope'"),
-    (("threads", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
-    (("search", "x", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
-    (("observe", "nope"), 4, "unknown thread 'nope'"),
-    (("forget", "--thread", "nope", "--yes"), 4, "unknown thread 'nope'"),
-    (("export", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
-    (("status", "--threads", "x"), 2, "invalid int value"),
-    (("forget",), 2, "one of the arguments --thread --resource is required"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (("show", "nope"), 4, "unknown thread 'nope'"),
+        (("threads", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
+        (("search", "x", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
+        (("observe", "nope"), 4, "unknown thread 'nope'"),
+        (("forget", "--thread", "nope", "--yes"), 4, "unknown thread 'nope'"),
+        (("export", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
+        (("status", "--threads", "x"), 2, "invalid int value"),
+        (("forget",), 2, "one of the arguments --thread --resource is required"),
+    ],
+)
 def test_exit_codes_mean_something(filled, args, code, says):
     db, config = filled
     done = om(*args, db=db, config=config)
@@ -138,7 +149,13 @@ def test_doctor_checks_everything_and_tells_what_is_wrong(db, filled, tmp_path):
     config = filled[1]
     report = data(om("doctor", "--json", db=db, config=config))
     assert report["ok"] and [c["check"] for c in report["checks"]] == [
-        "config", "database", "integrity", "search index", "running totals", "model"]
+        "config",
+        "database",
+        "integrity",
+        "search index",
+        "running totals",
+        "model",
+    ]
     with FakeLLMServer() as server:
         called = data(om("doctor", "--model", "--json", db=db, env=fake_model(server)))
         assert len(server.requests) == 1
@@ -150,7 +167,7 @@ def test_doctor_checks_everything_and_tells_what_is_wrong(db, filled, tmp_path):
     damaged = tmp_path / "damaged.db"
     raw = bytearray(db.read_bytes())
     page = int.from_bytes(raw[16:18], "big")
-    raw[page * 2: page * 6] = os.urandom(page * 4)
+    raw[page * 2 : page * 6] = os.urandom(page * 4)
     damaged.write_bytes(bytes(raw))
     broken = om("doctor", db=damaged, config=config)
     assert broken.returncode == 3 and "FAIL" in broken.stdout
@@ -168,8 +185,12 @@ def test_observe_and_reflect_run_a_cycle_now(db):
         reflected = data(om("reflect", "t-postgres", "--json", db=db, env=env))
         assert reflected["ran"] and reflected["operation"] == "reflect"
         assert data(om("show", "t-postgres", "--json", db=db, env=env))["generation"] == 1
-    no_model = om("observe", "t-sourdough", db=db, env={"OM_MODEL": "gemini/gemini-2.5-flash",
-                                                         "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"})
+    no_model = om(
+        "observe",
+        "t-sourdough",
+        db=db,
+        env={"OM_MODEL": "gemini/gemini-2.5-flash", "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
+    )
     assert no_model.returncode == 1 and "GEMINI_API_KEY" in no_model.stderr
     off = om("observe", "t-sourdough", db=db, env={"OM_OBSERVATIONAL_MEMORY__ENABLED": "false"})
     assert off.returncode == 2 and "observational_memory.enabled" in off.stderr
@@ -193,8 +214,9 @@ anyio.run(main)
 
 
 def test_backup_is_consistent_while_another_process_appends(db, tmp_path):
-    writer = subprocess.Popen([PYTHON, "-c", APPENDER, str(db)], stdout=subprocess.PIPE, text=True, cwd=REPO,
-                              env=clean_env(tmp_path))
+    writer = subprocess.Popen(
+        [PYTHON, "-c", APPENDER, str(db)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=clean_env(tmp_path)
+    )
     try:
         assert writer.stdout.readline().strip() == "appending"
         copies = []
@@ -262,9 +284,15 @@ def test_claude_and_chatgpt_exports_become_threads_with_their_dates(tmp_path):
     assert claude["skipped"] == {"empty conversation": 1}
     threads = {t["thread"]: t for t in data(om("threads", "--json", db=new))}
     sourdough = threads["claude-5f1d8a3e-2c4b-4e8f-9a61-0b7c3d2e1f40"]
-    assert (sourdough["title"], sourdough["resource"], sourdough["messages"]) == ("Sourdough starter schedule", "ada", 3)
+    assert (sourdough["title"], sourdough["resource"], sourdough["messages"]) == (
+        "Sourdough starter schedule",
+        "ada",
+        3,
+    )
     assert (sourdough["created_at"], sourdough["updated_at"]) == (
-        "2024-03-02T08:14:22.918734+00:00", "2024-03-02T08:31:05.112233+00:00")
+        "2024-03-02T08:14:22.918734+00:00",
+        "2024-03-02T08:31:05.112233+00:00",
+    )
     again = data(om("import", str(EXPORTS / "claude" / "conversations.json"), "--resource", "ada", "--json", db=new))
     assert again["added"] == {} and again["skipped"]["message"] == 7
 
@@ -274,8 +302,7 @@ def test_claude_and_chatgpt_exports_become_threads_with_their_dates(tmp_path):
     assert listed["chatgpt-66a1b2c3-d4e5-8f00-a1b2-c3d4e5f60718"]["created_at"] == "2024-06-10T06:13:20+00:00"
     found = data(om("search", "index time ranges", "--json", db=new))
     assert found[0]["thread_id"] == "chatgpt-66a1b2c3-d4e5-8f00-a1b2-c3d4e5f60718"
-    assert om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--format", "om-mcp",
-              db=new).returncode == 2
+    assert om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--format", "om-mcp", db=new).returncode == 2
     not_export = tmp_path / "x.json"
     not_export.write_text('[{"hello": 1}]')
     assert om("import", str(not_export), db=new).returncode == 2
@@ -285,8 +312,9 @@ def test_import_can_observe_now(tmp_path):
     new = tmp_path / "memory.db"
     with FakeLLMServer() as server:
         env = {**fake_model(server), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"}
-        done = data(om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--observe", "--json",
-                       db=new, env=env))
+        done = data(
+            om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--observe", "--json", db=new, env=env)
+        )
         assert done["observed_tokens"] > 0 and done["observe_failures"] == [] and server.requests
         shown = data(om("show", "chatgpt-77b2c3d4-e5f6-9011-b2c3-d4e5f6071829", "--json", db=new, env=env))
         assert shown["unobserved_tokens"] == 0 and shown["observations"]["groups"]
@@ -296,9 +324,21 @@ def test_import_draws_a_progress_bar_on_a_terminal(tmp_path):
     """Stdout stays data; the bar (rich) goes to stderr, a terminal here."""
     main, follower = pty.openpty()
     proc = subprocess.Popen(
-        [PYTHON, "-m", "om_mcp", "import", str(EXPORTS / "claude" / "conversations.json"), "--db",
-         str(tmp_path / "memory.db")], stdout=subprocess.PIPE, stderr=follower, text=True, cwd=REPO,
-        env={**clean_env(tmp_path), "TERM": "xterm", "COLUMNS": "100"})
+        [
+            PYTHON,
+            "-m",
+            "om_mcp",
+            "import",
+            str(EXPORTS / "claude" / "conversations.json"),
+            "--db",
+            str(tmp_path / "memory.db"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+        cwd=REPO,
+        env={**clean_env(tmp_path), "TERM": "xterm", "COLUMNS": "100"},
+    )
     os.close(follower)
     drawn = b""
     while True:

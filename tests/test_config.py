@@ -57,8 +57,9 @@ def test_default_limits_buffer_in_resource_scope():
 
 
 def test_resource_scope_allows_buffer_options():
-    limits = load_config(env=om_env(scope="resource", observation__buffer_tokens=0.3,
-                                    reflection__buffer_activation=0.4)).observational_memory.limits()
+    limits = load_config(
+        env=om_env(scope="resource", observation__buffer_tokens=0.3, reflection__buffer_activation=0.4)
+    ).observational_memory.limits()
     assert limits.buffer_tokens == 9_000 and limits.reflection_buffer_at == 16_000
     load_config(env=om_env(scope="resource", observation__buffer_tokens=False))
     load_config(env=om_env(scope="thread", observation__buffer_tokens=0.3))
@@ -82,8 +83,14 @@ def limits(**options: Any):
 
 
 def test_limits_fractions_and_absolute_values():
-    got = limits(observation__message_tokens=10_000, observation__buffer_tokens=2_500, observation__block_after=1.5,
-                 reflection__observation_tokens=8_000, reflection__buffer_activation=0.25, reflection__block_after=9_000)
+    got = limits(
+        observation__message_tokens=10_000,
+        observation__buffer_tokens=2_500,
+        observation__block_after=1.5,
+        reflection__observation_tokens=8_000,
+        reflection__buffer_activation=0.25,
+        reflection__block_after=9_000,
+    )
     assert got.buffer_tokens == 2_500  # absolute from 1 up
     assert got.block_after == 15_000  # a multiplier below 100
     assert got.reflection_buffer_at == 2_000
@@ -92,8 +99,10 @@ def test_limits_fractions_and_absolute_values():
 
 
 def test_limits_without_buffering():
-    for options in ({"observation__buffer_tokens": False},
-                    {"share_token_budget": True, "observation__buffer_tokens": False}):
+    for options in (
+        {"observation__buffer_tokens": False},
+        {"share_token_budget": True, "observation__buffer_tokens": False},
+    ):
         got = limits(**options)
         assert got.buffer_tokens is None and got.block_after is None
         assert got.reflection_buffer_at is None and got.reflection_block_after is None
@@ -203,8 +212,9 @@ def test_share_token_budget_needs_buffering_off():
     load_config(env=om_env(share_token_budget=True, observation__buffer_tokens=False))
 
 
-@pytest.mark.parametrize("where", ["activate_after_idle", "observation__activate_after_idle",
-                                   "reflection__activate_after_idle"])
+@pytest.mark.parametrize(
+    "where", ["activate_after_idle", "observation__activate_after_idle", "reflection__activate_after_idle"]
+)
 def test_bad_activate_after_idle(where):
     message = config_error(**{where: "soonish"})
     assert "activate_after_idle" in message and "soonish" in message
@@ -228,7 +238,8 @@ def test_other_value_errors_name_the_option():
     assert "message_tokens" in config_error(observation__message_tokens=0)
     assert "previous_observer_tokens" in config_error(observation__previous_observer_tokens=-1)
     assert "observation.block_after must be above observation.message_tokens" in config_error(
-        observation__block_after=20_000)
+        observation__block_after=20_000
+    )
     assert "reflection.block_after must be above" in config_error(reflection__block_after=1)
     assert "reflection" in config_error(reflection__buffer_activation=1.5)
     assert "observe_attachments" in config_error(observation__observe_attachments="images")
@@ -304,10 +315,12 @@ def test_extractor_slugs_must_be_unique_across_roles_and_schemas_valid():
 
 
 def test_extractor_fields():
-    [extractor] = load_config(env=om_env(
-        observation__extract='[{"name": "User Mood", "instructions": "One word.", "schema": {"type": "string"},'
-                             ' "metadata_key_path": false}]'
-    )).observational_memory.observation.extract
+    [extractor] = load_config(
+        env=om_env(
+            observation__extract='[{"name": "User Mood", "instructions": "One word.", "schema": {"type": "string"},'
+            ' "metadata_key_path": false}]'
+        )
+    ).observational_memory.observation.extract
     assert extractor.slug == "user-mood"
     assert extractor.schema_ == {"type": "string"}
     assert extractor.metadata_key_path is False and extractor.include_previous_extraction is True
@@ -337,9 +350,21 @@ def test_check_extractors_directly():
 @pytest.mark.parametrize(
     "value, expected",
     [
-        (None, None), (False, None), (300_000, 300_000), (1.5, 1), ("300000", 300_000), ("30s", 30_000),
-        ("5m", 300_000), ("5 min", 300_000), ("1hr", 3_600_000), ("2 hours", 7_200_000), ("1.5h", 5_400_000),
-        ("250ms", 250), ("1d", 86_400_000), ("auto", "auto"), (" AUTO ", "auto"),
+        (None, None),
+        (False, None),
+        (300_000, 300_000),
+        (1.5, 1),
+        ("300000", 300_000),
+        ("30s", 30_000),
+        ("5m", 300_000),
+        ("5 min", 300_000),
+        ("1hr", 3_600_000),
+        ("2 hours", 7_200_000),
+        ("1.5h", 5_400_000),
+        ("250ms", 250),
+        ("1d", 86_400_000),
+        ("auto", "auto"),
+        (" AUTO ", "auto"),
     ],
 )
 def test_parse_idle(value, expected):
@@ -377,6 +402,9 @@ def test_no_sample_host_config_carries_a_key():
     import json
 
     for path in (Path(__file__).resolve().parents[1] / "configs").glob("*.json"):
-        env = {k: v for server in json.loads(path.read_text()).get("mcpServers", {}).values()
-               for k, v in server.get("env", {}).items()}
+        env = {
+            k: v
+            for server in json.loads(path.read_text()).get("mcpServers", {}).values()
+            for k, v in server.get("env", {}).items()
+        }
         assert not [k for k in env if k.endswith("_API_KEY")], path.name

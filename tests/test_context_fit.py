@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.mcp import call, connect, ok
 
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.server.output import compact
-from support.mcp import call, connect, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -23,10 +23,19 @@ SENTENCES = [
 
 async def fill(client, count: int) -> None:
     for start in range(0, count, 50):
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            {"id": f"m{n}", "role": "user" if n % 2 == 0 else "assistant",
-             "content": f"{SENTENCES[n % len(SENTENCES)]} (note {n})" * (1 + n % 3)}
-            for n in range(start, min(start + 50, count))])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                {
+                    "id": f"m{n}",
+                    "role": "user" if n % 2 == 0 else "assistant",
+                    "content": f"{SENTENCES[n % len(SENTENCES)]} (note {n})" * (1 + n % 3),
+                }
+                for n in range(start, min(start + 50, count))
+            ],
+        )
 
 
 async def test_get_context_keeps_the_newest_messages_that_fit_and_no_fewer(make_server):
@@ -44,8 +53,11 @@ async def test_get_context_keeps_the_newest_messages_that_fit_and_no_fewer(make_
             assert shown["messages"] == everything["messages"][-kept:]  # the newest, in order
             assert shown["omitted_messages"] == 120 - kept
             # one more message (the newest one left out) would not have fitted
-            one_more = {**shown, "messages": everything["messages"][-kept - 1:],
-                        "omitted_messages": shown["omitted_messages"] - 1}
+            one_more = {
+                **shown,
+                "messages": everything["messages"][-kept - 1 :],
+                "omitted_messages": shown["omitted_messages"] - 1,
+            }
             assert counter.count_text(compact(one_more)) > max_tokens, max_tokens
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from om_mcp.engine.context.observations import (
     add_relative_times,
@@ -13,7 +13,7 @@ from om_mcp.engine.context.observations import (
     relative_phrase,
 )
 
-NOW = datetime(2026, 5, 20, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
 
 
 def test_relative_phrase():
@@ -49,8 +49,16 @@ def test_gap_phrase():
 
 
 def test_parse_date_forms():
-    for text in ("May 15, 2023", "May 15 2023", "2023-05-15", "Monday, May 15, 2023", "15 May 2023",
-                 "may 15th, 2023", "  MAY 15, 2023  ", "15th May, 2023"):
+    for text in (
+        "May 15, 2023",
+        "May 15 2023",
+        "2023-05-15",
+        "Monday, May 15, 2023",
+        "15 May 2023",
+        "may 15th, 2023",
+        "  MAY 15, 2023  ",
+        "15th May, 2023",
+    ):
         assert parse_date(text) == date(2023, 5, 15), text
     assert parse_date("Sept 3, 2024") == date(2024, 9, 3)
     assert parse_date("Dec. 4, 2025") == date(2025, 12, 4)
@@ -77,7 +85,9 @@ def test_compaction():
 
 def test_compaction_keeps_gap_lines_references_and_indentation():
     text = "[3 weeks later]\n[1]: https://x.test\n    * -> deep step\r\n* [Tool] [12 items collapsed]"
-    assert compact_observations(text) == "[3 weeks later]\n[1]: https://x.test\n    * -> deep step\n* [12 items collapsed]"
+    assert (
+        compact_observations(text) == "[3 weeks later]\n[1]: https://x.test\n    * -> deep step\n* [12 items collapsed]"
+    )
 
 
 def test_relative_times_and_gaps():

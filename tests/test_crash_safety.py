@@ -135,11 +135,13 @@ class Checker:
             generation = record["generation"] if record else 0
             groups = conn.execute(
                 "SELECT text, first_seq, last_seq FROM om_groups WHERE record_key = ? AND generation = ?"
-                " ORDER BY position", (f"thread:{THREAD}", generation),
+                " ORDER BY position",
+                (f"thread:{THREAD}", generation),
             ).fetchall()
             chunks = conn.execute(
                 "SELECT first_seq, last_seq, message_count, text FROM om_chunks WHERE record_key = ?"
-                " ORDER BY first_seq", (f"thread:{THREAD}",),
+                " ORDER BY first_seq",
+                (f"thread:{THREAD}",),
             ).fetchall()
             messages = conn.execute(
                 "SELECT seq, id FROM messages WHERE thread_id = ? AND role != 'system' ORDER BY seq", (THREAD,)
@@ -149,8 +151,11 @@ class Checker:
         finally:
             conn.close()
         return {
-            "cursor": cursor["seq"] if cursor else 0, "groups": groups, "chunks": chunks,
-            "messages": [(r["seq"], r["id"]) for r in messages], "leases": leases,
+            "cursor": cursor["seq"] if cursor else 0,
+            "groups": groups,
+            "chunks": chunks,
+            "messages": [(r["seq"], r["id"]) for r in messages],
+            "leases": leases,
         }
 
     def check(self, where: str) -> dict[str, Any]:
@@ -174,7 +179,9 @@ class Checker:
         position = 0
         previous_end = cursor
         for chunk in s["chunks"]:
-            assert chunk["first_seq"] > previous_end, f"{where}: chunk {tuple(chunk)[:2]} overlaps or precedes the cursor"
+            assert chunk["first_seq"] > previous_end, (
+                f"{where}: chunk {tuple(chunk)[:2]} overlaps or precedes the cursor"
+            )
             assert chunk["first_seq"] <= chunk["last_seq"]
             ids = [mid for seq, mid in raw[position:] if seq <= chunk["last_seq"]]
             assert len(ids) == chunk["message_count"], f"{where}: chunk counts {chunk['message_count']}, covers {ids}"
@@ -243,9 +250,7 @@ class Driver:
     async def step(self, memory: Memory) -> bool:
         """One random operation; False when it was a crash (the Memory is dead)."""
         rng = self.rng
-        op = rng.choices(
-            ["append", "context", "cycle", "fail", "crash", "pause"], weights=[8, 4, 4, 1, 1, 1]
-        )[0]
+        op = rng.choices(["append", "context", "cycle", "fail", "crash", "pause"], weights=[8, 4, 4, 1, 1, 1])[0]
         if op == "append" or not self.checker.appended:
             batch = [self._message() for _ in range(rng.choice([1, 1, 2, 3]))]
             self.log.append(f"append {[m['id'] for m in batch]}")
@@ -336,8 +341,14 @@ async def test_two_owners_racing_observe_never_both_commit(tmp_path: Path) -> No
     try:
         assert first.observation.owner != second.observation.owner
         for round_ in range(4):
-            batch = [{"id": f"m{round_ * 10 + i}", "role": "user" if i % 2 == 0 else "assistant",
-                      "content": f"m{round_ * 10 + i} " + "plan the trip " * 20} for i in range(6)]
+            batch = [
+                {
+                    "id": f"m{round_ * 10 + i}",
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"m{round_ * 10 + i} " + "plan the trip " * 20,
+                }
+                for i in range(6)
+            ]
             checker.appended += [m["id"] for m in batch]
             await first.append_messages(THREAD, batch, resource_id=RESOURCE)
             outcomes: list = []
@@ -381,8 +392,11 @@ def _env(tmp_path: Path, port: int) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env.update(
-        HOME=str(home), XDG_DATA_HOME=str(home), PYTHONUNBUFFERED="1",
-        LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true",
+        HOME=str(home),
+        XDG_DATA_HOME=str(home),
+        PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true",
         OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="300",
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
@@ -398,14 +412,19 @@ class RpcServer:
         self._stderr = open(stderr, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=REPO,
         )
         self._id = 0
         self._buffer = b""
         os.set_blocking(self.proc.stdout.fileno(), False)
-        self.request("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "crash-test", "version": "0"},
-        })
+        self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "crash-test", "version": "0"}},
+        )
         self.notify("notifications/initialized")
 
     def notify(self, method: str, params: dict | None = None) -> None:
@@ -429,7 +448,7 @@ class RpcServer:
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
                 if line.strip():
                     message = json.loads(line)
                     if message.get("id") == request_id and ("result" in message or "error" in message):
@@ -488,7 +507,9 @@ def _start_fake_llm(delay: float, seen: Path, log: Path) -> tuple[subprocess.Pop
     `seen` per chat request it receives."""
     proc = subprocess.Popen(
         [sys.executable, "-u", "-c", _FAKE_LLM, str(delay), str(seen)],
-        stdout=subprocess.PIPE, stderr=open(log, "wb"), cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=open(log, "wb"),
+        cwd=REPO,
     )
     line = proc.stdout.readline().decode()
     match = re.search(r":(\d+)/v1", line)
@@ -510,8 +531,13 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
         ids = []
         try:
             for i in range(12):
-                batch = [{"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
-                          "content": f"[id:m{i}] m{i} " + "we planned the museum trip and the budget " * 8}]
+                batch = [
+                    {
+                        "id": f"m{i}",
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"[id:m{i}] m{i} " + "we planned the museum trip and the budget " * 8,
+                    }
+                ]
                 ids.append(f"m{i}")
                 server.tool("append_messages", thread_id=THREAD, resource_id=RESOURCE, messages=batch)
             # get_context over the threshold starts a sync observation and waits for it
@@ -519,9 +545,9 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
             # model call of a process also imports litellm (seconds on a busy machine),
             # so wait for the request to reach the fake model, which holds it 5 s, and
             # kill the server then.
-            pending = server.send_request("tools/call", {
-                "name": "get_context", "arguments": {"thread_id": THREAD, "resource_id": RESOURCE},
-            })
+            pending = server.send_request(
+                "tools/call", {"name": "get_context", "arguments": {"thread_id": THREAD, "resource_id": RESOURCE}}
+            )
             deadline = time.monotonic() + 90
             lease = None
             while time.monotonic() < deadline:

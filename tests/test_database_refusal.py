@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from support.files import digest, make_database, read_only
 from support.processes import PYTHON, REPO, clean_env
 
@@ -21,8 +20,13 @@ pytestmark = pytest.mark.slow
 
 def serve(tmp_path: Path, db: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PYTHON, "-m", "om_mcp", "serve", "--db", str(db)], env=clean_env(tmp_path), cwd=REPO,
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+        [PYTHON, "-m", "om_mcp", "serve", "--db", str(db)],
+        env=clean_env(tmp_path),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -17,14 +17,14 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from support.files import read_only
+from support.mcp import call, connect, fail, ok
+from support.processes import REPO, clean_env, server_command
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
-from support.files import read_only
-from support.mcp import call, connect, fail, ok
-from support.processes import REPO, clean_env, server_command
 
 pytestmark = pytest.mark.anyio
 
@@ -41,8 +41,15 @@ WRITES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.fixture
 async def memory(tmp_path: Path):
-    config = Config.model_validate({"db_path": str(tmp_path / "om.db"), "observational_memory": {
-        "scope": "thread", "observation": {"message_tokens": 100_000, "buffer_tokens": False}}})
+    config = Config.model_validate(
+        {
+            "db_path": str(tmp_path / "om.db"),
+            "observational_memory": {
+                "scope": "thread",
+                "observation": {"message_tokens": 100_000, "buffer_tokens": False},
+            },
+        }
+    )
     opened = await Memory.open(config, client=ScriptedModel(lambda messages, target: OBSERVER))
     yield opened
     await opened.close()
@@ -80,8 +87,10 @@ async def test_a_full_disk_answers_in_one_line_changes_nothing_and_recovers(memo
         pages = (await pragma(memory, "PRAGMA page_count"))[0]
         await pragma(memory, f"PRAGMA max_page_count = {pages}")
         big = "a long message that needs pages the file may not grow to " * 4000
-        for tool, arguments in [("append_messages", {"thread_id": "t", "user": big}),
-                                ("update_working_memory", {"thread_id": "t", "memory": big[:39_000]})]:
+        for tool, arguments in [
+            ("append_messages", {"thread_id": "t", "user": big}),
+            ("update_working_memory", {"thread_id": "t", "memory": big[:39_000]}),
+        ]:
             error = await fail(client, tool, **arguments)
             assert error == "the disk holding the database is full: free some space, nothing was written", error
         assert await snapshot(client) == before
@@ -94,8 +103,9 @@ async def test_a_file_that_turns_read_only_under_the_server_gets_a_clear_error(t
     """The real process; the file and its -wal made immutable while it holds them open."""
     db = tmp_path / "om.db"
     command, *args = server_command("--db", str(db))
-    params = StdioServerParameters(command=command, args=args, cwd=str(REPO),
-                                   env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false"))
+    params = StdioServerParameters(
+        command=command, args=args, cwd=str(REPO), env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false")
+    )
     with anyio.fail_after(60):
         async with Client(params) as client:
             await ok(client, "append_messages", thread_id="t", user="hello")

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.engine import role_of, text_of
+from support.files import raw_bytes
+from support.mcp import connect, ok
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
-from support.engine import role_of, text_of
-from support.files import raw_bytes
-from support.mcp import connect, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -39,16 +39,20 @@ def copycat(messages: list[dict], target: Any) -> str:
     """Every marker read goes into every field written."""
     body = text_of(messages[-1])
     if role_of(messages) == "reflector":
-        return f"<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) reflected {words(body)}\n</observations>\n" \
-               f"<digest>{words(body)}</digest>"
+        return (
+            f"<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) reflected {words(body)}\n</observations>\n"
+            f"<digest>{words(body)}</digest>"
+        )
     sections = [
         f'<thread id="{label}">\nDate: Mar 2, 2026\n* 🔴 (10:00) heard {words(text)}\n'
         f"<current-task>follow up on {words(text)}</current-task>\n</thread>"
         for label, text in SECTION.findall(body)
     ] or [f"Date: Mar 2, 2026\n* 🔴 (10:00) heard {words(body)}"]
-    return ("<observations>\n" + "\n".join(sections) + "\n</observations>\n"
-            f"<current-task>all about {words(body)}</current-task>\n"
-            f"<suggested-response>mention {words(body)}</suggested-response>\n<secret>{words(body)}</secret>")
+    return (
+        "<observations>\n" + "\n".join(sections) + "\n</observations>\n"
+        f"<current-task>all about {words(body)}</current-task>\n"
+        f"<suggested-response>mention {words(body)}</suggested-response>\n<secret>{words(body)}</secret>"
+    )
 
 
 def found(db: Path, word: str) -> int:
@@ -56,21 +60,36 @@ def found(db: Path, word: str) -> int:
 
 
 async def open_memory(db: Path, scope: str) -> Memory:
-    config = Config.model_validate({
-        "db_path": str(db), "working_memory": {"scope": "thread"},
-        "observational_memory": {
-            "scope": scope, "observation": {"message_tokens": 100_000, "buffer_tokens": False,
-                                            "extract": [{"name": "secret", "metadata_key_path": "facts.secret"}]},
-            "reflection": {"extract": [{"name": "digest"}]}},
-    })
+    config = Config.model_validate(
+        {
+            "db_path": str(db),
+            "working_memory": {"scope": "thread"},
+            "observational_memory": {
+                "scope": scope,
+                "observation": {
+                    "message_tokens": 100_000,
+                    "buffer_tokens": False,
+                    "extract": [{"name": "secret", "metadata_key_path": "facts.secret"}],
+                },
+                "reflection": {"extract": [{"name": "digest"}]},
+            },
+        }
+    )
     return await Memory.open(config, client=ScriptedModel(copycat))
 
 
 async def talk(client, thread_id: str, resource_id: str, word: str) -> None:
-    await ok(client, "append_messages", thread_id=thread_id, resource_id=resource_id,
-             thread_metadata={"title": f"about {word}"}, messages=[
-                 {"role": "user", "content": f"my secret word is {word}; remember {word}"},
-                 {"role": "assistant", "content": f"noted, {word}"}])
+    await ok(
+        client,
+        "append_messages",
+        thread_id=thread_id,
+        resource_id=resource_id,
+        thread_metadata={"title": f"about {word}"},
+        messages=[
+            {"role": "user", "content": f"my secret word is {word}; remember {word}"},
+            {"role": "assistant", "content": f"noted, {word}"},
+        ],
+    )
     await ok(client, "update_working_memory", thread_id=thread_id, memory=f"# Notes\n- the word: {word}")
 
 

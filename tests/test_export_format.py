@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,44 +17,130 @@ T = "2025-05-01T09:00:00+00:00"
 def memory() -> list[dict]:
     """A small but complete memory: a resource, two threads, a record with two generations."""
     return [
-        {"type": "resource", "id": "alice", "working_memory": "# User\n- Name: Alice\n- Diet: vegetarian",
-         "created_at": T, "updated_at": "2025-05-03T10:00:00+00:00"},
-        {"type": "thread", "id": "t-lisbon", "resource_id": "alice", "title": "Trip to Lisbon", "title_pinned": True,
-         "metadata": {"import": {"source": "claude"}}, "working_memory": None,
-         "created_at": T, "updated_at": "2025-05-01T09:20:00+00:00"},
-        {"type": "message", "id": "m1", "thread_id": "t-lisbon", "role": "user",
-         "parts": [{"type": "text", "text": "Plan three days in Lisbon; I don't eat fish."}],
-         "created_at": "2025-05-01T09:00:05+00:00", "metadata": {}},
-        {"type": "message", "id": "m2", "thread_id": "t-lisbon", "role": "assistant",
-         "parts": [{"type": "reasoning", "text": "vegetarian"},
-                   {"type": "tool-call", "tool_name": "search", "args": {"q": "vegetarian tasca"}, "tool_call_id": "c1"},
-                   {"type": "tool-result", "tool_name": "search", "result": {"hits": [1, None]}, "tool_call_id": "c1"},
-                   {"type": "text", "text": "Day 1: Alfama..."}],
-         "created_at": "2025-05-01T09:00:30+00:00", "metadata": {"model": "claude-sonnet-4-5"}},
-        {"type": "message", "id": "m0", "thread_id": "t-lisbon", "role": "user",  # out of time order: file order wins
-         "parts": [{"type": "image", "mime_type": "image/png", "name": "map.png", "width": 800, "height": 600},
-                   {"type": "file", "mime_type": "application/pdf", "name": "tickets.pdf"}],
-         "created_at": "2025-05-01T08:59:00+00:00", "metadata": {}},
-        {"type": "thread", "id": "t-empty", "resource_id": "alice", "title": None, "title_pinned": False,
-         "metadata": {}, "working_memory": "thread notes", "created_at": T, "updated_at": T},
-        {"type": "observation_record", "key": "thread:t-lisbon", "scope": "thread", "resource_id": "alice",
-         "thread_id": "t-lisbon", "generation": 1, "observed_through": {"t-lisbon": "m2"},
-         "hints": {"t-lisbon": {"current_task": "planning day 2", "suggested_response": None}},
-         "extracted": {"thread_title": "Trip to Lisbon", "nested": {"k": None}},
-         "last_observed_at": "2025-05-01T09:00:30+00:00", "last_reflection_at": "2025-05-02T00:00:00+00:00",
-         "created_at": T, "updated_at": "2025-05-02T00:00:00+00:00"},
-        {"type": "observation_group", "id": "g1", "record_key": "thread:t-lisbon", "generation": 0, "position": 0,
-         "kind": "observation", "thread_id": "t-lisbon", "first_message_id": "m1", "last_message_id": "m1",
-         "text": "* 🔴 (09:00) User does not eat fish.", "tokens": 12, "observed_at": "2025-05-01T09:00:05+00:00",
-         "created_at": "2025-05-01T09:01:00+00:00"},
-        {"type": "observation_group", "id": "g2", "record_key": "thread:t-lisbon", "generation": 0, "position": 1,
-         "kind": "observation", "thread_id": "t-lisbon", "first_message_id": "m2", "last_message_id": "m2",
-         "text": "* 🟡 (09:00) Assistant proposed Alfama for day 1.", "tokens": 14,
-         "observed_at": "2025-05-01T09:00:30+00:00", "created_at": "2025-05-01T09:02:00+00:00"},
-        {"type": "observation_group", "id": "g3", "record_key": "thread:t-lisbon", "generation": 1, "position": 0,
-         "kind": "reflection", "thread_id": None, "first_message_id": "m1", "last_message_id": "m2",
-         "text": "* 🔴 User is vegetarian; planning Lisbon, day 1 Alfama.", "tokens": 15,
-         "observed_at": "2025-05-01T09:00:30+00:00", "created_at": "2025-05-02T00:00:00+00:00"},
+        {
+            "type": "resource",
+            "id": "alice",
+            "working_memory": "# User\n- Name: Alice\n- Diet: vegetarian",
+            "created_at": T,
+            "updated_at": "2025-05-03T10:00:00+00:00",
+        },
+        {
+            "type": "thread",
+            "id": "t-lisbon",
+            "resource_id": "alice",
+            "title": "Trip to Lisbon",
+            "title_pinned": True,
+            "metadata": {"import": {"source": "claude"}},
+            "working_memory": None,
+            "created_at": T,
+            "updated_at": "2025-05-01T09:20:00+00:00",
+        },
+        {
+            "type": "message",
+            "id": "m1",
+            "thread_id": "t-lisbon",
+            "role": "user",
+            "parts": [{"type": "text", "text": "Plan three days in Lisbon; I don't eat fish."}],
+            "created_at": "2025-05-01T09:00:05+00:00",
+            "metadata": {},
+        },
+        {
+            "type": "message",
+            "id": "m2",
+            "thread_id": "t-lisbon",
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "text": "vegetarian"},
+                {"type": "tool-call", "tool_name": "search", "args": {"q": "vegetarian tasca"}, "tool_call_id": "c1"},
+                {"type": "tool-result", "tool_name": "search", "result": {"hits": [1, None]}, "tool_call_id": "c1"},
+                {"type": "text", "text": "Day 1: Alfama..."},
+            ],
+            "created_at": "2025-05-01T09:00:30+00:00",
+            "metadata": {"model": "claude-sonnet-4-5"},
+        },
+        {
+            "type": "message",
+            "id": "m0",
+            "thread_id": "t-lisbon",
+            "role": "user",  # out of time order: file order wins
+            "parts": [
+                {"type": "image", "mime_type": "image/png", "name": "map.png", "width": 800, "height": 600},
+                {"type": "file", "mime_type": "application/pdf", "name": "tickets.pdf"},
+            ],
+            "created_at": "2025-05-01T08:59:00+00:00",
+            "metadata": {},
+        },
+        {
+            "type": "thread",
+            "id": "t-empty",
+            "resource_id": "alice",
+            "title": None,
+            "title_pinned": False,
+            "metadata": {},
+            "working_memory": "thread notes",
+            "created_at": T,
+            "updated_at": T,
+        },
+        {
+            "type": "observation_record",
+            "key": "thread:t-lisbon",
+            "scope": "thread",
+            "resource_id": "alice",
+            "thread_id": "t-lisbon",
+            "generation": 1,
+            "observed_through": {"t-lisbon": "m2"},
+            "hints": {"t-lisbon": {"current_task": "planning day 2", "suggested_response": None}},
+            "extracted": {"thread_title": "Trip to Lisbon", "nested": {"k": None}},
+            "last_observed_at": "2025-05-01T09:00:30+00:00",
+            "last_reflection_at": "2025-05-02T00:00:00+00:00",
+            "created_at": T,
+            "updated_at": "2025-05-02T00:00:00+00:00",
+        },
+        {
+            "type": "observation_group",
+            "id": "g1",
+            "record_key": "thread:t-lisbon",
+            "generation": 0,
+            "position": 0,
+            "kind": "observation",
+            "thread_id": "t-lisbon",
+            "first_message_id": "m1",
+            "last_message_id": "m1",
+            "text": "* 🔴 (09:00) User does not eat fish.",
+            "tokens": 12,
+            "observed_at": "2025-05-01T09:00:05+00:00",
+            "created_at": "2025-05-01T09:01:00+00:00",
+        },
+        {
+            "type": "observation_group",
+            "id": "g2",
+            "record_key": "thread:t-lisbon",
+            "generation": 0,
+            "position": 1,
+            "kind": "observation",
+            "thread_id": "t-lisbon",
+            "first_message_id": "m2",
+            "last_message_id": "m2",
+            "text": "* 🟡 (09:00) Assistant proposed Alfama for day 1.",
+            "tokens": 14,
+            "observed_at": "2025-05-01T09:00:30+00:00",
+            "created_at": "2025-05-01T09:02:00+00:00",
+        },
+        {
+            "type": "observation_group",
+            "id": "g3",
+            "record_key": "thread:t-lisbon",
+            "generation": 1,
+            "position": 0,
+            "kind": "reflection",
+            "thread_id": None,
+            "first_message_id": "m1",
+            "last_message_id": "m2",
+            "text": "* 🔴 User is vegetarian; planning Lisbon, day 1 Alfama.",
+            "tokens": 15,
+            "observed_at": "2025-05-01T09:00:30+00:00",
+            "created_at": "2025-05-02T00:00:00+00:00",
+        },
     ]
 
 
@@ -70,20 +156,26 @@ def _lines(records) -> list[dict]:
 
 def test_a_memory_round_trips_in_order():
     records = memory()
-    text = _write(records, source="om-mcp test (memory.db)",
-                  exported_at=datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc))
+    text = _write(records, source="om-mcp test (memory.db)", exported_at=datetime(2025, 6, 1, 12, 0, tzinfo=UTC))
     lines = text.splitlines()
-    assert json.loads(lines[0]) == {"type": "om-mcp-export", "version": VERSION, "minor": 0,
-                                    "exported_at": "2025-06-01T12:00:00+00:00", "source": "om-mcp test (memory.db)"}
-    assert json.loads(lines[-1]) == {"type": "end", "counts": {
-        "resource": 1, "thread": 2, "message": 3, "observation_record": 1, "observation_group": 3}}
+    assert json.loads(lines[0]) == {
+        "type": "om-mcp-export",
+        "version": VERSION,
+        "minor": 0,
+        "exported_at": "2025-06-01T12:00:00+00:00",
+        "source": "om-mcp test (memory.db)",
+    }
+    assert json.loads(lines[-1]) == {
+        "type": "end",
+        "counts": {"resource": 1, "thread": 2, "message": 3, "observation_record": 1, "observation_group": 3},
+    }
     out = list(read_records(io.StringIO(text)))
     assert out[0]["type"] == "om-mcp-export" and out[0]["source"] == "om-mcp test (memory.db)"
     assert out[1:] == records  # every field, every part, file order kept (m0 after m2)
 
 
 def test_writing_twice_gives_the_same_bytes():
-    when = datetime(2025, 6, 1, tzinfo=timezone.utc)
+    when = datetime(2025, 6, 1, tzinfo=UTC)
     assert _write(memory(), exported_at=when) == _write(memory(), exported_at=when)
 
 
@@ -111,6 +203,7 @@ def _set(index, **changes):
             else:
                 record[key] = value
         lines[index] = json.dumps(record)
+
     return mutate
 
 
@@ -126,8 +219,10 @@ def _set(index, **changes):
         (_set(3, colour="red"), r"line 4: message\.colour: Extra inputs are not permitted"),
         (_set(2, type="chat"), r"line 3: type: unknown record type 'chat'"),
         (_set(7, key="thread:other"), r"line 8: observation_record: Value error, key 'thread:other' does not match"),
-        (_set(7, observed_through={"t-lisbon": "m9"}),
-         r"line 8: observation_record\.observed_through: names message of thread 't-lisbon' 'm9'"),
+        (
+            _set(7, observed_through={"t-lisbon": "m9"}),
+            r"line 8: observation_record\.observed_through: names message of thread 't-lisbon' 'm9'",
+        ),
         (_set(10, generation=2), r"line 11: observation_group\.generation: generation 2 is past"),
         (_set(9, position=0), r"line 10: observation_group\.position: two groups at generation 0, position 0"),
         (_set(8, record_key="thread:x"), r"line 9: observation_group\.record_key: names observation record"),

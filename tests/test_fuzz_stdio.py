@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.hostile import calls
 from support.processes import REPO, clean_env, server_command
 
@@ -36,8 +36,12 @@ class Peer:
 
     def __init__(self, tmp_path: Path) -> None:
         self.process = subprocess.Popen(
-            server_command("--db", str(tmp_path / "om.db")), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false"),
+            server_command("--db", str(tmp_path / "om.db")),
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false"),
         )
         os.set_blocking(self.process.stdout.fileno(), False)
         self.selector = selectors.DefaultSelector()
@@ -80,9 +84,18 @@ def request(request_id: int, call: tuple[str, Any]) -> dict[str, Any]:
     name, arguments = call
     if name == "read":
         template, thread = arguments
-        return {"jsonrpc": "2.0", "id": request_id, "method": "resources/read",
-                "params": {"uri": template.format(thread)}}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "resources/read",
+            "params": {"uri": template.format(thread)},
+        }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
 
 
 def deep(depth: int) -> str:
@@ -113,14 +126,30 @@ def test_every_hostile_line_gets_one_answer_and_never_an_internal_error(tmp_path
     problems: list[str] = []
     counter = {"sent": 0, "by_id": 0}
     try:
-        peer.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "fuzz", "version": "0"}}}).encode())
+        peer.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "fuzz", "version": "0"},
+                    },
+                }
+            ).encode()
+        )
         assert (peer.answer() or {}).get("id") == 0
         peer.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
 
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(calls, st.sampled_from(DAMAGE))
         def fuzz(call: tuple[str, Any], damage: str) -> None:
             counter["sent"] += 1

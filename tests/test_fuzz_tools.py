@@ -24,13 +24,13 @@ from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, assume, given, settings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
+from support.hostile import ARGUMENTS, calls, sendable
+from support.mcp import connect
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
-from support.hostile import ARGUMENTS, calls, sendable
-from support.mcp import connect
 
 EXAMPLES_PER_SETUP = 1000  # two setups: 2,000 calls
 ANSWER_DEADLINE = 60.0  # seconds; far above any real call, it only catches a hang
@@ -40,19 +40,35 @@ INTERNAL = ("failed inside om-mcp", "Error executing tool")
 def reply(messages: list[dict], target: Any) -> str:
     """Observer and Reflector both answer with a small valid log that quotes the input's first words."""
     words = " ".join(str(messages[-1].get("content", ""))[:80].split())
-    return (f"<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) saw {words}\n</observations>\n"
-            f"<current-task>{words}</current-task>")
+    return (
+        f"<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) saw {words}\n</observations>\n"
+        f"<current-task>{words}</current-task>"
+    )
 
 
 SETUPS = {
     # thread scope, template working memory, every cycle inline
-    "thread": ({"scope": "thread", "observation": {"message_tokens": 150, "buffer_tokens": False},
-                "reflection": {"observation_tokens": 400}}, {}, False),
+    "thread": (
+        {
+            "scope": "thread",
+            "observation": {"message_tokens": 150, "buffer_tokens": False},
+            "reflection": {"observation_tokens": 400},
+        },
+        {},
+        False,
+    ),
     # resource scope, buffering with the background worker, schema working memory
-    "resource": ({"scope": "resource", "observation": {"message_tokens": 300},
-                  "reflection": {"observation_tokens": 600}},
-                 {"scope": "resource", "schema": {"type": "object", "properties": {
-                     "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}}}, True),
+    "resource": (
+        {"scope": "resource", "observation": {"message_tokens": 300}, "reflection": {"observation_tokens": 600}},
+        {
+            "scope": "resource",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+            },
+        },
+        True,
+    ),
 }
 
 
@@ -97,17 +113,25 @@ def answer(portal, client, name: str, arguments: Any, tally: Tally) -> None:
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_hostile_arguments_to_every_tool_get_a_clear_answer(tmp_path: Path, setup: str) -> None:
     om, working_memory, background = SETUPS[setup]
-    config = Config.model_validate({"db_path": str(tmp_path / "om.db"), "observational_memory": om,
-                                    "working_memory": working_memory})
+    config = Config.model_validate(
+        {"db_path": str(tmp_path / "om.db"), "observational_memory": om, "working_memory": working_memory}
+    )
     tally = Tally()
     with start_blocking_portal() as portal:
         memory = portal.call(lambda: Memory.open(config, client=ScriptedModel(reply)))
         try:
-            with portal.wrap_async_context_manager(memory.running() if background else _idle(memory)), \
-                    portal.wrap_async_context_manager(connect(build_server(config, memory))) as client:
+            with (
+                portal.wrap_async_context_manager(memory.running() if background else _idle(memory)),
+                portal.wrap_async_context_manager(connect(build_server(config, memory))) as client,
+            ):
 
-                @settings(max_examples=EXAMPLES_PER_SETUP, deadline=None, derandomize=True, database=None,
-                          suppress_health_check=list(HealthCheck))
+                @settings(
+                    max_examples=EXAMPLES_PER_SETUP,
+                    deadline=None,
+                    derandomize=True,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                )
                 @given(calls)
                 def fuzz(call: tuple[str, Any]) -> None:
                     name, arguments = call
@@ -139,7 +163,6 @@ class _idle:
         return None
 
 
-
 BAD_TEXT = [
     ("update_working_memory", {"thread_id": "t", "memory": "notes\x00hidden"}, "memory contains a NUL character"),
     ("update_working_memory", {"thread_id": "t", "memory": "lone \ud800"}, "memory contains invalid Unicode"),
@@ -148,10 +171,16 @@ BAD_TEXT = [
     ("update_thread", {"thread_id": "t", "metadata": {"note": "a\x00b"}}, "metadata.note contains a NUL character"),
     ("update_thread", {"thread_id": "t", "metadata": {"k\x00": 1}}, "metadata contains a NUL character"),
     ("update_thread", {"thread_id": "t", "metadata": {"big": "x" * 20_000}}, "metadata is 20011 characters of JSON"),
-    ("append_messages", {"thread_id": "t", "user": "x", "thread_metadata": {"title": "a\rb"}},
-     "thread_metadata.title must be one line of text"),
-    ("append_messages", {"thread_id": "t", "messages": [{"role": "user", "content": "x", "metadata": {"k": "\x00"}}]},
-     "messages[0].metadata.k contains a NUL character"),
+    (
+        "append_messages",
+        {"thread_id": "t", "user": "x", "thread_metadata": {"title": "a\rb"}},
+        "thread_metadata.title must be one line of text",
+    ),
+    (
+        "append_messages",
+        {"thread_id": "t", "messages": [{"role": "user", "content": "x", "metadata": {"k": "\x00"}}]},
+        "messages[0].metadata.k contains a NUL character",
+    ),
     ("append_messages", {"thread_id": "t\x00", "user": "x"}, "thread_id contains control characters"),
 ]
 

@@ -135,7 +135,9 @@ def test_what_each_event_does() -> None:
     from om_mcp.hosts.common import HookPlan
     from om_mcp.hosts.gemini_cli import plan_for
 
-    assert plan_for(parse_hook_input(hook("SessionStart-resume"))) == HookPlan(ingest=True, final=False, print_context=True)
+    assert plan_for(parse_hook_input(hook("SessionStart-resume"))) == HookPlan(
+        ingest=True, final=False, print_context=True
+    )
     assert plan_for(parse_hook_input(hook("AfterAgent"))) == HookPlan(ingest=True, final=True)
     assert plan_for(parse_hook_input(hook("SessionEnd-exit"))) == HookPlan(ingest=True, final=True)
     assert plan_for(parse_hook_input(hook("PreCompress-auto"))) == HookPlan(ingest=True, final=False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gc
 
 import pytest
+from support.mcp import connect, ok
 
 from om_mcp import heap
-from support.mcp import connect, ok
 
 pytestmark = pytest.mark.anyio
 

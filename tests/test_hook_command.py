@@ -19,6 +19,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support.hooks import FAKE_CLAUDE, SESSION_ID, Box, decisions_observer
+from support.mcp import connect
+from support.processes import PYTHON
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -31,9 +34,6 @@ from om_mcp.store.sqlite import observations
 from om_mcp.store.sqlite.sessions import WORKER_LEASE
 from om_mcp.testing.fake_server import FakeLLMServer
 from om_mcp.testing.transcripts import ClaudeTranscript
-from support.hooks import FAKE_CLAUDE, SESSION_ID, Box, decisions_observer
-from support.mcp import connect
-from support.processes import PYTHON
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,8 @@ def test_the_hook_records_the_session_once(tmp_path: Path) -> None:
     assert box.hook(box.event("Stop", transcript), "--no-worker").returncode == 0
     assert box.query("SELECT COUNT(*) FROM messages") == [(22,)]  # nothing twice
     assert box.query("SELECT source, offset FROM ingest_state") == [
-        (f"claude-code:{SESSION_ID}", transcript.stat().st_size)]
+        (f"claude-code:{SESSION_ID}", transcript.stat().st_size)
+    ]
     assert box.log_lines() == []
 
 
@@ -96,13 +97,30 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     assert (empty.returncode, empty.stdout) == (0, b"")  # no memory yet: nothing at all
     conn = db.open_database(str(box.db))
     key = resource_key(str(box.project))
-    groups = [{"kind": "observation", "thread_id": "old", "first_seq": d, "last_seq": d, "first_message_id": None,
-               "last_message_id": None, "tokens": 900, "observed_at": None,
-               "text": "\n".join([f"Date: Mar {d}, 2026"] + [f"* {'🔴' if n % 50 == 0 else '🟡'} (10:00) day {d}"
-                                                              f" decision {n}." for n in range(200)])}
-              for d in range(1, 11)]  # 2,010 lines
-    db.write(conn, lambda c: (observations.ensure_record(c, key, str(box.project), "old"),
-                              observations.insert_groups(c, key, 0, groups)))
+    groups = [
+        {
+            "kind": "observation",
+            "thread_id": "old",
+            "first_seq": d,
+            "last_seq": d,
+            "first_message_id": None,
+            "last_message_id": None,
+            "tokens": 900,
+            "observed_at": None,
+            "text": "\n".join(
+                [f"Date: Mar {d}, 2026"]
+                + [f"* {'🔴' if n % 50 == 0 else '🟡'} (10:00) day {d} decision {n}." for n in range(200)]
+            ),
+        }
+        for d in range(1, 11)
+    ]  # 2,010 lines
+    db.write(
+        conn,
+        lambda c: (
+            observations.ensure_record(c, key, str(box.project), "old"),
+            observations.insert_groups(c, key, 0, groups),
+        ),
+    )
     conn.close()
     printed = box.hook(start)
     assert printed.returncode == 0 and printed.stderr == b""
@@ -195,16 +213,26 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
     box.hook(box.event("UserPromptSubmit", transcript), "--no-worker")  # creates the database and the cache
     gemini = json.loads((FIXTURES.parent / "gemini_cli" / "hooks" / "AfterAgent.json").read_text())
     gemini.update(transcript_path=str(FIXTURES.parent / "gemini_cli" / "session.jsonl"), cwd=str(box.project))
-    for host, event in (("claude-code", box.event("UserPromptSubmit", transcript)),
-                        ("claude-code", box.event("SessionStart", transcript, source="resume")),
-                        ("gemini-cli", gemini)):
-        done = subprocess.run([PYTHON, "-X", "importtime", "-m", "om_mcp", "hook", host],
-                              input=json.dumps(event).encode(), capture_output=True, env=box.env, timeout=60)
+    for host, event in (
+        ("claude-code", box.event("UserPromptSubmit", transcript)),
+        ("claude-code", box.event("SessionStart", transcript, source="resume")),
+        ("gemini-cli", gemini),
+    ):
+        done = subprocess.run(
+            [PYTHON, "-X", "importtime", "-m", "om_mcp", "hook", host],
+            input=json.dumps(event).encode(),
+            capture_output=True,
+            env=box.env,
+            timeout=60,
+        )
         assert done.returncode == 0
         imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
         assert "om_mcp.hook.run" in imported
-        heavy = {m for m in imported if m.split(".")[0] in ("mcp", "litellm", "pydantic", "pydantic_core", "anyio",
-                                                             "tiktoken", "httpx", "rich")}
+        heavy = {
+            m
+            for m in imported
+            if m.split(".")[0] in ("mcp", "litellm", "pydantic", "pydantic_core", "anyio", "tiktoken", "httpx", "rich")
+        }
         assert heavy == set()
     assert box.log_lines() == []
 
@@ -217,28 +245,37 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
 def a_day_of_work(box: Box, transcript: ClaudeTranscript, *hook_args: str, end: bool = True) -> None:
     """A realistic session: prompts, tool calls, replies, each turn recorded by the hooks only."""
     turns = [
-        ("Where should memories live? Decision: use SQLite in WAL mode, not Postgres.",
-         "Agreed. I'll create the schema.", ("Write", {"file_path": "schema.sql", "content": "CREATE TABLE m (...)"},
-                                             "File created")),
-        ("The hook runs on every prompt. Decision: hooks never call a model.", "Understood: observation runs in"
-         " a background worker.", ("Bash", {"command": "pytest -q tests/test_hook.py"}, "7 passed in 0.4s")),
-        ("One more. Decision: the worker exits after 60 seconds idle.", "Done; the worker now exits when idle.",
-         None),
+        (
+            "Where should memories live? Decision: use SQLite in WAL mode, not Postgres.",
+            "Agreed. I'll create the schema.",
+            ("Write", {"file_path": "schema.sql", "content": "CREATE TABLE m (...)"}, "File created"),
+        ),
+        (
+            "The hook runs on every prompt. Decision: hooks never call a model.",
+            "Understood: observation runs in a background worker.",
+            ("Bash", {"command": "pytest -q tests/test_hook.py"}, "7 passed in 0.4s"),
+        ),
+        ("One more. Decision: the worker exits after 60 seconds idle.", "Done; the worker now exits when idle.", None),
     ]
     start = box.hook(box.event("SessionStart", transcript.path, transcript.session_id, source="startup"), *hook_args)
     assert start.returncode == 0 and start.stdout == b""
     for prompt, reply, tool in turns:
         transcript.user(prompt)
-        assert box.hook(box.event("UserPromptSubmit", transcript.path, transcript.session_id, prompt=prompt),
-                        *hook_args).returncode == 0
+        assert (
+            box.hook(
+                box.event("UserPromptSubmit", transcript.path, transcript.session_id, prompt=prompt), *hook_args
+            ).returncode
+            == 0
+        )
         if tool:
             call = transcript.tool_call(tool[0], tool[1])
             transcript.tool_result(call, tool[2])
         transcript.assistant(reply)
         assert box.hook(box.event("Stop", transcript.path, transcript.session_id), *hook_args).returncode == 0
     if end:
-        done = box.hook(box.event("SessionEnd", transcript.path, transcript.session_id, reason="prompt_input_exit"),
-                        *hook_args)
+        done = box.hook(
+            box.event("SessionEnd", transcript.path, transcript.session_id, reason="prompt_input_exit"), *hook_args
+        )
         assert done.returncode == 0
 
 
@@ -270,15 +307,19 @@ def test_a_day_in_claude_code_is_remembered_the_next_morning(tmp_path: Path) -> 
     assert "observing the end of session day-1" in worker_log and "idle for 2s, exiting" in worker_log
     assert box.query("SELECT COUNT(*) FROM messages WHERE thread_id = 'day-1'") == [(10,)]
     assert box.query("SELECT DISTINCT t.name FROM messages m JOIN om_tokenizers t ON t.id = m.counted_by") == [
-        ("o200k_base@" + box.query("SELECT name FROM om_tokenizers WHERE name LIKE 'o200k%'")[0][0].split("@")[1],)]
+        ("o200k_base@" + box.query("SELECT name FROM om_tokenizers WHERE name LIKE 'o200k%'")[0][0].split("@")[1],)
+    ]
 
 
 def test_a_long_session_is_observed_while_it_goes_on(tmp_path: Path) -> None:
     """Past the buffer interval the hook starts a worker mid-session; a session started
     alongside already sees what the running one decided."""
     with FakeLLMServer(decisions_observer) as llm:
-        box = Box(tmp_path, OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
-                  OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="150")
+        box = Box(
+            tmp_path,
+            OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
+            OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="150",
+        )
         transcript = ClaudeTranscript(tmp_path / "day1.jsonl", "day-1", str(box.project))
         a_day_of_work(box, transcript, "--worker-idle-exit", "2", end=False)
         box.wait_for_worker()
@@ -320,8 +361,11 @@ async def test_a_running_server_observes_hook_sessions_through_sampling(tmp_path
 
         requests.append(params)
         text = "\n".join(m.content.text for m in params.messages if hasattr(m.content, "text"))
-        return CreateMessageResult(role="assistant", model="host-model", content=TextContent(
-            type="text", text=decisions_observer({"messages": [{"content": text}]})))
+        return CreateMessageResult(
+            role="assistant",
+            model="host-model",
+            content=TextContent(type="text", text=decisions_observer({"messages": [{"content": text}]})),
+        )
 
     try:
         async with memory.running(poll_seconds=0.2):
@@ -332,7 +376,8 @@ async def test_a_running_server_observes_hook_sessions_through_sampling(tmp_path
                         break
                     await anyio.sleep(0.1)
                 assert box.query("SELECT owner FROM om_leases WHERE key = ? AND op = ?", *WORKER_LEASE) == [
-                    (memory.observation.owner,)]
+                    (memory.observation.owner,)
+                ]
                 transcript = ClaudeTranscript(tmp_path / "day1.jsonl", "day-1", str(box.project))
                 await anyio.to_thread.run_sync(a_day_of_work, box, transcript)
                 for _ in range(200):

@@ -19,13 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from om_mcp.hosts.claude_code import (
-    INGEST_EVENTS,
-    SESSION_START_SOURCES,
-    HookInput,
-    HookInputError,
-    parse_hook_input,
-)
+from om_mcp.hosts.claude_code import INGEST_EVENTS, SESSION_START_SOURCES, HookInput, HookInputError, parse_hook_input
 from om_mcp.hosts.claude_code.hooks import (
     PreCompactInput,
     SessionEndInput,
@@ -71,7 +65,12 @@ def load(name: str) -> str:
         ("SessionEnd-clear", SessionEndInput, "reason", "clear"),
         ("SessionEnd-other", SessionEndInput, "reason", "other"),
         ("PostToolUse-Bash", ToolHookInput, "tool_name", "Bash"),
-        ("PostToolUseFailure", ToolHookInput, "error", "File does not exist. Note: your current working directory is /home/user/project."),
+        (
+            "PostToolUseFailure",
+            ToolHookInput,
+            "error",
+            "File does not exist. Note: your current working directory is /home/user/project.",
+        ),
     ],
 )
 def test_real_hook_inputs_parse(name: str, cls: type, field: str, value: object) -> None:
@@ -224,7 +223,9 @@ def test_working_memory_cannot_crowd_out_the_log() -> None:
     log=st.lists(
         st.one_of(
             st.builds(lambda d: f"Date: Dec {d}, 2025", st.integers(1, 28)),
-            st.builds(lambda m, t: f"* {m} (10:00) {t}", st.sampled_from(["🔴", "🟡", "🟢", "✅"]), st.text(max_size=300)),
+            st.builds(
+                lambda m, t: f"* {m} (10:00) {t}", st.sampled_from(["🔴", "🟡", "🟢", "✅"]), st.text(max_size=300)
+            ),
             st.builds(lambda t: f"  * -> {t}", st.text(max_size=200)),
             st.text(max_size=100),
         ),
@@ -235,7 +236,9 @@ def test_working_memory_cannot_crowd_out_the_log() -> None:
     reply=st.one_of(st.none(), st.text(max_size=500)),
     max_chars=st.integers(0, 9000),
 )
-def test_context_never_exceeds_max_chars(log: str, wm: str | None, task: str | None, reply: str | None, max_chars: int) -> None:
+def test_context_never_exceeds_max_chars(
+    log: str, wm: str | None, task: str | None, reply: str | None, max_chars: int
+) -> None:
     assert len(render_session_context(log, wm, task, reply, max_chars=max_chars)) <= max_chars
 
 
@@ -285,8 +288,12 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
     for target in (".", ".claude-plugin/plugin.json"):
         done = subprocess.run(
-            ["claude", "plugin", "validate", "--strict", target], cwd=REPO, env=env,
-            capture_output=True, text=True, timeout=120,
+            ["claude", "plugin", "validate", "--strict", target],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Validation passed" in done.stdout
@@ -295,8 +302,12 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
 def _launcher(tmp_path: Path, env: dict[str, str], stdin: str = "{}") -> subprocess.CompletedProcess[str]:
     base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
     return subprocess.run(
-        ["sh", str(REPO / "hooks" / "om-mcp-hook"), "claude-code"], input=stdin, env={**base, **env},
-        capture_output=True, text=True, timeout=30,
+        ["sh", str(REPO / "hooks" / "om-mcp-hook"), "claude-code"],
+        input=stdin,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 

@@ -11,8 +11,9 @@ import json
 import socket
 import subprocess
 import warnings
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import httpx2
@@ -20,9 +21,9 @@ import pytest
 import uvicorn
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-
 from support.mcp import call, fail, ok
 from support.processes import PYTHON, REPO, clean_env
+
 from om_mcp.config import ConfigError, hash_token, load_config
 from om_mcp.server import build_server
 from om_mcp.server.http import bind_refusal, build_http_app
@@ -38,7 +39,9 @@ TOKENS = [
     {"name": "admin", "hash": hash_token(ADMIN), "resources": ["*"]},
 ]
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -81,8 +84,9 @@ async def connect(url: str, token: str | None, mode: str = "auto") -> AsyncItera
             yield client
 
 
-async def post(url: str, body: Any, token: str | None = None, session: str | None = None,
-               **headers: str) -> httpx2.Response:
+async def post(
+    url: str, body: Any, token: str | None = None, session: str | None = None, **headers: str
+) -> httpx2.Response:
     sent = dict(ACCEPT, **headers)
     if token:
         sent["Authorization"] = f"Bearer {token}"
@@ -166,12 +170,20 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
                 assert "bob" not in text
             text = await fail(alice, "append_messages", thread_id="new", resource_id="bob", messages=[note(3, "x")])
             assert "resource 'bob' is not allowed for this token (it may use: alice)" in text
-            for uri in ["om://threads/tb/messages", "om://threads/tb/working-memory", "om://threads/tb/status",
-                        "om://threads/tb/observations", "om://threads/tb/events"]:
+            for uri in [
+                "om://threads/tb/messages",
+                "om://threads/tb/working-memory",
+                "om://threads/tb/status",
+                "om://threads/tb/observations",
+                "om://threads/tb/events",
+            ]:
                 with pytest.raises(MCPError, match="belongs to a resource this token may not use"):
                     await alice.read_resource(uri)
-            for uri in ["om://resources/bob/threads", "om://resources/bob/working-memory",
-                        "om://resources/bob/observations"]:
+            for uri in [
+                "om://resources/bob/threads",
+                "om://resources/bob/working-memory",
+                "om://resources/bob/observations",
+            ]:
                 with pytest.raises(MCPError, match="resource 'bob' is not allowed"):
                     await alice.read_resource(uri)
         async with connect(url, ADMIN, mode) as admin:
@@ -196,8 +208,10 @@ def test_tokens_from_environment_and_their_errors():
     assert config.server.auth.mode == "bearer" and config.server.auth.tokens[0].resources == ["alice"]
     for env, key in [
         ({"OM_SERVER__AUTH__TOKENS": json.dumps([{"hash": ALICE, "resources": ["a"]}])}, "server.auth.tokens.0.hash"),
-        ({"OM_SERVER__AUTH__TOKENS": json.dumps([{"hash": hash_token(ALICE), "resources": []}])},
-         "server.auth.tokens.0.resources"),
+        (
+            {"OM_SERVER__AUTH__TOKENS": json.dumps([{"hash": hash_token(ALICE), "resources": []}])},
+            "server.auth.tokens.0.resources",
+        ),
         ({"OM_SERVER__AUTH__MODE": "bearer"}, "server.auth"),
         ({"OM_HTTP_TOKEN": "short"}, "server.auth"),
         ({"OM_HTTP_TOKEN": "a-long-enough-plain-token", "OM_SERVER__AUTH__MODE": "none"}, "server.auth"),
@@ -215,7 +229,7 @@ def test_token_create_prints_the_token_once_and_a_loadable_config(tmp_path, caps
     out = capsys.readouterr().out
     secret = out.splitlines()[0]
     assert secret.startswith("om_") and out.count(secret) == 1
-    toml = out[out.index("[server.auth]"):out.index("or set the environment")]
+    toml = out[out.index("[server.auth]") : out.index("or set the environment")]
     (tmp_path / "om.toml").write_text(toml)
     config = load_config(tmp_path / "om.toml", env={})
     [entry] = config.server.auth.tokens
@@ -235,8 +249,12 @@ async def test_another_tokens_session_id_is_404(make_config):
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         assert (await post(url, listing, BOB, session)).status_code == 404
         async with httpx2.AsyncClient() as http:
-            headers = {"Authorization": f"Bearer {BOB}", "Mcp-Session-Id": session,
-                       "Mcp-Protocol-Version": "2025-11-25", "Accept": "text/event-stream"}
+            headers = {
+                "Authorization": f"Bearer {BOB}",
+                "Mcp-Session-Id": session,
+                "Mcp-Protocol-Version": "2025-11-25",
+                "Accept": "text/event-stream",
+            }
             assert (await http.delete(url, headers=headers)).status_code == 404
             assert (await http.get(url, headers=headers)).status_code == 404
         own = await post(url, listing, ALICE, session)
@@ -276,8 +294,7 @@ async def test_session_cap_refuses_with_503_and_says_so(make_config):
 async def test_rate_limit_per_token_answers_429_with_retry_after(make_config):
     async with serving(make_config, **bearer({"rate_limit_per_minute": 3})) as url:
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        codes = [(await post(url, ping, ALICE, **{"Mcp-Protocol-Version": "2026-07-28"})).status_code
-                 for _ in range(3)]
+        codes = [(await post(url, ping, ALICE, **{"Mcp-Protocol-Version": "2026-07-28"})).status_code for _ in range(3)]
         assert 429 not in codes
         limited = await post(url, ping, ALICE, **{"Mcp-Protocol-Version": "2026-07-28"})
         assert limited.status_code == 429
@@ -314,8 +331,12 @@ def test_token_bucket_refills_at_the_configured_rate():
 async def test_foreign_host_and_origin_are_refused_without_auth(make_config, host):
     """0.0.0.0 (as with --insecure) keeps the checks: a rebinding page gets nothing written."""
     async with serving(make_config, host=host) as url:
-        write = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": {"name": "append_messages", "arguments": {"thread_id": "t", "messages": [note(1, "x")]}}}
+        write = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "append_messages", "arguments": {"thread_id": "t", "messages": [note(1, "x")]}},
+        }
         assert (await post(url, INIT, Host="evil.example:8765")).status_code == 421
         assert (await post(url, INIT, Origin="http://evil.example")).status_code == 403
         modern = {"Mcp-Protocol-Version": "2026-07-28"}
@@ -336,7 +357,12 @@ async def test_configured_host_names_are_allowed_with_auth_on_a_public_address(m
 def test_non_loopback_bind_without_auth_is_refused(tmp_path):
     result = subprocess.run(
         [PYTHON, "-m", "om_mcp", "serve", "--transport", "http", "--host", "0.0.0.0", "--db", str(tmp_path / "n.db")],
-        env=clean_env(tmp_path), cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        env=clean_env(tmp_path),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "--insecure" in result.stderr, result.stderr
@@ -370,14 +396,16 @@ async def test_legacy_logging_set_level_is_answered_over_http(make_config):
         response = await post(url, INIT)
         assert "logging" in response.text
         session = await open_session(url)
-        answer = await post(url, {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
-                                  "params": {"level": "info"}}, session=session)
+        answer = await post(
+            url, {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}}, session=session
+        )
         assert answer.status_code == 200
         assert '"result":{}' in answer.text.replace(" ", "") and "error" not in answer.text
 
 
 async def test_the_level_a_legacy_client_sets_filters_event_notifications():
     from support.engine import Script, config, msg
+
     from om_mcp.engine.memory import Memory
 
     cfg = config()

@@ -40,7 +40,10 @@ def test_claude_export_becomes_threads_with_their_real_dates():
     assert sourdough.created_at == "2024-03-02T08:14:22.918734+00:00"
     assert [m["role"] for m in sourdough.messages] == ["user", "assistant", "user"]
     assert [m["created_at"] for m in sourdough.messages] == [
-        "2024-03-02T08:14:23.104511+00:00", "2024-03-02T08:14:40.220118+00:00", "2024-03-02T08:31:05.112233+00:00"]
+        "2024-03-02T08:14:23.104511+00:00",
+        "2024-03-02T08:14:40.220118+00:00",
+        "2024-03-02T08:31:05.112233+00:00",
+    ]
     # the empty assistant message is skipped, and so is the text-less token_budget block: both counted
     assert sourdough.metadata["import"]["skipped"] == {"block:token_budget": 1, "empty": 1}
     empty = threads["claude-00c0ffee-1234-4abc-9def-000000000003"]
@@ -57,11 +60,19 @@ def test_claude_blocks_attachments_and_files_map_to_parts():
     assert user["content"][3] == {"type": "image", "mime_type": "image/jpeg", "name": "jar.jpg"}
     reasoning, call, result, text = assistant["content"]
     assert reasoning["type"] == "reasoning" and "starving" in reasoning["text"]
-    assert call == {"type": "tool-call", "tool_name": "web_search", "tool_call_id": "toolu_01XyZ",
-                    "args": {"query": "sourdough starter acetone smell feeding ratio"}}
-    assert result["tool_call_id"] == "toolu_01XyZ" and result["result"] == [{
-        "title": "Why does my starter smell like nail polish?", "url": "https://example.org/starter-acetone",
-        "text": "A sign of hunger: feed more often or at a higher ratio."}]
+    assert call == {
+        "type": "tool-call",
+        "tool_name": "web_search",
+        "tool_call_id": "toolu_01XyZ",
+        "args": {"query": "sourdough starter acetone smell feeding ratio"},
+    }
+    assert result["tool_call_id"] == "toolu_01XyZ" and result["result"] == [
+        {
+            "title": "Why does my starter smell like nail polish?",
+            "url": "https://example.org/starter-acetone",
+            "text": "A sign of hunger: feed more often or at a higher ratio.",
+        }
+    ]
     assert text["text"].startswith("An acetone smell")
     # no content blocks: the message's text is used
     assert last["content"] == [{"type": "text", "text": "Thanks, I'll try 1:5:5 with whole wheat from now on."}]
@@ -95,7 +106,9 @@ def test_chatgpt_follows_current_node_and_keeps_custom_instructions_out_of_the_t
     assert [m["id"] for m in pg.messages] == ["u-1", "a-1", "u-2b", "a-2b"]  # the edited question's branch
     assert pg.messages[1]["metadata"] == {"imported_from": "chatgpt", "model": "gpt-4o"}
     assert pg.metadata["chatgpt"]["custom_instructions"] == {
-        "user_profile": "I'm a backend developer in Lyon.", "user_instructions": "Answer briefly, with SQL examples."}
+        "user_profile": "I'm a backend developer in Lyon.",
+        "user_instructions": "Answer briefly, with SQL examples.",
+    }
     assert pg.metadata["import"]["skipped"] == {"other_branch": 2, "system": 1}
 
 
@@ -103,10 +116,22 @@ def test_chatgpt_tools_images_and_hidden_content():
     thread = _all(chatgpt_export.iter_conversations(CHATGPT))["chatgpt-77b2c3d4-e5f6-9011-b2c3-d4e5f6071829"]
     _validate(thread)
     assert [(m["id"], m["role"]) for m in thread.messages] == [
-        ("u1", "user"), ("c1", "assistant"), ("o1", "tool"), ("d1", "assistant"), ("d2", "tool"), ("a1", "assistant")]
+        ("u1", "user"),
+        ("c1", "assistant"),
+        ("o1", "tool"),
+        ("d1", "assistant"),
+        ("d2", "tool"),
+        ("a1", "assistant"),
+    ]
     image, text, csv = thread.messages[0]["content"]
-    assert image == {"type": "image", "mime_type": "image/png", "name": "dashboard.png",
-                     "url": "file-service://file-Jq1pZ8", "width": 1024, "height": 768}
+    assert image == {
+        "type": "image",
+        "mime_type": "image/png",
+        "name": "dashboard.png",
+        "url": "file-service://file-Jq1pZ8",
+        "width": 1024,
+        "height": 768,
+    }
     assert text["text"].startswith("Here is a screenshot")
     assert csv == {"type": "file", "mime_type": "text/csv", "name": "sales_q3.csv"}
     call = thread.messages[1]["content"][0]
@@ -116,11 +141,20 @@ def test_chatgpt_tools_images_and_hidden_content():
     assert thread.messages[3]["content"][0]["args"]["prompt"].startswith("A clean bar chart")
     generated = thread.messages[4]["content"]
     assert generated[0]["tool_call_id"] == "d1"
-    assert generated[1] == {"type": "image", "mime_type": "image/*", "url": "sediment://file_00000000a1b2c3d4",
-                            "width": 1024, "height": 1024}
+    assert generated[1] == {
+        "type": "image",
+        "mime_type": "image/*",
+        "url": "sediment://file_00000000a1b2c3d4",
+        "width": 1024,
+        "height": 1024,
+    }
     assert thread.metadata["import"]["skipped"] == {
-        "model_editable_context": 1, "thoughts": 1, "web_browsing": 1, "tether_browsing_display": 1,
-        "unanswered_tool_call": 1}
+        "model_editable_context": 1,
+        "thoughts": 1,
+        "web_browsing": 1,
+        "tether_browsing_display": 1,
+        "unanswered_tool_call": 1,
+    }
 
 
 def test_chatgpt_without_current_node_takes_the_newest_leaf():

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from support.processes import PYTHON, clean_env
 
 pytestmark = pytest.mark.slow
@@ -25,8 +24,9 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def ingest(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "om_mcp", "ingest", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [PYTHON, "-m", "om_mcp", "ingest", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+    )
 
 
 def rows(tmp_path: Path, sql: str) -> list[tuple]:
@@ -40,34 +40,58 @@ def rows(tmp_path: Path, sql: str) -> list[tuple]:
 def test_a_claude_code_transcript_twice_and_after_the_hook(tmp_path: Path, env) -> None:
     transcript = tmp_path / "session.jsonl"
     shutil.copy(FIXTURES / "claude_code" / "session.jsonl", transcript)
-    hook = {"session_id": SESSION_ID, "transcript_path": str(transcript), "cwd": "/home/user/project",
-            "hook_event_name": "Stop"}
-    subprocess.run([PYTHON, "-m", "om_mcp", "hook", "claude-code", "--no-worker"], input=json.dumps(hook), text=True,
-                   env=env, check=True, timeout=60)
+    hook = {
+        "session_id": SESSION_ID,
+        "transcript_path": str(transcript),
+        "cwd": "/home/user/project",
+        "hook_event_name": "Stop",
+    }
+    subprocess.run(
+        [PYTHON, "-m", "om_mcp", "hook", "claude-code", "--no-worker"],
+        input=json.dumps(hook),
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
     first = ingest(env, str(transcript), "--json", "--no-worker")
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
-    assert summary == {"thread_id": SESSION_ID, "resource_id": "/home/user/project", "appended": 0, "skipped": 22,
-                       "worker": None}  # the hook had stored every one of them already
+    assert summary == {
+        "thread_id": SESSION_ID,
+        "resource_id": "/home/user/project",
+        "appended": 0,
+        "skipped": 22,
+        "worker": None,
+    }  # the hook had stored every one of them already
     assert rows(tmp_path, "SELECT COUNT(*) FROM messages") == [(22,)]
     other = ingest(env, str(transcript), "--thread", "copy", "--resource", "elsewhere", "--no-worker")
-    assert other.returncode == 0 and "22 new message(s), 0 already stored, in thread copy of resource elsewhere" \
-        in other.stdout
+    assert (
+        other.returncode == 0
+        and "22 new message(s), 0 already stored, in thread copy of resource elsewhere" in other.stdout
+    )
     assert rows(tmp_path, "SELECT metadata FROM threads WHERE id = 'copy'")[0][0].count('"ended_at"') == 1
 
 
 def test_openai_messages_and_gemini_sessions(tmp_path: Path, env) -> None:
     chat = tmp_path / "support-chat.jsonl"
-    chat.write_text("\n".join(json.dumps(m) for m in [
-        {"role": "system", "content": "You are helpful."},
-        {"role": "user", "content": "My order 1234 never arrived."},
-        {"role": "assistant", "content": "Sorry! I have re-sent order 1234."},
-    ]) + "\n")
+    chat.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                {"role": "system", "content": "You are helpful."},
+                {"role": "user", "content": "My order 1234 never arrived."},
+                {"role": "assistant", "content": "Sorry! I have re-sent order 1234."},
+            ]
+        )
+        + "\n"
+    )
     done = ingest(env, str(chat), "--json", "--no-worker")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["appended"] == 3
     assert rows(tmp_path, "SELECT thread_id, resource_id, COUNT(*) FROM messages GROUP BY 1, 2") == [
-        ("support-chat", "default", 3)]
+        ("support-chat", "default", 3)
+    ]
     again = json.loads(ingest(env, str(chat), "--json", "--no-worker").stdout)
     assert (again["appended"], again["skipped"]) == (0, 3)
 
@@ -85,7 +109,8 @@ def test_what_cannot_be_read_is_said_in_one_line(tmp_path: Path, env) -> None:
     odd.write_text('{"hello": "world"}\n')
     done = ingest(env, str(odd))
     assert done.returncode == 1 and done.stderr.strip().endswith(
-        "format not recognised: give --format claude-code|gemini-cli|openai-messages")
+        "format not recognised: give --format claude-code|gemini-cli|openai-messages"
+    )
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": "wizard", "content": "x"}\n')
     done = ingest(env, str(bad))

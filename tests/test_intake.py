@@ -3,7 +3,7 @@ search text, and the pause markers."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -56,11 +56,17 @@ def refused(messages, **config) -> InputError:
         ([{"role": "user", "content": "x", "id": "a\nb"}], "messages[0].id", "control characters"),
         ([{"role": "user", "content": "x", "id": "x" * 201}], "messages[0].id", "at most 200"),
         ([{"role": "user", "content": "bad \ud800"}], "messages[0].content", "lone surrogate"),
-        ([{"role": "user", "content": "x", "metadata": {"k": ["ok", "bad \udfff"]}}], "messages[0].metadata.k[1]",
-         "lone surrogate"),
+        (
+            [{"role": "user", "content": "x", "metadata": {"k": ["ok", "bad \udfff"]}}],
+            "messages[0].metadata.k[1]",
+            "lone surrogate",
+        ),
         ([{"role": "user", "content": "x", "metadata": "text"}], "messages[0].metadata", "dictionary"),
-        ([{"role": "user", "content": "x", "metadata": {"big": "y" * MAX_METADATA_CHARS}}], "messages[0].metadata",
-         f"the limit is {MAX_METADATA_CHARS}"),
+        (
+            [{"role": "user", "content": "x", "metadata": {"big": "y" * MAX_METADATA_CHARS}}],
+            "messages[0].metadata",
+            f"the limit is {MAX_METADATA_CHARS}",
+        ),
     ],
 )
 def test_bad_input_is_refused_naming_the_field(messages, field, words):
@@ -78,15 +84,22 @@ def test_errors_inside_content_parts_name_the_content():
 def test_batch_and_message_size_limits():
     error = refused([{"role": "user", "content": "x"}] * 3, max_batch_messages=2)
     assert error.field == "messages" and "3 items" in str(error) and "2" in str(error)
-    error = refused([{"role": "user", "content": "short"}, {"role": "user", "content": "y" * 200}],
-                    max_message_chars=100)
+    error = refused(
+        [{"role": "user", "content": "short"}, {"role": "user", "content": "y" * 200}], max_message_chars=100
+    )
     assert error.field == "messages[1].content" and "the limit is 100" in str(error)
 
 
 def test_check_id():
     assert check_id("thread-1", "thread_id") == "thread-1"
-    for bad, words in [(5, "non-empty string"), (None, "non-empty string"), ("", "non-empty string"),
-                       ("x" * 201, "limit is 200"), ("tab\there", "control"), ("\udc00", "invalid Unicode")]:
+    for bad, words in [
+        (5, "non-empty string"),
+        (None, "non-empty string"),
+        ("", "non-empty string"),
+        ("x" * 201, "limit is 200"),
+        ("tab\there", "control"),
+        ("\udc00", "invalid Unicode"),
+    ]:
         with pytest.raises(InputError) as info:
             check_id(bad, "thread_id")
         assert info.value.field == "thread_id" and words in str(info.value), bad
@@ -113,8 +126,11 @@ def test_check_metadata():
 def test_check_thread_metadata():
     assert check_thread_metadata(None) == {}
     assert check_thread_metadata({"title": "Trip", "x": 1}) == {"title": "Trip", "x": 1}
-    for bad, field in [(5, "thread_metadata"), ({"title": 5}, "thread_metadata.title"),
-                       ({"title": "t" * (MAX_TITLE_CHARS + 1)}, "thread_metadata.title")]:
+    for bad, field in [
+        (5, "thread_metadata"),
+        ({"title": 5}, "thread_metadata.title"),
+        ({"title": "t" * (MAX_TITLE_CHARS + 1)}, "thread_metadata.title"),
+    ]:
         with pytest.raises(InputError) as info:
             check_thread_metadata(bad)
         assert info.value.field == field, bad
@@ -126,8 +142,17 @@ def test_check_thread_metadata():
 
 
 def test_plain_content_becomes_one_text_part_counted_and_searchable():
-    [row] = run([{"id": "m1", "role": "user", "content": "hello there", "created_at": "2026-05-20T10:00:00+02:00",
-                  "metadata": {"speaker": "Ana"}}])
+    [row] = run(
+        [
+            {
+                "id": "m1",
+                "role": "user",
+                "content": "hello there",
+                "created_at": "2026-05-20T10:00:00+02:00",
+                "metadata": {"speaker": "Ana"},
+            }
+        ]
+    )
     assert row.id == "m1"
     assert row.parts == [{"type": "text", "text": "hello there"}]
     assert row.created_at == "2026-05-20T10:00:00+02:00"  # the time zone is kept
@@ -142,19 +167,26 @@ def test_plain_content_becomes_one_text_part_counted_and_searchable():
 def test_naive_times_are_utc_and_missing_times_are_now():
     [naive] = run([{"role": "user", "content": "x", "created_at": "2026-05-20T10:00:00"}])
     assert naive.created_at == "2026-05-20T10:00:00+00:00"
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     [now] = run([{"role": "user", "content": "x"}])
     assert now.created_at_given is False
-    assert before <= datetime.fromisoformat(now.created_at) <= datetime.now(timezone.utc)
+    assert before <= datetime.fromisoformat(now.created_at) <= datetime.now(UTC)
 
 
 def test_parts_are_stored_without_empty_fields():
-    [row] = run([{"role": "assistant", "content": [
-        {"type": "tool-call", "tool_name": "search", "args": {"q": "x"}, "tool_call_id": "c1"},
-        {"type": "tool-result", "tool_name": "search", "result": "ok", "tool_call_id": "c1"},
-        {"type": "tool-result", "tool_name": "book", "result": "no", "is_error": True},
-        {"type": "image", "mime_type": "image/png", "name": "a.png", "width": 10, "height": 20},
-    ]}])
+    [row] = run(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool-call", "tool_name": "search", "args": {"q": "x"}, "tool_call_id": "c1"},
+                    {"type": "tool-result", "tool_name": "search", "result": "ok", "tool_call_id": "c1"},
+                    {"type": "tool-result", "tool_name": "book", "result": "no", "is_error": True},
+                    {"type": "image", "mime_type": "image/png", "name": "a.png", "width": 10, "height": 20},
+                ],
+            }
+        ]
+    )
     assert row.parts == [
         {"type": "tool-call", "tool_name": "search", "args": {"q": "x"}, "tool_call_id": "c1"},
         {"type": "tool-result", "tool_name": "search", "result": "ok", "tool_call_id": "c1"},
@@ -203,14 +235,28 @@ def test_a_resend_without_a_time_gets_the_same_id():
 
 
 def test_identical_messages_in_one_batch_get_distinct_ids():
-    rows = run([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "ok"},
-                {"role": "user", "content": "ok"}, {"role": "user", "content": "ok"}])
+    rows = run(
+        [
+            {"role": "user", "content": "ok"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "ok"},
+            {"role": "user", "content": "ok"},
+        ]
+    )
     assert rows[2].id == rows[0].id + "-1" and rows[3].id == rows[0].id + "-2"
     assert len({r.id for r in rows}) == 4
     # The same batch again gives the same ids, so a re-send is recognised.
-    assert [r.id for r in run([{"role": "user", "content": "ok"}, {"role": "assistant", "content": "ok"},
-                               {"role": "user", "content": "ok"}, {"role": "user", "content": "ok"}])] == \
-        [r.id for r in rows]
+    assert [
+        r.id
+        for r in run(
+            [
+                {"role": "user", "content": "ok"},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "ok"},
+                {"role": "user", "content": "ok"},
+            ]
+        )
+    ] == [r.id for r in rows]
 
 
 # --------------------------------------------------------------------------------------
@@ -218,13 +264,20 @@ def test_identical_messages_in_one_batch_get_distinct_ids():
 # --------------------------------------------------------------------------------------
 
 
-T0 = datetime(2026, 5, 20, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 20, 10, 0, tzinfo=UTC)
 
 
 def at(role: str, minutes: float, text: str = "x") -> NewMessage:
     created = (T0 + timedelta(minutes=minutes)).isoformat()
-    return NewMessage(id=f"{role}{minutes}", role=role, parts=[{"type": "text", "text": text}], created_at=created,
-                      metadata={}, body=text, tokens=5)
+    return NewMessage(
+        id=f"{role}{minutes}",
+        role=role,
+        parts=[{"type": "text", "text": text}],
+        created_at=created,
+        metadata={},
+        body=text,
+        tokens=5,
+    )
 
 
 def test_a_user_message_after_a_pause_gets_a_marker_before_it():
@@ -241,8 +294,9 @@ def test_a_user_message_after_a_pause_gets_a_marker_before_it():
 
 
 def test_pause_markers_only_for_user_messages_after_ten_minutes():
-    rows = with_gap_markers(COUNTER, T0.isoformat(),
-                            [at("user", 9.9), at("assistant", 30), at("user", 39.9), at("user", 50)])
+    rows = with_gap_markers(
+        COUNTER, T0.isoformat(), [at("user", 9.9), at("assistant", 30), at("user", 39.9), at("user", 50)]
+    )
     assert [r.id for r in rows] == ["user9.9", "assistant30", "user39.9", "user50~gap", "user50"]
     assert rows[3].parts[0]["text"] == "[10 minutes passed since the previous message]"
 
@@ -258,11 +312,20 @@ def test_a_resent_message_takes_its_pause_marker_with_it():
     from om_mcp.store.resends import settle
     from om_mcp.store.rows import Message
 
-    stored = [Message(1, "x", "t", "r", "user", [{"type": "text", "text": "hello"}], "2026-01-01T09:00:00+00:00",
-                      {}, 3)]
-    marker = NewMessage(id="p~gap", role="system", parts=[{"type": "text", "text": "[20 minutes later]"}],
-                        created_at="2026-01-01T09:20:00+00:00", metadata={"om_kind": "temporal-gap"}, body="",
-                        tokens=5, created_at_given=False, id_given=False)
+    stored = [
+        Message(1, "x", "t", "r", "user", [{"type": "text", "text": "hello"}], "2026-01-01T09:00:00+00:00", {}, 3)
+    ]
+    marker = NewMessage(
+        id="p~gap",
+        role="system",
+        parts=[{"type": "text", "text": "[20 minutes later]"}],
+        created_at="2026-01-01T09:20:00+00:00",
+        metadata={"om_kind": "temporal-gap"},
+        body="",
+        tokens=5,
+        created_at_given=False,
+        id_given=False,
+    )
     [hello, later] = run([{"role": "user", "content": "hello"}, {"role": "user", "content": "later"}])
     settled, resent = settle(stored, "x", [marker, hello, later])
     assert resent == 1

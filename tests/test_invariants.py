@@ -24,9 +24,9 @@ from collections import Counter
 
 import anyio
 import pytest
-
 from support.backends import location
 from support.engine import DEGENERATE_REPLY, Memory, Script, config, keep_ids_reflector, msg, tracing_observer
+
 from om_mcp.models import ModelError, TransientModelError
 
 # Every test runs on SQLite and on PostgreSQL (support/backends.py).
@@ -80,16 +80,20 @@ async def covered_by_events(mem: Memory, threads: list[str], system_ids: list[st
                 continue
             ids = set()
             for owner, (first, last) in (payload.get("seq_ranges") or {}).items():
-                ids |= {by_seq[q].id for q in range(first, last + 1)
-                        if q in by_seq and by_seq[q].thread_id == owner and by_seq[q].id not in system_ids}
+                ids |= {
+                    by_seq[q].id
+                    for q in range(first, last + 1)
+                    if q in by_seq and by_seq[q].thread_id == owner and by_seq[q].id not in system_ids
+                }
             out.append((event.type, payload.get("trigger"), event.cycle_id, event.payload.get("chunk_id"), ids))
     # A resource-scope batch event is stored once per thread it names: count each commit once.
     unique = {(kind, trigger, cycle, chunk): ids for kind, trigger, cycle, chunk, ids in out}
     return [(kind, trigger, ids) for (kind, trigger, _, _), ids in unique.items()]
 
 
-async def check_invariants(mem: Memory, key: str, threads: list[str], appended: list[str],
-                           system_ids: list[str]) -> None:
+async def check_invariants(
+    mem: Memory, key: str, threads: list[str], appended: list[str], system_ids: list[str]
+) -> None:
     unobserved = await unobserved_ids(mem, key, threads)
     assert len(unobserved) == len(set(unobserved))
     groups = await mem.store.groups(key)
@@ -105,8 +109,9 @@ async def check_invariants(mem: Memory, key: str, threads: list[str], appended: 
 
     # The committed cycles, from their persisted events, tell the same story.
     covered: list[str] = []
-    for _, _, ids in await covered_by_events(mem, threads, system_ids,
-                                              {"data-om-observation-end", "data-om-activation"}):
+    for _, _, ids in await covered_by_events(
+        mem, threads, system_ids, {"data-om-observation-end", "data-om-activation"}
+    ):
         covered += ids
     assert len(covered) == len(set(covered)), "a message was committed by two cycles"
     assert set(covered) == set(counts)
@@ -143,8 +148,12 @@ async def check_tool_pairs_and_system_messages(
     raw = set(await unobserved_ids(mem, key, threads))
     for mid in system_ids:
         assert not re.search(rf"\b{mid}\b", log) and mid not in raw, f"system message {mid} was observed"
-    cycles = [(trigger or "async-buffer", ids) for _, trigger, ids in await covered_by_events(
-        mem, threads, system_ids, {"data-om-observation-end", "data-om-buffering-end"})]
+    cycles = [
+        (trigger or "async-buffer", ids)
+        for _, trigger, ids in await covered_by_events(
+            mem, threads, system_ids, {"data-om-observation-end", "data-om-buffering-end"}
+        )
+    ]
     for call_id, (call, *result) in pairs.items():
         for trigger, ids in cycles:
             if call in ids and (not result or result[0] not in ids):
@@ -160,11 +169,7 @@ async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, in
         reflector=flaky(keep_ids_reflector, model_rng, 0.12),
         delay=0.003 if buffering else 0.0,  # model calls overlap appends and other cycles
     )
-    options = dict(
-        observation__message_tokens=300,
-        reflection__observation_tokens=400,
-        call_policy__timeout_seconds=5,
-    )
+    options = dict(observation__message_tokens=300, reflection__observation_tokens=400, call_policy__timeout_seconds=5)
     cfg = config(buffering=buffering, scope=scope, **options)
     mem = await Memory.open(cfg, db_path=location(), client=script.model)
     appended: list[str] = []  # every message that may be observed
@@ -189,10 +194,14 @@ async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, in
             pending = f"call-{mid}"
             pairs[pending] = [mid]
             appended.append(mid)
-            return {"id": mid, "role": "assistant", "content": [
-                {"type": "text", "text": f"{mid} let me look that up"},
-                {"type": "tool-call", "tool_name": "search", "args": {"q": "flights"}, "tool_call_id": pending},
-            ]}
+            return {
+                "id": mid,
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"{mid} let me look that up"},
+                    {"type": "tool-call", "tool_name": "search", "args": {"q": "flights"}, "tool_call_id": pending},
+                ],
+            }
         if roll > 0.97:
             system_ids.append(mid)
             return {"id": mid, "role": "system", "content": f"{mid} system note"}
@@ -214,7 +223,7 @@ async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, in
                 ctx = await mem.get_context(thread)
                 raw = [m.id for m in await mem.store.unobserved(key, thread)]
                 shown = [m.id for m in ctx.messages]
-                assert shown == raw[len(raw) - len(shown):], "context shows other than the newest raw messages"
+                assert shown == raw[len(raw) - len(shown) :], "context shows other than the newest raw messages"
             elif roll < 0.36:
                 await mem.observe(thread)
             elif roll < 0.39:
@@ -223,7 +232,9 @@ async def run(seed: int, buffering: bool, scope: str = "thread") -> dict[str, in
                 await anyio.sleep(0.002)  # let background cycles interleave
             now = await cursors_of(mem, key)
             before = cursors[-1]
-            assert all(now.get(t, 0) >= before.get(t, 0) for t in threads), f"a cursor moved backward: {before} -> {now}"
+            assert all(now.get(t, 0) >= before.get(t, 0) for t in threads), (
+                f"a cursor moved backward: {before} -> {now}"
+            )
             cursors.append(now)
 
     if buffering:

@@ -68,11 +68,13 @@ def test_each_layer_imports_only_what_it_may():
         for line, target in imports(path):
             for layer, banned in FORBIDDEN.items():
                 if (name == layer or name.startswith(layer + ".")) and any(
-                        target == b or target.startswith(b + ".") for b in banned):
+                    target == b or target.startswith(b + ".") for b in banned
+                ):
                     problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
             if name.startswith("om_mcp.server") and target.startswith("om_mcp"):
-                allowed = target in SERVER_EXACT or any(target == p or target.startswith(p + ".")
-                                                        for p in SERVER_MAY_IMPORT)
+                allowed = target in SERVER_EXACT or any(
+                    target == p or target.startswith(p + ".") for p in SERVER_MAY_IMPORT
+                )
                 if not allowed:
                     problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
     assert not problems, "\n".join(problems)

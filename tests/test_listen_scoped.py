@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import anyio
 import pytest
-
-from om_mcp.server.listen import parse_uri
 from support.mcp import ok
 from test_http_security import ADMIN, ALICE, BOB, bearer, connect, note, serving
 
+from om_mcp.server.listen import parse_uri
+
 pytestmark = pytest.mark.anyio
 
-BOBS = ["om://threads/tb/status", "om://threads/tb/messages", "om://resources/bob/threads",
-        "om://resources/bob/observations/history"]
+BOBS = [
+    "om://threads/tb/status",
+    "om://threads/tb/messages",
+    "om://resources/bob/threads",
+    "om://resources/bob/observations/history",
+]
 ALICES = ["om://threads/ta/status", "om://resources/alice/threads"]
 OTHERS = ["om://threads/not-yet/status", "file:///etc/passwd", "om://threads//status"]
 

@@ -40,8 +40,7 @@ def observer_or_reflector(request: dict) -> str:
     ids = list(dict.fromkeys(re.findall(r"\bm\d+\b", second)))
     lines = "\n".join(f"* 🔴 (10:00) saw {i}" for i in ids)
     return (
-        f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>\n"
-        "<current-task>help with the trip</current-task>"
+        f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>\n<current-task>help with the trip</current-task>"
     )
 
 
@@ -55,7 +54,8 @@ def write_config(tmp_path: Path, model_toml: str, *, timeout: float = 5, budget:
     path = tmp_path / "om.toml"
     path.write_text(
         "[observational_memory]\n" + model_toml + "\n"
-        "[observational_memory.observation]\nbuffer_tokens = false\nmessage_tokens = 120\n" + extra
+        "[observational_memory.observation]\nbuffer_tokens = false\nmessage_tokens = 120\n"
+        + extra
         + FAST_POLICY.format(timeout=timeout, budget=budget)
     )
     return path
@@ -120,8 +120,10 @@ async def test_model_table_from_an_env_variable(server, tmp_path):
 async def test_a_stalled_server_fails_the_cycle_within_the_budget(server, tmp_path):
     server.delay = 5.0
     path = write_config(
-        tmp_path, f'model = {{ model = "openai/slow", api_base = "{server.base_url}", max_retries = 3 }}',
-        timeout=0.3, budget=0.8,
+        tmp_path,
+        f'model = {{ model = "openai/slow", api_base = "{server.base_url}", max_retries = 3 }}',
+        timeout=0.3,
+        budget=0.8,
     )
     mem = await Memory.open(load_config(path, env={}), db_path=":memory:")
     await mem.append_messages("t", [msg(0), msg(1)])  # below the threshold: no call

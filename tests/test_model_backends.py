@@ -20,14 +20,14 @@ from mcp.types import CreateMessageResult, ErrorData, TextContent
 
 from om_mcp.hosts.common import HOOKS_ENV
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, is_real_key, resolve_auto
-from om_mcp.models.clients import Clients, backend_of
-from om_mcp.models.errors import ModelError
 from om_mcp.models.claude_cli import HOOKS_ENV as CLI_HOOKS_ENV
 from om_mcp.models.claude_cli import MAX_ARG_CHARS, ClaudeCliClient, cli_model, split_prompt
+from om_mcp.models.clients import Clients, backend_of
+from om_mcp.models.errors import ModelError
 from om_mcp.models.router import ModelRouter, probe
 from om_mcp.models.sampling import NO_CLIENT, SamplingBroker, SamplingClient
-from om_mcp.testing import ScriptedModel
 from om_mcp.models.settings import CallPolicy, ModelSettings, ModelTarget
+from om_mcp.testing import ScriptedModel
 
 
 @pytest.fixture
@@ -40,8 +40,15 @@ def anyio_backend() -> str:
 # --------------------------------------------------------------------------------------
 
 SUCCESS = {
-    "type": "result", "subtype": "success", "is_error": False, "api_error_status": None, "duration_ms": 58,
-    "num_turns": 1, "result": "REPLY", "stop_reason": "end_turn", "session_id": "964905f2",
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "api_error_status": None,
+    "duration_ms": 58,
+    "num_turns": 1,
+    "result": "REPLY",
+    "stop_reason": "end_turn",
+    "session_id": "964905f2",
     "total_cost_usd": 0.000037,
     "usage": {"input_tokens": 12, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 5, "output_tokens": 7},
     "modelUsage": {"claude-haiku-4-5-20251001": {"inputTokens": 12, "outputTokens": 7, "costUSD": 0.000037}},
@@ -49,8 +56,15 @@ SUCCESS = {
 
 
 def _error(result: str, status: int | None) -> dict:
-    return {**SUCCESS, "is_error": True, "api_error_status": status, "result": result, "total_cost_usd": 0,
-            "usage": {"input_tokens": 0, "output_tokens": 0}, "modelUsage": {}}
+    return {
+        **SUCCESS,
+        "is_error": True,
+        "api_error_status": status,
+        "result": result,
+        "total_cost_usd": 0,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "modelUsage": {},
+    }
 
 
 FAKE_CLAUDE = textwrap.dedent(
@@ -96,15 +110,22 @@ def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     log = tmp_path / "claude-call.json"
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("FAKE_CLAUDE_LOG", str(log))
-    monkeypatch.setenv("FAKE_CLAUDE_REPLIES", json.dumps({
-        "ok": SUCCESS,
-        "not_logged_in": _error("Not logged in · Please run /login", None),
-        "bad_key": _error("Invalid API key · Fix external API key", 401),
-        "server_error": _error("API Error: 500 Internal server error. This is a server-side issue, usually temporary", 500),
-        "overloaded": _error("API Error: 529 Overloaded", 529),
-        "no_connection": _error("API Error: Unable to connect to API (ConnectionRefused)", None),
-        "refused": _error("Claude refused to answer", None),
-    }))
+    monkeypatch.setenv(
+        "FAKE_CLAUDE_REPLIES",
+        json.dumps(
+            {
+                "ok": SUCCESS,
+                "not_logged_in": _error("Not logged in · Please run /login", None),
+                "bad_key": _error("Invalid API key · Fix external API key", 401),
+                "server_error": _error(
+                    "API Error: 500 Internal server error. This is a server-side issue, usually temporary", 500
+                ),
+                "overloaded": _error("API Error: 529 Overloaded", 529),
+                "no_connection": _error("API Error: Unable to connect to API (ConnectionRefused)", None),
+                "refused": _error("Claude refused to answer", None),
+            }
+        ),
+    )
 
     def call() -> dict:
         return json.loads(log.read_text())
@@ -114,7 +135,10 @@ def fake_claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 PROMPT = [
     {"role": "system", "content": "You are the Observer."},
-    {"role": "user", "content": [{"type": "text", "text": "Messages to observe:"}, {"type": "text", "text": "User: hi"}]},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": "Messages to observe:"}, {"type": "text", "text": "User: hi"}],
+    },
 ]
 
 
@@ -151,8 +175,12 @@ async def test_claude_cli_runs_a_bare_headless_session(fake_claude, monkeypatch:
 async def test_claude_cli_long_system_prompt_goes_through_a_file(fake_claude, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_CLAUDE_MODE", "ok")
     big = "rule\n" * (MAX_ARG_CHARS // 4)
-    await ClaudeCliClient().complete([{"role": "system", "content": big}, {"role": "user", "content": "x"}],
-                                     ModelTarget(model="claude-cli"), ModelSettings(), 30)
+    await ClaudeCliClient().complete(
+        [{"role": "system", "content": big}, {"role": "user", "content": "x"}],
+        ModelTarget(model="claude-cli"),
+        ModelSettings(),
+        30,
+    )
     call = fake_claude()
     assert "--system-prompt" not in call["argv"] and call["system_file"] == big.strip()
     assert "--model" not in call["argv"]  # bare "claude-cli": the CLI's default model
@@ -217,8 +245,13 @@ def test_claude_cli_model_strings_and_prompt_shape() -> None:
     assert cli_model("claude-cli/claude-haiku-4-5-20251001") == "claude-haiku-4-5-20251001"
     with pytest.raises(ModelError):
         cli_model("claude-cli/")
-    system, prompt = split_prompt([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                                   {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
+    system, prompt = split_prompt(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+        ]
+    )
     assert system and prompt == "User: a\n\nAssistant: b\n\nUser: [image_url omitted]"
     assert CLI_HOOKS_ENV == HOOKS_ENV
 
@@ -247,8 +280,10 @@ async def test_router_retries_transient_cli_failures_through_the_clients(fake_cl
 
 @pytest.mark.anyio
 async def test_clients_route_by_model_string() -> None:
-    assert [backend_of(m) for m in ("claude-cli/haiku", "claude-cli", "sampling", "sampling/fast", "gemini/x", "samplingx/y")] == [
-        "claude-cli", "claude-cli", "sampling", "sampling", "litellm", "litellm"]
+    assert [
+        backend_of(m)
+        for m in ("claude-cli/haiku", "claude-cli", "sampling", "sampling/fast", "gemini/x", "samplingx/y")
+    ] == ["claude-cli", "claude-cli", "sampling", "sampling", "litellm", "litellm"]
     clients = Clients(SamplingBroker(), litellm=ScriptedModel(["from litellm"]), claude_cli=ScriptedModel(["from cli"]))
 
     async def ask(model: str) -> str:
@@ -285,7 +320,9 @@ class Sampler:
         self.calls.append(params)
         if self.error:
             return ErrorData(code=-1, message="User rejected sampling request")
-        return CreateMessageResult(role="assistant", model="host-model-1", content=TextContent(type="text", text=self.reply))
+        return CreateMessageResult(
+            role="assistant", model="host-model-1", content=TextContent(type="text", text=self.reply)
+        )
 
 
 @pytest.mark.anyio
@@ -300,14 +337,19 @@ async def test_sampling_outside_a_request_on_a_legacy_connection() -> None:
         # a background cycle: no request in flight
         completion = await client.complete(
             PROMPT + [{"role": "assistant", "content": "previous"}],
-            ModelTarget(model="sampling/claude-haiku"), ModelSettings(max_output_tokens=500, temperature=0.2), 10,
+            ModelTarget(model="sampling/claude-haiku"),
+            ModelSettings(max_output_tokens=500, temperature=0.2),
+            10,
         )
     assert completion.text == "observed!" and completion.model == "sampling/claude-haiku"
     assert completion.usage.provider_metadata["response_model"] == "host-model-1"
     (params,) = sampler.calls
     assert params.system_prompt == "You are the Observer."
     assert [(m.role, m.content.text) for m in params.messages] == [
-        ("user", "Messages to observe:"), ("user", "User: hi"), ("assistant", "previous")]
+        ("user", "Messages to observe:"),
+        ("user", "User: hi"),
+        ("assistant", "previous"),
+    ]
     assert params.max_tokens == 500 and params.temperature == 0.2
     assert [h.name for h in params.model_preferences.hints] == ["claude-haiku"]
     # the client is gone: the cycle fails with a status that says why, and the entry is dropped
@@ -357,9 +399,24 @@ def test_auto_prefers_a_provider_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["", "   ", "your-key-here", "YOUR_API_KEY", "sk-...", "sk-xxxxxxxxxxxxxxxx", "<key>",
-              "<your-openai-key>", "changeme", "${OPENAI_API_KEY}", "xxxxxxxxxxxxxxxxxxxx", "sk-", "short", "'  '",
-              "paste your key here"],
+    "value",
+    [
+        "",
+        "   ",
+        "your-key-here",
+        "YOUR_API_KEY",
+        "sk-...",
+        "sk-xxxxxxxxxxxxxxxx",
+        "<key>",
+        "<your-openai-key>",
+        "changeme",
+        "${OPENAI_API_KEY}",
+        "xxxxxxxxxxxxxxxxxxxx",
+        "sk-",
+        "short",
+        "'  '",
+        "paste your key here",
+    ],
 )
 def test_placeholders_are_not_keys(value: str) -> None:
     assert not is_real_key(value)

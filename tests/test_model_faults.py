@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import anyio
 import pytest
+from support.mcp import connect, ok, read_json
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -28,7 +30,6 @@ from om_mcp.models.settings import CallPolicy
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply
-from support.mcp import connect, ok, read_json
 
 pytestmark = pytest.mark.anyio
 
@@ -63,12 +64,23 @@ def provider(scenario: str) -> Iterator[tuple[Any, FakeLLMServer]]:
 
 
 def config(tmp_path: Path, model: Any, budget: float = BUDGET, timeout: float = TIMEOUT) -> Config:
-    return Config.model_validate({"db_path": str(tmp_path / "om.db"), "observational_memory": {
-        "model": model, "scope": "thread", "turn_wait_seconds": TURN_WAIT_SECONDS,
-        "observation": {"message_tokens": 300},  # buffering every 60 tokens, block_after at 360
-        "call_policy": {"timeout_seconds": timeout, "total_budget_seconds": budget,
-                        "backoff_initial_seconds": 0.01, "backoff_max_seconds": 0.02},
-    }})
+    return Config.model_validate(
+        {
+            "db_path": str(tmp_path / "om.db"),
+            "observational_memory": {
+                "model": model,
+                "scope": "thread",
+                "turn_wait_seconds": TURN_WAIT_SECONDS,
+                "observation": {"message_tokens": 300},  # buffering every 60 tokens, block_after at 360
+                "call_policy": {
+                    "timeout_seconds": timeout,
+                    "total_budget_seconds": budget,
+                    "backoff_initial_seconds": 0.01,
+                    "backoff_max_seconds": 0.02,
+                },
+            },
+        }
+    )
 
 
 async def play(client, turns: int = TURNS) -> list[float]:
@@ -76,8 +88,14 @@ async def play(client, turns: int = TURNS) -> list[float]:
     durations = []
     for n in range(turns):
         started = time.monotonic()
-        await ok(client, "append_messages", thread_id="t", messages=[
-            {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + "we planned the trip " * 8}])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t",
+            messages=[
+                {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + "we planned the trip " * 8}
+            ],
+        )
         await ok(client, "get_context", thread_id="t")
         durations.append(time.monotonic() - started)
         await anyio.sleep(0.05)
@@ -158,11 +176,13 @@ async def test_a_timed_out_attempt_is_not_retried_with_less_time_than_it_had():
     """timeout 0.3 s in a 0.5 s budget: a second attempt would get 0.2 s against a model that
     just needed more than 0.3 s, a provider call spent for nothing."""
     slow = ScriptedModel(["late"], delay=5.0)
-    policy = CallPolicy(timeout_seconds=0.3, total_budget_seconds=0.5, backoff_initial_seconds=0.01,
-                        backoff_max_seconds=0.01)
+    policy = CallPolicy(
+        timeout_seconds=0.3, total_budget_seconds=0.5, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
+    )
     with pytest.raises(ModelError) as info:
         await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy, client=slow).complete(
-            [{"role": "user", "content": "hi"}])
+            [{"role": "user", "content": "hi"}]
+        )
     assert info.value.attempts == 1 and len(slow.calls) == 1 and info.value.transient
     # with the time for it, a manual cycle's timed-out attempt is retried as before
     slow = ScriptedModel(["late"], delay=5.0)
@@ -171,7 +191,8 @@ async def test_a_timed_out_attempt_is_not_retried_with_less_time_than_it_had():
     try:
         with pytest.raises(ModelError) as info:
             await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy, client=slow).complete(
-                [{"role": "user", "content": "hi"}])
+                [{"role": "user", "content": "hi"}]
+            )
     finally:
         probe.reset(token)
     assert len(slow.calls) == 2
@@ -194,9 +215,15 @@ async def test_a_long_unobserved_backlog_does_not_make_get_context_recount_per_m
     try:
         async with connect(build_server(config, memory)) as client:
             for n in range(0, 300, 50):
-                await ok(client, "append_messages", thread_id="t", messages=[
-                    {"role": "user", "content": f"message {n + i}: " + "train fares to Lisbon and Porto " * 8}
-                    for i in range(50)])
+                await ok(
+                    client,
+                    "append_messages",
+                    thread_id="t",
+                    messages=[
+                        {"role": "user", "content": f"message {n + i}: " + "train fares to Lisbon and Porto " * 8}
+                        for i in range(50)
+                    ],
+                )
             memory.counter.count_text = counting
             context = await ok(client, "get_context", thread_id="t")
     finally:

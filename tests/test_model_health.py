@@ -8,11 +8,17 @@ from dataclasses import replace
 import pytest
 
 from om_mcp.models import (
+    CallPolicy,
+    ModelError,
+    ModelRouter,
     ModelSettings,
-    CallPolicy, ModelError, ModelRouter, ModelTarget, ModelUnavailable, TransientModelError, is_transient,
+    ModelTarget,
+    ModelUnavailable,
+    TransientModelError,
+    is_transient,
+    readiness,
 )
 from om_mcp.models import health as breaker
-from om_mcp.models import readiness
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
 from om_mcp.models.router import probe
@@ -21,8 +27,7 @@ from om_mcp.testing import ScriptedModel
 
 NOW = 1_800_000_000.0
 TARGET = ModelTarget(model="openai/gpt-4o-mini")
-FAST = CallPolicy(timeout_seconds=2.0, total_budget_seconds=4.0, backoff_initial_seconds=0.01,
-                  backoff_max_seconds=0.02)
+FAST = CallPolicy(timeout_seconds=2.0, total_budget_seconds=4.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.02)
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
@@ -162,8 +167,16 @@ def test_is_transient():
     assert is_transient(TransientModelError("flaky"))
     assert not is_transient(ModelError("bad key"))
     assert not is_transient(ValueError("bug"))
-    for status, expected in [(408, True), (425, True), (429, True), (500, True), (599, True), (404, False),
-                             (400, False), (600, False)]:
+    for status, expected in [
+        (408, True),
+        (425, True),
+        (429, True),
+        (500, True),
+        (599, True),
+        (404, False),
+        (400, False),
+        (600, False),
+    ]:
         assert is_transient(_litellm_like("E", status)) is expected, status
 
 
@@ -174,9 +187,28 @@ def test_is_transient():
 
 @pytest.mark.parametrize(
     "value",
-    [None, "", "   ", "<your-api-key>", "${OPENAI_API_KEY}", "$OPENAI_API_KEY", "xxxx", "your-key-here",
-     "YOUR_API_KEY", "sk-...", "sk-", "sk-xxxxxxxx", "...", "changeme", "replace-me", "none", "NULL",
-     "your-placeholder", "paste-key-here", "dummy"],
+    [
+        None,
+        "",
+        "   ",
+        "<your-api-key>",
+        "${OPENAI_API_KEY}",
+        "$OPENAI_API_KEY",
+        "xxxx",
+        "your-key-here",
+        "YOUR_API_KEY",
+        "sk-...",
+        "sk-",
+        "sk-xxxxxxxx",
+        "...",
+        "changeme",
+        "replace-me",
+        "none",
+        "NULL",
+        "your-placeholder",
+        "paste-key-here",
+        "dummy",
+    ],
 )
 def test_placeholders_are_not_keys(value):
     assert not readiness.is_real_key(value)
@@ -195,7 +227,11 @@ def test_key_variables():
 
 
 def test_check_by_key_endpoint_and_provider():
-    env = {"ANTHROPIC_API_KEY": "sk-ant-api03-realkey123", "OPENAI_API_KEY": "<your key>", "GOOGLE_API_KEY": "AIzaSyD-realkey12345"}
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-api03-realkey123",
+        "OPENAI_API_KEY": "<your key>",
+        "GOOGLE_API_KEY": "AIzaSyD-realkey12345",
+    }
     assert readiness.check(ModelTarget(model="anthropic/claude-haiku-4-5"), env).ready
     not_ready = readiness.check(ModelTarget(model="openai/gpt-4o"), env)
     assert not not_ready.ready and "OPENAI_API_KEY" in not_ready.reason and "OM_MODEL" in not_ready.reason
@@ -235,11 +271,14 @@ def no_claude(name: str) -> str | None:
 
 
 def test_auto_prefers_a_provider_key_in_order():
-    choice = resolve_auto({"OPENAI_API_KEY": "sk-proj-realkey12345", "ANTHROPIC_API_KEY": "sk-ant-api03-realkey123"},
-                          which=no_claude)
+    choice = resolve_auto(
+        {"OPENAI_API_KEY": "sk-proj-realkey12345", "ANTHROPIC_API_KEY": "sk-ant-api03-realkey123"}, which=no_claude
+    )
     assert choice.models == ("anthropic/claude-haiku-4-5",)
     assert choice.targets[0]["api_key_env"] == "ANTHROPIC_API_KEY" and "ANTHROPIC_API_KEY" in choice.reason
-    assert resolve_auto({"GOOGLE_API_KEY": "AIzaSyD-realkey12345"}, which=no_claude).models == ("gemini/gemini-2.5-flash",)
+    assert resolve_auto({"GOOGLE_API_KEY": "AIzaSyD-realkey12345"}, which=no_claude).models == (
+        "gemini/gemini-2.5-flash",
+    )
 
 
 def test_auto_skips_placeholder_keys():

@@ -14,7 +14,6 @@ import anyio
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from om_mcp.models.router import probe
 from om_mcp.models import (
     AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -33,16 +32,12 @@ from om_mcp.models import (
     effective_max_output_tokens,
     normalize_choice,
 )
+from om_mcp.models.router import probe
 from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = CallPolicy(
-    timeout_seconds=3.0,
-    total_budget_seconds=6.0,
-    backoff_initial_seconds=0.01,
-    backoff_max_seconds=0.05,
-)
+FAST = CallPolicy(timeout_seconds=3.0, total_budget_seconds=6.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.05)
 MESSAGES = [
     {"role": "system", "content": "You are the Observer."},
     {"role": "user", "content": "[id:m1] hello\n[id:m2] I moved to Lisbon"},
@@ -90,13 +85,9 @@ def test_importing_the_package_does_not_import_litellm():
 
 @pytest.mark.anyio
 async def test_litellm_call_through_fake_server(server):
-    server.responder = lambda req: FakeReply(
-        default_responder(req), usage={"prompt_tokens": 7, "completion_tokens": 4}
-    )
+    server.responder = lambda req: FakeReply(default_responder(req), usage={"prompt_tokens": 7, "completion_tokens": 4})
     router = ModelRouter(
-        local(server),
-        ModelSettings(temperature=0.3, max_output_tokens=123, provider_options={"top_p": 0.5}),
-        FAST,
+        local(server), ModelSettings(temperature=0.3, max_output_tokens=123, provider_options={"top_p": 0.5}), FAST
     )
     result = await router.complete(MESSAGES, input_tokens=20)
 
@@ -159,8 +150,13 @@ async def test_fake_server_streams_sse(server):
     litellm = load_litellm()
     server.responder = lambda req: "a streamed reply that is longer than one chunk"
     stream = await litellm.acompletion(
-        model="openai/fake-model", api_base=server.base_url, api_key="x",
-        messages=MESSAGES, stream=True, timeout=5, num_retries=0,
+        model="openai/fake-model",
+        api_base=server.base_url,
+        api_key="x",
+        messages=MESSAGES,
+        stream=True,
+        timeout=5,
+        num_retries=0,
     )
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "a streamed reply that is longer than one chunk"
@@ -292,8 +288,9 @@ async def test_all_entries_fail_with_last_error(server):
 @pytest.mark.anyio
 async def test_timeout_per_attempt(server):
     server.delay = 3.0
-    policy = CallPolicy(timeout_seconds=0.3, total_budget_seconds=5.0,
-                        backoff_initial_seconds=0.01, backoff_max_seconds=0.01)
+    policy = CallPolicy(
+        timeout_seconds=0.3, total_budget_seconds=5.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
+    )
     start = time.monotonic()
     with pytest.raises(ModelError) as info:
         await ModelRouter(local(server, max_retries=1), policy=policy).complete(MESSAGES)
@@ -306,8 +303,9 @@ async def test_timeout_per_attempt(server):
 @pytest.mark.anyio
 async def test_total_budget_is_respected(server):
     server.delay = 3.0
-    policy = CallPolicy(timeout_seconds=0.4, total_budget_seconds=1.0,
-                        backoff_initial_seconds=0.05, backoff_max_seconds=0.1)
+    policy = CallPolicy(
+        timeout_seconds=0.4, total_budget_seconds=1.0, backoff_initial_seconds=0.05, backoff_max_seconds=0.1
+    )
     choice = [local(server, "a", max_retries=10), local(server, "b", max_retries=10)]
     start = time.monotonic()
     with pytest.raises(ModelError):
@@ -335,12 +333,12 @@ async def test_scripted_callable_and_slow_model():
     assert result.text == "gemini/gemini-2.5-pro:2"
 
     slow = ScriptedModel(["late"], delay=5.0)
-    policy = CallPolicy(timeout_seconds=0.2, total_budget_seconds=0.5,
-                        backoff_initial_seconds=0.01, backoff_max_seconds=0.01)
+    policy = CallPolicy(
+        timeout_seconds=0.2, total_budget_seconds=0.5, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
+    )
     start = time.monotonic()
     with pytest.raises(ModelError) as info:
-        await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy,
-                          client=slow).complete(MESSAGES)
+        await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy, client=slow).complete(MESSAGES)
     assert time.monotonic() - start < 0.5 + 0.5
     assert info.value.transient
 
@@ -409,7 +407,9 @@ def test_default_max_output_tokens_rule():
 def test_fake_server_runs_as_a_process(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "om_mcp.testing.fake_server", "--port", "0", "--delay", "0"],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         line = proc.stdout.readline()
@@ -461,8 +461,9 @@ async def test_warm_up_does_not_eat_the_call_budget():
         async def warm_up(self) -> None:
             await anyio.sleep(0.6)
 
-    policy = CallPolicy(timeout_seconds=0.3, total_budget_seconds=0.4,
-                        backoff_initial_seconds=0.01, backoff_max_seconds=0.01)
+    policy = CallPolicy(
+        timeout_seconds=0.3, total_budget_seconds=0.4, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
+    )
     result = await ModelRouter("m", policy=policy, client=SlowToStart(["ok"])).complete(MESSAGES)
     assert result.text == "ok"
 

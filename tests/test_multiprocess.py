@@ -10,7 +10,6 @@ import sqlite3
 import subprocess
 
 import pytest
-
 from support.processes import PYTHON, REPO, clean_env
 
 pytestmark = pytest.mark.slow
@@ -89,8 +88,15 @@ def test_three_processes_append_concurrently(tmp_path):
     names = ("A", "B", "C")
     env = clean_env(tmp_path)
     processes = [
-        subprocess.Popen([PYTHON, "-c", WRITER, str(db), name, str(ROUNDS)], env=env, cwd=REPO,
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [PYTHON, "-c", WRITER, str(db), name, str(ROUNDS)],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in names
     ]
     try:
@@ -132,8 +138,11 @@ def test_three_processes_append_concurrently(tmp_path):
         assert conn.execute("SELECT SUM(messages) FROM messages_fts_scopes").fetchone()[0] == len(expected)
         # every writer's messages are findable through the index
         for name in names:
-            hits = len(conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?",
-                                    (f'"word{name}{ROUNDS - 1}"',)).fetchall())
+            hits = len(
+                conn.execute(
+                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (f'"word{name}{ROUNDS - 1}"',)
+                ).fetchall()
+            )
             assert hits == 1
         owners = dict(conn.execute("SELECT id, resource_id FROM threads").fetchall())
         assert owners == {"shared": "team", "common": "team", "batches": "team", **{f"own-{n}": "team" for n in names}}

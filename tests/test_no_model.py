@@ -13,7 +13,6 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-
 from support.mcp import call, ok, read_json
 from support.processes import REPO, clean_env, server_command
 
@@ -33,24 +32,31 @@ def no_key_server(tmp_path: Path, model: str, **env: str) -> tuple[StdioServerPa
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS="400",  # block_after (1.2x) passes by turn 4
         **env,
     )
-    return StdioServerParameters(command="sh", args=["-c", f"exec {command} 2>{shlex.quote(str(stderr))}"],
-                                 env=options, cwd=str(REPO)), stderr
+    return StdioServerParameters(
+        command="sh", args=["-c", f"exec {command} 2>{shlex.quote(str(stderr))}"], env=options, cwd=str(REPO)
+    ), stderr
 
 
 async def run_turns(client: Client, thread_id: str) -> list[str]:
     """TURNS exchanges, each followed by the context read a host makes before replying; every result's text."""
     results = []
     for turn in range(TURNS):
-        results.append(await call(client, "append_messages", thread_id=thread_id,
-                                  user=f"turn {turn}: {WORDS}", assistant=f"reply {turn}: {WORDS}"))
+        results.append(
+            await call(
+                client,
+                "append_messages",
+                thread_id=thread_id,
+                user=f"turn {turn}: {WORDS}",
+                assistant=f"reply {turn}: {WORDS}",
+            )
+        )
         results.append(await call(client, "get_context", thread_id=thread_id))
     return results
 
 
-@pytest.mark.parametrize("model, reason", [
-    ("gemini/gemini-2.5-flash", "GEMINI_API_KEY"),
-    ("openai/gpt-4o-mini", "OPENAI_API_KEY"),
-])
+@pytest.mark.parametrize(
+    "model, reason", [("gemini/gemini-2.5-flash", "GEMINI_API_KEY"), ("openai/gpt-4o-mini", "OPENAI_API_KEY")]
+)
 async def test_thirty_turns_past_block_after_with_no_key(tmp_path, model, reason):
     params, stderr = no_key_server(tmp_path, model, GEMINI_API_KEY="your-key-here")  # a placeholder is no key
     with anyio.fail_after(120):

@@ -18,8 +18,10 @@ class _Tty(io.StringIO):
         return True
 
 
-ROWS = [{"thread": "t-lisbon", "messages": 1234, "title": "Trip\tto Lisbon", "cost": None},
-        {"thread": "t-pg", "messages": 7, "title": "Postgres", "cost": 0.0021}]
+ROWS = [
+    {"thread": "t-lisbon", "messages": 1234, "title": "Trip\tto Lisbon", "cost": None},
+    {"thread": "t-pg", "messages": 7, "title": "Postgres", "cost": 0.0021},
+]
 COLUMNS = ["thread", ("messages", "msgs"), "title", "cost"]
 
 
@@ -41,7 +43,10 @@ def test_table_is_tsv_on_a_pipe():
     out = io.StringIO()
     print_table(ROWS, COLUMNS, out=out)
     assert out.getvalue().splitlines() == [
-        "thread\tmsgs\ttitle\tcost", "t-lisbon\t1234\tTrip to Lisbon\t", "t-pg\t7\tPostgres\t0.0021"]
+        "thread\tmsgs\ttitle\tcost",
+        "t-lisbon\t1234\tTrip to Lisbon\t",
+        "t-pg\t7\tPostgres\t0.0021",
+    ]
 
 
 def test_table_on_a_terminal_has_headers_and_readable_numbers(monkeypatch):

@@ -128,8 +128,10 @@ def test_overlong_line_capped():
 
 def _healthy_log(lines: int) -> str:
     rng = random.Random(42)
-    words = "user asked about flights hotel budget tests passed failed module config database migration " \
-            "Lisbon Porto Miso vet invoice deadline Friday renovation quote kitchen worktop oak steel".split()
+    words = (
+        "user asked about flights hotel budget tests passed failed module config database migration "
+        "Lisbon Porto Miso vet invoice deadline Friday renovation quote kitchen worktop oak steel".split()
+    )
     out = ["Date: May 20, 2026"]
     for i in range(lines):
         marker = rng.choice("🔴🟡🟢✅")
@@ -227,7 +229,8 @@ def test_the_same_section_twice_keeps_both_logs_and_the_first_hints():
     out = parse_output(
         '<observations>\n<thread id="a">\n* x\n<current-task>t1</current-task>\n<mood>ok</mood>\n</thread>\n'
         '<thread id="a">\n* y\n<current-task>t2</current-task>\n<mood>tired</mood>\n</thread>\n</observations>',
-        ["mood"], multi_thread=True,
+        ["mood"],
+        multi_thread=True,
     )
     assert list(out.threads) == ["a"]
     a = out.threads["a"]

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.postgres import _unavailable, postgres_server, postgres_url  # noqa: F401
 
 from om_mcp.testing.postgres_server import Install, PostgresServer, PostgresUnavailable, _alive, find_install
-from support.postgres import _unavailable, postgres_server, postgres_url  # noqa: F401
 
 
 @pytest.fixture
@@ -78,8 +78,13 @@ def test_stop_ends_every_process_and_a_second_start_works(install, parent_dir):
         assert server.psql("SELECT 1") == "1"
         postmaster, root = server._process.pid, server.root
         if os.geteuid() == 0:  # initdb and postgres refuse root: they run as a service account
-            uid = int(next(line for line in Path(f"/proc/{postmaster}/status").read_text().splitlines()
-                           if line.startswith("Uid:")).split()[1])
+            uid = int(
+                next(
+                    line
+                    for line in Path(f"/proc/{postmaster}/status").read_text().splitlines()
+                    if line.startswith("Uid:")
+                ).split()[1]
+            )
             assert uid != 0
         server.stop()
         assert _wait_dead(postmaster)

@@ -21,21 +21,28 @@ import time
 
 import anyio
 import pytest
+from support.backends import location, store_location  # noqa: F401
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import NewGroup, NewMessage, Store, open_store
 from om_mcp.store.errors import DatabaseRefused
 from om_mcp.store.migrations import LATEST_VERSION
 from om_mcp.store.postgres.store import PostgresStore
-from support.backends import location, store_location  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
 
 def new(mid: str, text: str | None = None, tokens: int = 5) -> NewMessage:
     text = text or f"message {mid}"
-    return NewMessage(id=mid, role="user", parts=[{"type": "text", "text": text}], created_at="2026-01-01T00:00:00+00:00",
-                      metadata={}, body=text, tokens=tokens)
+    return NewMessage(
+        id=mid,
+        role="user",
+        parts=[{"type": "text", "text": text}],
+        created_at="2026-01-01T00:00:00+00:00",
+        metadata={},
+        body=text,
+        tokens=tokens,
+    )
 
 
 async def stores(url: str, n: int) -> list[PostgresStore]:
@@ -92,9 +99,15 @@ async def test_concurrent_appends_and_observations_never_skip_a_message(postgres
             cursor = record.cursors.get("t", 0)
             if newest and newest[0].seq > cursor:
                 await store.commit_observation(
-                    key, lease=None, expected_cursors={"t": cursor}, new_cursors={"t": newest[0].seq},
-                    groups=[NewGroup("seen", 1, cursor + 1, newest[0].seq, None, None, "t")], hints={},
-                    extracted=None, observed_at=None)
+                    key,
+                    lease=None,
+                    expected_cursors={"t": cursor},
+                    new_cursors={"t": newest[0].seq},
+                    groups=[NewGroup("seen", 1, cursor + 1, newest[0].seq, None, None, "t")],
+                    hints={},
+                    extracted=None,
+                    observed_at=None,
+                )
             await anyio.sleep(0)
 
     try:
@@ -123,8 +136,15 @@ async def test_two_cycles_committing_from_the_same_state_one_wins(postgres_url):
 
         async def commit(store: PostgresStore, text: str) -> bool:
             return await store.commit_observation(
-                "thread:t", lease=None, expected_cursors={"t": 0}, new_cursors={"t": seq},
-                groups=[NewGroup(text, 1, 1, seq, "m1", "m2", "t")], hints={}, extracted=None, observed_at=None)
+                "thread:t",
+                lease=None,
+                expected_cursors={"t": 0},
+                new_cursors={"t": seq},
+                groups=[NewGroup(text, 1, 1, seq, "m1", "m2", "t")],
+                hints={},
+                extracted=None,
+                observed_at=None,
+            )
 
         results: list[tuple[str, bool]] = []
 
@@ -152,8 +172,16 @@ async def test_leases_use_the_database_clock_and_the_owner_check(postgres_url):
         assert await b.acquire_lease("thread:t", "observe", "B", ttl=30)  # expired: taken over
         # a commit checks the lease it was given
         await a.append_messages("t", "r", "thread:t", [new("m1")])
-        ok = await a.commit_observation("thread:t", lease=("observe", "A"), expected_cursors={"t": 0},
-                                        new_cursors={"t": 1}, groups=[], hints={}, extracted=None, observed_at=None)
+        ok = await a.commit_observation(
+            "thread:t",
+            lease=("observe", "A"),
+            expected_cursors={"t": 0},
+            new_cursors={"t": 1},
+            groups=[],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
         assert ok is False
         await b.release_lease("thread:t", "observe", "B")
         assert await a.lease_holder("thread:t", "observe") is None
@@ -193,8 +221,9 @@ async def test_a_killed_process_leaves_no_lock_behind(postgres_url):
     store = await open_store(postgres_url)
     try:
         await store.append_messages("t", "r", "thread:t", [new("m1")])
-        holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED), postgres_url],
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(KILLED), postgres_url], stdout=subprocess.PIPE, text=True
+        )
         try:
             assert holder.stdout.readline().strip() == "locked"
             os.kill(holder.pid, signal.SIGKILL)
@@ -203,8 +232,15 @@ async def test_a_killed_process_leaves_no_lock_behind(postgres_url):
         started = time.monotonic()
         with anyio.fail_after(20):
             assert await store.commit_observation(
-                "thread:t", lease=None, expected_cursors={"t": 0}, new_cursors={"t": 1},
-                groups=[NewGroup("seen m1", 2, 1, 1, "m1", "m1", "t")], hints={}, extracted=None, observed_at=None)
+                "thread:t",
+                lease=None,
+                expected_cursors={"t": 0},
+                new_cursors={"t": 1},
+                groups=[NewGroup("seen m1", 2, 1, 1, "m1", "m1", "t")],
+                hints={},
+                extracted=None,
+                observed_at=None,
+            )
         assert time.monotonic() - started < 15
     finally:
         await store.close()
@@ -247,8 +283,11 @@ async def test_another_applications_tables_are_refused(postgres_url):
     await _set_meta(postgres_url, "CREATE SCHEMA om; CREATE TABLE om.invoices (id int)")
     with pytest.raises(DatabaseRefused, match="not om-mcp's"):
         await open_store(postgres_url)
-    await _set_meta(postgres_url, "DROP TABLE om.invoices; CREATE TABLE om.om_meta (key text PRIMARY KEY, value text"
-                                  " NOT NULL); INSERT INTO om.om_meta VALUES ('application_id', 'billing')")
+    await _set_meta(
+        postgres_url,
+        "DROP TABLE om.invoices; CREATE TABLE om.om_meta (key text PRIMARY KEY, value text"
+        " NOT NULL); INSERT INTO om.om_meta VALUES ('application_id', 'billing')",
+    )
     with pytest.raises(DatabaseRefused, match="another application"):
         await open_store(postgres_url)
 

@@ -270,8 +270,17 @@ def test_truncate_previous_limits():
 
 
 def _part_message(*parts: dict) -> Message:
-    return Message(seq=1, id="m1", thread_id="t", resource_id="r", role="user", parts=list(parts),
-                   created_at="2026-05-20T10:00:00+00:00", metadata={}, tokens=10)
+    return Message(
+        seq=1,
+        id="m1",
+        thread_id="t",
+        resource_id="r",
+        role="user",
+        parts=list(parts),
+        created_at="2026-05-20T10:00:00+00:00",
+        metadata={},
+        tokens=10,
+    )
 
 
 def b64(data: bytes) -> str:
@@ -281,9 +290,15 @@ def b64(data: bytes) -> str:
 @pytest.mark.parametrize(
     "mime, policy, allowed",
     [
-        ("image/png", True, True), ("image/jpeg", "auto", True), ("application/pdf", True, False),
-        ("text/plain", "auto", False), ("image/png", False, False), ("application/pdf", ["application/pdf"], True),
-        ("image/png", ["application/pdf"], False), ("image/webp", ["image/*"], True), ("text/csv", ["*"], True),
+        ("image/png", True, True),
+        ("image/jpeg", "auto", True),
+        ("application/pdf", True, False),
+        ("text/plain", "auto", False),
+        ("image/png", False, False),
+        ("application/pdf", ["application/pdf"], True),
+        ("image/png", ["application/pdf"], False),
+        ("image/webp", ["image/*"], True),
+        ("text/csv", ["*"], True),
         ("text/csv", [], False),
     ],
 )
@@ -317,7 +332,7 @@ def test_other_files_only_when_listed_text_decoded_and_clipped():
         {"type": "image", "mime_type": "image/png", "data": b64(b"PNG")},
     )
     assert attachment_items([message], True) == [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64(b"PNG")}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64(b"PNG")}}
     ]
     items = attachment_items([message], ["text/*", "application/*"])
     assert [item["type"] for item in items] == ["text", "text", "file"]
@@ -325,8 +340,10 @@ def test_other_files_only_when_listed_text_decoded_and_clipped():
     assert notes.startswith("[attachment notes.txt]\nline of notes\n")
     assert len(notes) == len("[attachment notes.txt]\n") + TEXT_ATTACHMENT_CHARS
     assert items[1]["text"] == '[attachment application/json]\n{"a": 1}'
-    assert items[2] == {"type": "file", "file": {"file_data": "data:application/pdf;base64," + b64(b"%PDF-1.7"),
-                                                  "filename": "report.pdf"}}
+    assert items[2] == {
+        "type": "file",
+        "file": {"file_data": "data:application/pdf;base64," + b64(b"%PDF-1.7"), "filename": "report.pdf"},
+    }
 
 
 def observer_for(replies, **options) -> tuple[Observer, ScriptedModel]:
@@ -335,14 +352,22 @@ def observer_for(replies, **options) -> tuple[Observer, ScriptedModel]:
 
 
 def test_observer_build_sends_system_memory_and_transcript():
-    observer_agent, _ = observer_for([], instruction="Track dishes.", thread_title=True,
-                                     extractors=[("mood", "One word.")], previous_tokens=False)
-    message = _part_message({"type": "text", "text": "I love ramen"},
-                            {"type": "image", "mime_type": "image/png", "data": b64(b"PNG")})
-    system, first, second = observer_agent.build(ObserverRequest(
-        [message], previous_observations="* 🔴 (09:00) User is vegetarian", current_task="Menu",
-        extracted={"mood": "happy"}, instruction="Note prices.", current_title="Dinner plans",
-    ))
+    observer_agent, _ = observer_for(
+        [], instruction="Track dishes.", thread_title=True, extractors=[("mood", "One word.")], previous_tokens=False
+    )
+    message = _part_message(
+        {"type": "text", "text": "I love ramen"}, {"type": "image", "mime_type": "image/png", "data": b64(b"PNG")}
+    )
+    system, first, second = observer_agent.build(
+        ObserverRequest(
+            [message],
+            previous_observations="* 🔴 (09:00) User is vegetarian",
+            current_task="Menu",
+            extracted={"mood": "happy"},
+            instruction="Note prices.",
+            current_title="Dinner plans",
+        )
+    )
     assert system["role"] == "system" and first["role"] == "user" and second["role"] == "user"
     assert system["content"].rstrip().endswith("Track dishes.\n\nNote prices.")
     assert "<mood>\nOne word.\n</mood>" in system["content"] and observer.SINGLE_THREAD_RULE in system["content"]
@@ -357,8 +382,9 @@ def test_observer_build_sends_system_memory_and_transcript():
 def test_observer_build_for_several_threads_and_without_title():
     observer_agent, _ = observer_for([], observe_attachments=False)
     a, b = _part_message({"type": "text", "text": "one"}), _part_message({"type": "text", "text": "two"})
-    system, first, second = observer_agent.build(ObserverRequest([a, b], threads={"a1": [a], "b2": [b]},
-                                                                 current_title="Ignored"))
+    system, first, second = observer_agent.build(
+        ObserverRequest([a, b], threads={"a1": [a], "b2": [b]}, current_title="Ignored")
+    )
     assert observer.MULTI_THREAD_RULES in system["content"]
     assert isinstance(second["content"], str)
     assert '<thread id="a1">' in second["content"] and '<thread id="b2">' in second["content"]

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mcp import Client
-
 from support.backends import location, rows, scalar
 from support.engine import Memory, prompts, role_of, text_of
+
 from om_mcp.config import Config
 from om_mcp.engine import InputError, NotFound, RecallQuery
 from om_mcp.engine.observation.resource import thread_label
@@ -199,9 +199,10 @@ async def test_resource_scope_batches_attribution_cursors_and_hashed_ids():
         # run tries the thread the model skipped once more, alone)
         assert observer.observer_calls[3:] == [{labels["conv-elm"]: observer.observer_calls[3][labels["conv-elm"]]}]
         seen = sorted(sorted(call) for call in observer.observer_calls[:3])
-        expected = sorted(sorted(labels[t] for t in batch) for batch in [
-            ["conv-apple", "conv-birch"], ["conv-cedar"], ["conv-dune", "conv-elm"],
-        ])
+        expected = sorted(
+            sorted(labels[t] for t in batch)
+            for batch in [["conv-apple", "conv-birch"], ["conv-cedar"], ["conv-dune", "conv-elm"]]
+        )
         assert seen == expected
         by_label = {v: k for k, v in labels.items()}
         for call in observer.observer_calls[:3]:
@@ -276,9 +277,9 @@ async def test_automatic_resource_observation_takes_largest_threads_until_thresh
         sizes = {t: await thread_tokens(memory, t) for t in ("small", "large")}
         assert observer.observer_calls == []
         # the third thread pushes the resource over the threshold; with large + middle it is covered
-        await memory.append_messages("middle", [
-            say("M1", "M1 " + words(140, "mid")), say("M2", "M2 " + words(10, "mid"), "assistant"),
-        ], "u1")
+        await memory.append_messages(
+            "middle", [say("M1", "M1 " + words(140, "mid")), say("M2", "M2 " + words(10, "mid"), "assistant")], "u1"
+        )
         sizes["middle"] = await thread_tokens(memory, "middle")
         assert sizes["large"] < 300 <= sizes["large"] + sizes["middle"] < sum(sizes.values()) + 1
         assert len(observer.observer_calls) == 1, "a single batch under max_tokens_per_batch"
@@ -296,7 +297,12 @@ def test_batches_packing_is_greedy_in_order_with_oversized_alone():
             self.tokens = tokens
 
     by_thread = {t: [M(n)] for t, n in {"a": 40, "b": 50, "c": 500, "d": 30, "e": 30, "f": 45}.items()}
-    assert batches(list(by_thread), {t: sum(m.tokens for m in ms) for t, ms in by_thread.items()}, 100) == [["a", "b"], ["c"], ["d", "e"], ["f"]]
+    assert batches(list(by_thread), {t: sum(m.tokens for m in ms) for t, ms in by_thread.items()}, 100) == [
+        ["a", "b"],
+        ["c"],
+        ["d", "e"],
+        ["f"],
+    ]
     assert batches(["c"], {t: sum(m.tokens for m in ms) for t, ms in by_thread.items()}, 100) == [["c"]]
     assert batches([], by_thread, 100) == []
 
@@ -352,16 +358,24 @@ async def _two_resources(scope: str = "resource") -> tuple[Memory, MultiThreadOb
     cfg = make_config(scope=scope, om={"retrieval": {"vector": True, "embedder": "hashing"}})
     memory = await Memory.open(cfg, db_path=location(), client=observer.model)
     # similar content and even the same message ids in both resources
-    await memory.append_messages("alice-1", [
-        say("X1", "X1 my dog Biscuit loves the beach at sunrise"),
-        say("X2", "X2 Biscuit sounds like a happy dog", "assistant"),
-    ], "alice")
+    await memory.append_messages(
+        "alice-1",
+        [
+            say("X1", "X1 my dog Biscuit loves the beach at sunrise"),
+            say("X2", "X2 Biscuit sounds like a happy dog", "assistant"),
+        ],
+        "alice",
+    )
     await memory.append_messages("alice-2", [say("X3", "X3 the dog vet appointment is on monday")], "alice")
-    await memory.append_messages("bob-1", [
-        say("X1", "X1 my dog Pepper loves the beach at sunset"),
-        say("X2", "X2 Pepper sounds like a happy dog", "assistant"),
-        say("Z9", "Z9 Pepper chased a seagull on the beach"),
-    ], "bob")
+    await memory.append_messages(
+        "bob-1",
+        [
+            say("X1", "X1 my dog Pepper loves the beach at sunset"),
+            say("X2", "X2 Pepper sounds like a happy dog", "assistant"),
+            say("Z9", "Z9 Pepper chased a seagull on the beach"),
+        ],
+        "bob",
+    )
     return memory, observer
 
 
@@ -409,8 +423,14 @@ async def test_isolation_between_resources_in_the_engine():
         out = await search(memory, "alice-1", "alice", "saw Z9 X1")
         assert {r.thread_id for r in out.results} <= alice_threads
         # no vector of one resource is stored under the other
-        assert await count(memory, "SELECT COUNT(*) FROM embeddings WHERE resource_id = 'alice'"
-                                   " AND thread_id NOT IN ('alice-1', 'alice-2')") == 0
+        assert (
+            await count(
+                memory,
+                "SELECT COUNT(*) FROM embeddings WHERE resource_id = 'alice'"
+                " AND thread_id NOT IN ('alice-1', 'alice-2')",
+            )
+            == 0
+        )
     finally:
         await memory.close()
 
@@ -422,9 +442,15 @@ async def test_isolation_through_the_mcp_server():
         await memory.observe("bob-1", "bob")
         server = build_server(memory.config, memory=memory)
         async with Client(server, raise_exceptions=True) as client:
-            found = await client.call_tool("recall", {
-                "thread_id": "alice-1", "resource_id": "alice", "mode": "search", "query": "Pepper seagull sunset dog",
-            })
+            found = await client.call_tool(
+                "recall",
+                {
+                    "thread_id": "alice-1",
+                    "resource_id": "alice",
+                    "mode": "search",
+                    "query": "Pepper seagull sunset dog",
+                },
+            )
             assert not found.is_error
             assert set(re.findall(r"thread (\S+):", found.content[0].text)) <= {"alice-1", "alice-2"}
             assert "Pepper" not in found.content[0].text
@@ -458,10 +484,13 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
     model = ScriptedModel(single_thread_observer)
     memory = await Memory.open(cfg, db_path=location(), client=model)
     try:
-        await memory.append_messages("t1", [
-            say(f"m{i}", f"m{i} we talked about item number {i}", "user" if i % 2 else "assistant")
-            for i in range(1, 7)
-        ])
+        await memory.append_messages(
+            "t1",
+            [
+                say(f"m{i}", f"m{i} we talked about item number {i}", "user" if i % 2 else "assistant")
+                for i in range(1, 7)
+            ],
+        )
         assert (await memory.observe("t1")).ran
         ctx = await memory.get_context("t1")
         ranges = RANGE_LINE.findall(ctx.system_text)
@@ -486,9 +515,9 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
         assert f"cursor={start!r}" in str(error.value) and f"cursor={end!r}" in str(error.value)
 
         # a second group, then a reflection over both
-        await memory.append_messages("t1", [
-            say(f"m{i}", f"m{i} later item number {i}", "user" if i % 2 else "assistant") for i in range(7, 11)
-        ])
+        await memory.append_messages(
+            "t1", [say(f"m{i}", f"m{i} later item number {i}", "user" if i % 2 else "assistant") for i in range(7, 11)]
+        )
         assert (await memory.observe("t1")).ran
         ctx = await memory.get_context("t1")
         assert RANGE_LINE.findall(ctx.system_text) == [("m1", "m6"), ("m7", "m10")]
@@ -517,8 +546,11 @@ async def test_ranges_survive_reflection_and_recall_uses_them():
 async def test_recall_guidance_comes_with_observations_only():
     """An empty thread's context costs few tokens: the recall guidance (and the configured
     extra) arrive with the first observations, which are what it is about."""
-    memory = await Memory.open(make_config(scope="resource", om={"retrieval": {"instructions": "XTRA-42"}}),
-                               db_path=location(), client=ScriptedModel(single_thread_observer))
+    memory = await Memory.open(
+        make_config(scope="resource", om={"retrieval": {"instructions": "XTRA-42"}}),
+        db_path=location(),
+        client=ScriptedModel(single_thread_observer),
+    )
     try:
         await memory.append_messages("t1", [say("a1", "hello m1"), say("a2", "hi m2", "assistant")], "u1")
         text = (await memory.get_context("t1", "u1")).system_text
@@ -565,7 +597,7 @@ async def test_resource_scope_reflection_range_spans_every_covered_message():
 
 
 def _at(year: int, month: int, day: int) -> str:
-    return datetime(year, month, day, 12, 0, tzinfo=timezone.utc).isoformat()
+    return datetime(year, month, day, 12, 0, tzinfo=UTC).isoformat()
 
 
 async def _search_memory(**om: Any) -> Memory:
@@ -575,19 +607,27 @@ async def _search_memory(**om: Any) -> Memory:
 async def test_search_finds_an_answer_by_the_question_before_it():
     memory = await _search_memory()
     try:
-        await memory.append_messages("pets", [
-            say("q1", "What did you end up naming the new puppy?"),
-            say("a1", "We went with Biscuit, after the cookies.", "assistant"),
-            say("n1", "Also, the garden needs water."),
-        ], "u1")
-        await memory.append_messages("noise", [
-            say(f"z{i}", f"unrelated chatter about trains and timetables {i}") for i in range(6)
-        ], "u1")
+        await memory.append_messages(
+            "pets",
+            [
+                say("q1", "What did you end up naming the new puppy?"),
+                say("a1", "We went with Biscuit, after the cookies.", "assistant"),
+                say("n1", "Also, the garden needs water."),
+            ],
+            "u1",
+        )
+        await memory.append_messages(
+            "noise", [say(f"z{i}", f"unrelated chatter about trains and timetables {i}") for i in range(6)], "u1"
+        )
         # messages that share one query word in their own text
-        await memory.append_messages("names", [
-            say("w1", "the street name changed last year"),
-            say("w2", "please print a name badge for the conference", "assistant"),
-        ], "u1")
+        await memory.append_messages(
+            "names",
+            [
+                say("w1", "the street name changed last year"),
+                say("w2", "please print a name badge for the conference", "assistant"),
+            ],
+            "u1",
+        )
         out = await search(memory, "pets", "u1", "puppy name")
         ids = [r.message_id for r in out.results]
         assert "a1" in ids, "the reply is found through the question it answers"
@@ -637,9 +677,36 @@ async def test_search_boosts_the_author_the_query_names():
 
 
 HOSTILE = [
-    '"', '""', "'", "*", "-", "^", "(", ")", "()", "NEAR(a b)", "a AND OR NOT", "body:secret", "prev1:puppy",
-    'puppy" OR "*', "puppy*", "-puppy", "puppy NOT biscuit", '{body prev1}: puppy', "puppy) OR (1=1",
-    "'; DROP TABLE messages; --", "\\", "%", "_", "🐶 puppy", "  ", "the and of", "NEAR", "AND", ":", "\x00puppy",
+    '"',
+    '""',
+    "'",
+    "*",
+    "-",
+    "^",
+    "(",
+    ")",
+    "()",
+    "NEAR(a b)",
+    "a AND OR NOT",
+    "body:secret",
+    "prev1:puppy",
+    'puppy" OR "*',
+    "puppy*",
+    "-puppy",
+    "puppy NOT biscuit",
+    "{body prev1}: puppy",
+    "puppy) OR (1=1",
+    "'; DROP TABLE messages; --",
+    "\\",
+    "%",
+    "_",
+    "🐶 puppy",
+    "  ",
+    "the and of",
+    "NEAR",
+    "AND",
+    ":",
+    "\x00puppy",
     "a" * 500,
 ]
 
@@ -647,9 +714,9 @@ HOSTILE = [
 async def test_search_escapes_hostile_queries():
     memory = await _search_memory()
     try:
-        await memory.append_messages("t1", [
-            say("p1", "the puppy chewed the sofa"), say("p2", "secret recipe: cookies", "assistant"),
-        ], "u1")
+        await memory.append_messages(
+            "t1", [say("p1", "the puppy chewed the sofa"), say("p2", "secret recipe: cookies", "assistant")], "u1"
+        )
         for query in HOSTILE:
             if not query.strip():
                 try:
@@ -705,8 +772,9 @@ async def test_search_thread_scope_versus_resource_scope():
 
 
 async def _embedded(memory: Memory, embedder: str = "hashing-256") -> dict[str, int]:
-    found = await rows(memory.store, "SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind",
-                       (embedder,))
+    found = await rows(
+        memory.store, "SELECT kind, COUNT(*) FROM embeddings WHERE embedder = ? GROUP BY kind", (embedder,)
+    )
     return {r[0]: r[1] for r in found}
 
 
@@ -714,7 +782,8 @@ async def _active_groups(memory: Memory, resource_id: str) -> int:
     return await count(
         memory,
         "SELECT COUNT(*) FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
-        " WHERE r.resource_id = ?", (resource_id,),
+        " WHERE r.resource_id = ?",
+        (resource_id,),
     )
 
 
@@ -723,11 +792,15 @@ async def test_vectors_are_built_in_the_background_and_used_by_search():
     memory = await Memory.open(cfg, db_path=location(), client=ScriptedModel(single_thread_observer))
     try:
         async with memory.running():
-            await memory.append_messages("t1", [
-                say("m1", "my sister Clara moved to Lisbon in spring"),
-                say("m2", "Lisbon is lovely, does she like the tram rides?", "assistant"),
-                say("m3", "she adores the yellow trams and the pastries"),
-            ], "u1")
+            await memory.append_messages(
+                "t1",
+                [
+                    say("m1", "my sister Clara moved to Lisbon in spring"),
+                    say("m2", "Lisbon is lovely, does she like the tram rides?", "assistant"),
+                    say("m3", "she adores the yellow trams and the pastries"),
+                ],
+                "u1",
+            )
             await memory.append_messages("t2", [say("m4", "the quarterly budget spreadsheet is due friday")], "u1")
             # search never waits for vectors: words work straight away
             early = await search(memory, "t1", "u1", "spreadsheet")
@@ -791,9 +864,11 @@ async def test_delete_thread_leaves_no_trace(scope):
     cfg = make_config(scope=scope, om={"retrieval": {"vector": True, "embedder": "hashing"}})
     memory = await Memory.open(cfg, db_path=location(), client=model)
     try:
-        await memory.append_messages("doomed", [
-            say("m1", "m1 the zeppelin blueprint is in the attic"), say("m2", "m2 zeppelin noted", "assistant"),
-        ], "u1")
+        await memory.append_messages(
+            "doomed",
+            [say("m1", "m1 the zeppelin blueprint is in the attic"), say("m2", "m2 zeppelin noted", "assistant")],
+            "u1",
+        )
         await memory.append_messages("kept", [say("m3", "m3 the garden gnome collection grows")], "u1")
         await memory.observe("doomed", "u1")
         await memory.observe("kept", "u1")
@@ -838,7 +913,7 @@ async def test_delete_thread_leaves_no_trace(scope):
 async def test_search_resolves_last_month_against_today():
     memory = await _search_memory()
     try:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         year = now.year if 6 < now.month else now.year - 1  # the most recent June that has ended or is past
         # the older June has the better word match; only the date can put the recent one first
         await memory.append_messages("a", [say("old", "hiking trip today", created_at=_at(year - 1, 6, 10))], "u1")

@@ -10,9 +10,9 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceUpdatedNotification
+from support.mcp import connect, ok, read_json
 
 from om_mcp.config.working_memory import DEFAULT_TEMPLATE
-from support.mcp import connect, ok, read_json
 
 # Every test runs on SQLite and on PostgreSQL (support/backends.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
@@ -50,9 +50,14 @@ async def test_resource_templates_are_listed(server, mode):
 @ERAS
 async def test_resources(server, mode):
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", resource_id="ann",
-                 messages=[msg(f"m{i}", f"note {i}", created_at=f"2024-05-01T10:{i:02d}:00+02:00") for i in range(25)],
-                 thread_metadata={"title": "Notes", "project": "apollo"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            resource_id="ann",
+            messages=[msg(f"m{i}", f"note {i}", created_at=f"2024-05-01T10:{i:02d}:00+02:00") for i in range(25)],
+            thread_metadata={"title": "Notes", "project": "apollo"},
+        )
         await ok(client, "append_messages", thread_id="t2", resource_id="ann", messages=[msg("x", "other")])
 
         threads = await read_json(client, "om://resources/ann/threads")
@@ -65,8 +70,13 @@ async def test_resources(server, mode):
         # the newest messages, oldest first, as stored (time zone kept)
         recent = await read_json(client, "om://threads/t1/messages")
         assert [m["id"] for m in recent] == [f"m{i}" for i in range(5, 25)]
-        assert recent[0] == {"id": "m5", "thread_id": "t1", "role": "user", "created_at": "2024-05-01T10:05:00+02:00",
-                             "parts": [{"type": "text", "text": "note 5"}]}
+        assert recent[0] == {
+            "id": "m5",
+            "thread_id": "t1",
+            "role": "user",
+            "created_at": "2024-05-01T10:05:00+02:00",
+            "parts": [{"type": "text", "text": "note 5"}],
+        }
 
         view = await read_json(client, "om://threads/t1/working-memory")
         assert view["resource_id"] == "ann" and view["thread_id"] == "t1"
@@ -89,8 +99,9 @@ async def test_resources(server, mode):
         assert (log["generation"], log["text"], log["groups"]) == (0, "", [])
         assert await read_json(client, "om://resources/ann/observations") == log  # resource scope: one shared log
         assert (await read_json(client, "om://threads/t1/observations/history"))["generations"] == []
-        assert await read_json(client, "om://resources/ann/observations/history") == \
-            await read_json(client, "om://threads/t1/observations/history")
+        assert await read_json(client, "om://resources/ann/observations/history") == await read_json(
+            client, "om://threads/t1/observations/history"
+        )
         assert await read_json(client, "om://threads/t1/events") == []
 
 
@@ -98,8 +109,13 @@ async def test_resources(server, mode):
 async def test_unknown_things_are_not_found(server, mode):
     async with connect(server, mode) as client:
         await ok(client, "append_messages", thread_id="real", messages=[msg("m1", "hello")])
-        for uri in ("om://threads/nope/messages", "om://threads/nope/status", "om://threads/nope/events",
-                    "om://threads/nope/observations", "om://threads/nope/observations/history"):
+        for uri in (
+            "om://threads/nope/messages",
+            "om://threads/nope/status",
+            "om://threads/nope/events",
+            "om://threads/nope/observations",
+            "om://threads/nope/observations/history",
+        ):
             with pytest.raises(MCPError, match="nope"):
                 await client.read_resource(uri)
         with pytest.raises(MCPError, match="nobody"):
@@ -152,8 +168,13 @@ async def test_legacy_session_is_notified_of_changes(server):
         capabilities = client.server_capabilities.resources
         # a well-behaved client subscribes only where the server says it can
         if capabilities is not None and capabilities.subscribe:
-            for uri in ("om://threads/t1/status", "om://threads/t1/messages", "om://resources/default/threads",
-                        "om://threads/t1/working-memory", "om://resources/default/working-memory"):
+            for uri in (
+                "om://threads/t1/status",
+                "om://threads/t1/messages",
+                "om://resources/default/threads",
+                "om://threads/t1/working-memory",
+                "om://resources/default/working-memory",
+            ):
                 await subscribe(client, uri)
         await ok(client, "append_messages", thread_id="t1", user="hello")
         await heard.wait_for("om://threads/t1/status")
@@ -193,8 +214,12 @@ async def test_listen_hears_status_after_append(server):
 async def test_listen_hears_working_memory_and_thread_changes(server):
     async with connect(server) as client:
         await ok(client, "append_messages", thread_id="t1", user="hello")
-        watched = ["om://resources/default/working-memory", "om://threads/t1/working-memory",
-                   "om://resources/default/threads", "om://threads/t1/messages"]
+        watched = [
+            "om://resources/default/working-memory",
+            "om://threads/t1/working-memory",
+            "om://resources/default/threads",
+            "om://threads/t1/messages",
+        ]
         heard: list[str] = []
 
         async def until(*uris: str) -> None:

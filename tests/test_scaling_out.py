@@ -10,15 +10,15 @@ import sys
 
 import anyio
 import pytest
+from support.engine import Memory, Script, config, msg
+from support.mcp import connect, ok
+from support.processes import clean_env
 
 from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import RecallQuery
 from om_mcp.server import build_server
 from om_mcp.store import copy as copying
 from om_mcp.store.errors import DatabaseRefused
-from support.engine import Memory, Script, config, msg
-from support.mcp import connect, ok
-from support.processes import clean_env
 
 pytestmark = pytest.mark.anyio
 
@@ -41,8 +41,14 @@ def test_db_path_and_db_url_together_are_refused_naming_both():
 
 def test_serve_refuses_an_unreachable_database_in_one_line(tmp_path):
     env = {**clean_env(tmp_path), "OM_DB_URL": "postgresql://om:secret@127.0.0.1:9/memory"}
-    out = subprocess.run([sys.executable, "-m", "om_mcp", "serve"], env=env, capture_output=True, text=True,
-                         timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-m", "om_mcp", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 3
     assert out.stderr.strip().splitlines()[-1].startswith("om-mcp: cannot connect to postgresql://om@127.0.0.1:9/")
     assert "secret" not in out.stderr
@@ -55,8 +61,13 @@ async def _fill(memory: Memory) -> None:
     """Messages in two resources, an observation log with a reflection, working memory, events."""
     for n in range(12):
         await memory.append_messages("trip", [msg(n, text=f"m{n} we planned the Lisbon trip, day {n} by tram")])
-    await memory.append_messages("cooking", [msg(100, text="m100 the sourdough starter needs rye flour"),
-                                             msg(101, text="m101 a pasted log line\x00with a NUL byte")])
+    await memory.append_messages(
+        "cooking",
+        [
+            msg(100, text="m100 the sourdough starter needs rye flour"),
+            msg(101, text="m101 a pasted log line\x00with a NUL byte"),
+        ],
+    )
     await memory.append_messages("other", [msg(200, text="m200 tram timetable")], resource_id="someone-else")
     assert (await memory.observe("trip")).ran
     assert (await memory.reflect("trip")).ran
@@ -170,15 +181,30 @@ def test_the_migrate_command_prints_what_it_did(tmp_path, postgres_url):
         await memory.close()
 
     anyio.run(fill)
-    command = [sys.executable, "-m", "om_mcp", "migrate", "--from", f"sqlite://{source}", "--to", postgres_url, "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "om_mcp",
+        "migrate",
+        "--from",
+        f"sqlite://{source}",
+        "--to",
+        postgres_url,
+        "--json",
+    ]
     first = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)
     assert result["rows"]["messages"] == 5 and result["resumed"] is False
     second = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert json.loads(second.stdout)["resumed"] is True and json.loads(second.stdout)["rows"]["messages"] == 0
-    missing = subprocess.run([*command[:5], f"sqlite://{tmp_path}/nope.db", *command[6:]], env=clean_env(tmp_path),
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [*command[:5], f"sqlite://{tmp_path}/nope.db", *command[6:]],
+        env=clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 3 and "no database at" in missing.stderr and not os.path.exists(tmp_path / "nope.db")
 
 
@@ -209,8 +235,11 @@ async def test_a_change_through_one_replica_reaches_subscribers_of_another(postg
 
 
 def _rpc(http, url: str, method: str, params: dict, ident: int) -> dict:
-    response = http.post(url, json={"jsonrpc": "2.0", "id": ident, "method": method, "params": params}, headers={
-        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+    response = http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": ident, "method": method, "params": params},
+        headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"},
+    )
     assert response.status_code == 200, response.text
     assert "mcp-session-id" not in response.headers  # stateless: nothing to be sticky to
     data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
@@ -221,16 +250,24 @@ def _rpc(http, url: str, method: str, params: dict, ident: int) -> dict:
 def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
     """With server.http.stateless, a legacy client's requests may land on any replica."""
     import httpx2
-
     from support.processes import server_command
     from test_transports import free_port, stop, wait_for_port
 
-    env = clean_env(tmp_path, OM_DB_URL=postgres_url, OM_SERVER__HTTP__STATELESS="true",
-                    OM_OBSERVATIONAL_MEMORY__ENABLED="false")
+    env = clean_env(
+        tmp_path, OM_DB_URL=postgres_url, OM_SERVER__HTTP__STATELESS="true", OM_OBSERVATIONAL_MEMORY__ENABLED="false"
+    )
     ports = [free_port(), free_port()]
-    replicas = [subprocess.Popen(server_command("--transport", "http", "--port", str(port)), env=env,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                for port in ports]
+    replicas = [
+        subprocess.Popen(
+            server_command("--transport", "http", "--port", str(port)),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for port in ports
+    ]
     try:
         for port, process in zip(ports, replicas):
             wait_for_port(port, process)
@@ -238,8 +275,13 @@ def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
         with httpx2.Client(timeout=30) as http:
             hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
             assert _rpc(http, a, "initialize", hello, 1)["result"]["protocolVersion"] == "2025-11-25"
-            appended = _rpc(http, b, "tools/call", {"name": "append_messages", "arguments": {
-                "thread_id": "t1", "user": "written through replica b"}}, 2)
+            appended = _rpc(
+                http,
+                b,
+                "tools/call",
+                {"name": "append_messages", "arguments": {"thread_id": "t1", "user": "written through replica b"}},
+                2,
+            )
             assert not appended["result"].get("isError"), appended
             context = _rpc(http, a, "tools/call", {"name": "get_context", "arguments": {"thread_id": "t1"}}, 3)
             assert "written through replica b" in context["result"]["content"][0]["text"]

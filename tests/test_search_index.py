@@ -35,10 +35,12 @@ def add(conn: sqlite3.Connection, thread: str, bodies: list[str], resource: str 
     conn.execute("BEGIN")
     seqs = []
     for i, body in enumerate(bodies):
-        seqs.append(conn.execute(
-            "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
-            (f"{thread}-{i}-{len(bodies)}", thread, resource, "user", body, "2024-05-01T12:00:00+00:00", 10),
-        ).lastrowid)
+        seqs.append(
+            conn.execute(
+                "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
+                (f"{thread}-{i}-{len(bodies)}", thread, resource, "user", body, "2024-05-01T12:00:00+00:00", 10),
+            ).lastrowid
+        )
     assert fts.index_messages(conn, seqs) == len(seqs)
     conn.execute("COMMIT")
     return seqs
@@ -59,8 +61,15 @@ def bodies(conn, resource, query, **kw) -> list[str]:
 
 def test_what_database_do_i_use_finds_the_database_not_the_pronoun():
     conn = open_db()
-    add(conn, "chat1", ["Let us know when the build is green", "Thanks for inviting us to the demo",
-                        "The team told us the release slipped"])
+    add(
+        conn,
+        "chat1",
+        [
+            "Let us know when the build is green",
+            "Thanks for inviting us to the demo",
+            "The team told us the release slipped",
+        ],
+    )
     add(conn, "chat2", ["Which datastore did you pick for the app?", "we use Postgres 16"])
     add(conn, "chat3", ["usage of the us-east region is up"])
     found = bodies(conn, "u1", "what database do I use")
@@ -78,8 +87,15 @@ def test_hosting_provider_finds_where_we_deploy():
 
 def test_a_reply_is_found_through_the_question_and_the_exact_word_first():
     conn = open_db()
-    add(conn, "pets", ["What did you end up naming the new puppy?", "We went with Biscuit, after the cookies.",
-                       "Also, the garden needs water."])
+    add(
+        conn,
+        "pets",
+        [
+            "What did you end up naming the new puppy?",
+            "We went with Biscuit, after the cookies.",
+            "Also, the garden needs water.",
+        ],
+    )
     add(conn, "names", ["the street name changed last year", "please print a name badge for the conference"])
     found = bodies(conn, "u1", "puppy name")
     assert found.index("We went with Biscuit, after the cookies.") <= 1
@@ -93,7 +109,9 @@ def test_resources_and_threads_are_isolated():
     add(conn, "b", ["another zeppelin sighting"], resource="u1")
     add(conn, "c", ["zeppelin notes of someone else"], resource="u2")
     assert set(bodies(conn, "u1", "zeppelin")) == {
-        "the zeppelin blueprint is in the attic", "another zeppelin sighting"}
+        "the zeppelin blueprint is in the attic",
+        "another zeppelin sighting",
+    }
     assert bodies(conn, "u2", "zeppelin") == ["zeppelin notes of someone else"]
     assert bodies(conn, "u1", "zeppelin", thread_id="b") == ["another zeppelin sighting"]
     assert bodies(conn, "u3", "zeppelin") == []
@@ -107,11 +125,31 @@ def test_resources_and_threads_are_isolated():
     assert bodies(conn, "u2", "zeppelin") == []
 
 
-@pytest.mark.parametrize("query", [
-    '"', "*", "NEAR(a b)", "a AND OR NOT", "body:secret", 'puppy" OR "*', "puppy*", "-puppy", "(", "\x00puppy",
-    "'; DROP TABLE messages; --", "🐶 puppy", "a" * 500, "don't", "e-mail", "ünïcödé",
-    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "ℌ𝔢𝔩𝔩𝔬", "\ue000puppy", "ꓐꓲꓢ ⅻ ²³",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        "*",
+        "NEAR(a b)",
+        "a AND OR NOT",
+        "body:secret",
+        'puppy" OR "*',
+        "puppy*",
+        "-puppy",
+        "(",
+        "\x00puppy",
+        "'; DROP TABLE messages; --",
+        "🐶 puppy",
+        "a" * 500,
+        "don't",
+        "e-mail",
+        "ünïcödé",
+        "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+        "ℌ𝔢𝔩𝔩𝔬",
+        "\ue000puppy",
+        "ꓐꓲꓢ ⅻ ²³",
+    ],
+)
 def test_hostile_queries_are_text(query):
     conn = open_db()
     add(conn, "t", ["the puppy chewed the sofa", "secret recipe: cookies"])
@@ -191,10 +229,13 @@ def test_without_purge_the_token_survives(tmp_path):
 
 def _add_dated(conn, thread, items, resource="u1"):
     conn.execute("BEGIN")
-    seqs = [conn.execute(
-        "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
-        (f"{thread}-{i}", thread, resource, "user", body, when, 10),
-    ).lastrowid for i, (body, when) in enumerate(items)]
+    seqs = [
+        conn.execute(
+            "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
+            (f"{thread}-{i}", thread, resource, "user", body, when, 10),
+        ).lastrowid
+        for i, (body, when) in enumerate(items)
+    ]
     fts.index_messages(conn, seqs)
     conn.execute("COMMIT")
     return seqs
@@ -203,8 +244,11 @@ def _add_dated(conn, thread, items, resource="u1"):
 def test_a_date_the_query_names_brings_its_messages_in_even_past_the_candidate_limit():
     conn = open_db()
     march = _add_dated(conn, "march", [("dinner at the new ramen place", "2024-03-14T19:00:00+01:00")])
-    _add_dated(conn, "later", [(f"dinner plans, take {i}", f"2024-{5 + i // 28:02d}-{1 + i % 28:02d}T19:00:00+00:00")
-                               for i in range(120)])
+    _add_dated(
+        conn,
+        "later",
+        [(f"dinner plans, take {i}", f"2024-{5 + i // 28:02d}-{1 + i % 28:02d}T19:00:00+00:00") for i in range(120)],
+    )
     assert fts.seq_window(conn, "u1", "2024-03-01T00:00:00+00:00", "2024-04-01T00:00:00+00:00") == (march[0], march[0])
     assert fts.seq_window(conn, "u1", "2023-01-01T00:00:00+00:00", "2023-02-01T00:00:00+00:00") is None
     assert fts.seq_window(conn, "u2", "2024-03-01T00:00:00+00:00", "2024-04-01T00:00:00+00:00") is None

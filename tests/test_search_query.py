@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from om_mcp.engine.search import parse_query
-from om_mcp.engine.search.hybrid import blend
 from om_mcp.engine.search.expand import related
+from om_mcp.engine.search.hybrid import blend
 from om_mcp.engine.search.query import RELATED_WEIGHT, forms_of, lemmas
 from om_mcp.engine.search.rank import author_of, rank
-from om_mcp.store.search import TermStats as Stats, TextHit as Hit
+from om_mcp.store.search import TermStats as Stats
+from om_mcp.store.search import TextHit as Hit
 
 
 def test_stop_words_and_symbols_are_not_terms():
@@ -83,7 +84,7 @@ def test_weighted_match_drops_absent_forms_and_keeps_rare_ones_within_budget():
 
 
 def test_date_phrases_become_spans_not_words():
-    now = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    now = datetime(2024, 3, 1, tzinfo=UTC)
     query = parse_query("hiking at the lake in May 2023", now)
     assert query.words == ["hiking", "lake"]
     assert len(query.dates) == 1 and query.dates[0].contains(datetime(2023, 5, 20))

@@ -18,9 +18,17 @@ _seq = 0
 def message(role: str, *parts: dict, tokens: int = 10) -> Message:
     global _seq
     _seq += 1
-    return Message(seq=_seq, id=f"m{_seq}", thread_id="t", resource_id="r", role=role,
-                   parts=list(parts) or [{"type": "text", "text": f"{role} {_seq}"}],
-                   created_at="2026-05-20T10:00:00+00:00", metadata={}, tokens=tokens)
+    return Message(
+        seq=_seq,
+        id=f"m{_seq}",
+        thread_id="t",
+        resource_id="r",
+        role=role,
+        parts=list(parts) or [{"type": "text", "text": f"{role} {_seq}"}],
+        created_at="2026-05-20T10:00:00+00:00",
+        metadata={},
+        tokens=tokens,
+    )
 
 
 def call(call_id: str | None, name: str = "search") -> dict:
@@ -85,8 +93,7 @@ def test_several_pending_calls_are_all_dropped():
 
 
 def test_one_answered_and_one_pending_call_in_the_last_message_waits():
-    history = [message("user"), message("tool", result("c1")),
-               message("assistant", call("c1"), call("c2"))]
+    history = [message("user"), message("tool", result("c1")), message("assistant", call("c1"), call("c2"))]
     assert ids(safe_prefix(history)) == ids(history[:2])
 
 

@@ -3,11 +3,11 @@
 import json
 
 import pytest
+from support.backends import location
 
 from om_mcp.config import load_config
 from om_mcp.engine import Memory
 from om_mcp.testing import ScriptedModel
-from support.backends import location
 
 # Every test runs on SQLite and on PostgreSQL (support/backends.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
@@ -34,7 +34,9 @@ async def _observe(config, reply: str) -> tuple[Memory, list]:
         return replies[-1]
 
     memory = await Memory.open(config, db_path=location(), client=ScriptedModel(respond))
-    await memory.append_messages("t", [{"role": "user", "content": "I moved to Porto"}, {"role": "assistant", "content": "Nice"}])
+    await memory.append_messages(
+        "t", [{"role": "user", "content": "I moved to Porto"}, {"role": "assistant", "content": "Nice"}]
+    )
     assert (await memory.observe("t")).ran
     memory.replies = replies  # a test can queue the next reply
     return memory, prompts
@@ -108,10 +110,13 @@ async def test_resource_scope_with_buffering_writes_every_side_effect():
         blocks = re.findall(r'<thread id="([^"]+)">(.*?)</thread>', messages[-1]["content"], re.S)
         sections = "\n".join(
             f'<thread id="{label}">\n* 🔴 (10:00) planning a trip; seen {" ".join(re.findall(r"[ab][0-9]+[ua]", body))}'
-            f"\n<thread-title>Trip {label}</thread-title>\n<mood>eager</mood>\n</thread>" for label, body in blocks
+            f"\n<thread-title>Trip {label}</thread-title>\n<mood>eager</mood>\n</thread>"
+            for label, body in blocks
         )
-        return (f"<observations>\nDate: Jan 1, 2026\n{sections}\n</observations>\n"
-                "<working-memory>\n# About the User\n- Goals: a trip to Porto\n</working-memory>")
+        return (
+            f"<observations>\nDate: Jan 1, 2026\n{sections}\n</observations>\n"
+            "<working-memory>\n# About the User\n- Goals: a trip to Porto\n</working-memory>"
+        )
 
     env = {
         "OM_OBSERVATIONAL_MEMORY__SCOPE": "resource",
@@ -119,7 +124,7 @@ async def test_resource_scope_with_buffering_writes_every_side_effect():
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE": "true",
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY": "true",
         "OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT": '[{"name": "mood", "instructions": "one word",'
-                                                       ' "metadata_key_path": "profile.mood"}]',
+        ' "metadata_key_path": "profile.mood"}]',
         "OM_MODEL": "default",
     }
     config = load_config(env=env)
@@ -128,9 +133,13 @@ async def test_resource_scope_with_buffering_writes_every_side_effect():
     async with memory.running():
         for turn in range(12):
             for thread in ("a", "b"):
-                await memory.append_messages(thread, [
-                    {"id": f"{thread}{turn}u", "role": "user", "content": f"{thread}{turn}u: {words}"},
-                    {"id": f"{thread}{turn}a", "role": "assistant", "content": f"{thread}{turn}a: noted"}])
+                await memory.append_messages(
+                    thread,
+                    [
+                        {"id": f"{thread}{turn}u", "role": "user", "content": f"{thread}{turn}u: {words}"},
+                        {"id": f"{thread}{turn}a", "role": "assistant", "content": f"{thread}{turn}a: noted"},
+                    ],
+                )
                 await memory.get_context(thread)
             await anyio.sleep(0.01)
     try:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from support.processes import clean_env, server_command
+
 from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
-from om_mcp.testing.status_demo import _config_file, fill
-from om_mcp.testing.headless import find_chromium, free_port, run_chromium, wait_for
 from om_mcp.server.http.ui.series import build_series
+from om_mcp.testing.headless import find_chromium, free_port, run_chromium, wait_for
+from om_mcp.testing.status_demo import _config_file, fill
 
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
 
@@ -32,13 +32,18 @@ def site(tmp_path_factory):
     db = folder / "demo.db"
     asyncio.run(fill(db, latency=(0.005, 0.03)))
     config = _config_file(folder)
-    config.write_text(config.read_text() + "[server.auth]\nmode = \"bearer\"\ntokens = [\n"
-                      f'  {{ name = "admin", hash = "{hash_token(ADMIN)}", resources = ["*"] }},\n'
-                      f'  {{ name = "alice", hash = "{hash_token(ALICE)}", resources = ["alice"] }},\n]\n')
+    config.write_text(
+        config.read_text() + '[server.auth]\nmode = "bearer"\ntokens = [\n'
+        f'  {{ name = "admin", hash = "{hash_token(ADMIN)}", resources = ["*"] }},\n'
+        f'  {{ name = "alice", hash = "{hash_token(ALICE)}", resources = ["alice"] }},\n]\n'
+    )
     port = free_port()
     log = open(folder / "server.log", "wb")
-    proc = subprocess.Popen(server_command("--transport", "http", "--port", str(port), "--db", str(db),
-                                           "--config", str(config)), env=clean_env(folder), stderr=log)
+    proc = subprocess.Popen(
+        server_command("--transport", "http", "--port", str(port), "--db", str(db), "--config", str(config)),
+        env=clean_env(folder),
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(f"{url}/ui")
@@ -72,9 +77,16 @@ def test_a_token_sees_only_its_resources(site):
     url, _ = site
     assert [r["id"] for r in get(url, "/api/resources", ALICE).json()] == ["alice"]
     assert [t["id"] for t in get(url, "/api/resources/alice/threads", ALICE).json()] == [
-        "t-lisbon", "t-postgres", "t-sourdough"]
-    for path in ("/api/resources/team-infra/threads", "/api/threads/t-deploy", "/api/threads/t-deploy/series",
-                 "/api/threads/t-deploy/events"):
+        "t-lisbon",
+        "t-postgres",
+        "t-sourdough",
+    ]
+    for path in (
+        "/api/resources/team-infra/threads",
+        "/api/threads/t-deploy",
+        "/api/threads/t-deploy/series",
+        "/api/threads/t-deploy/events",
+    ):
         response = get(url, path, ALICE)
         assert response.status_code == 404 and "unknown" in response.json()["error"], path
     denied = httpx.delete(url + "/api/threads/t-deploy", headers={"Authorization": f"Bearer {ALICE}"})
@@ -96,7 +108,9 @@ def test_a_thread_its_generations_and_series_end_where_the_memory_stands(site):
     assert all(c.cost and c.duration_ms is not None for c in series.cycles if c.kind == "buffering")
     last = series.points[-1]
     assert (last.unobserved_tokens, last.observation_tokens) == (
-        detail.messages_window.tokens, detail.observations_window.tokens)
+        detail.messages_window.tokens,
+        detail.observations_window.tokens,
+    )
     assert len(series.points) == 96 + len(series.cycles)  # one rise per message, one sample per cycle
     times = [p.at for p in series.points]
     assert times == sorted(times)
@@ -129,8 +143,13 @@ class _Dom(HTMLParser):
         self.text.append(data)
 
     def find(self, tag, cls=None, **attrs):
-        return [a for t, a in self.elements if t == tag and (cls is None or cls in a.get("class", "").split())
-                and all(a.get(k.replace("_", "-")) == v for k, v in attrs.items())]
+        return [
+            a
+            for t, a in self.elements
+            if t == tag
+            and (cls is None or cls in a.get("class", "").split())
+            and all(a.get(k.replace("_", "-")) == v for k, v in attrs.items())
+        ]
 
 
 def _chromium():
@@ -150,7 +169,10 @@ def test_the_page_draws_the_plots_and_the_log_in_a_real_browser(site):
     text = " ".join(dom.text)
     assert dom.find("body")[0].get("data-state") == "ready", re.sub(r"\s+", " ", text)[-400:]
     assert [a["data-thread"] for a in dom.find("a") if "data-thread" in a] == [
-        "t-lisbon", "t-postgres", "t-sourdough"]  # alice's token: no team-infra
+        "t-lisbon",
+        "t-postgres",
+        "t-sourdough",
+    ]  # alice's token: no team-infra
     assert dom.find("a", "current", data_thread="t-lisbon")
     series = ThreadSeries.model_validate(get(url, "/api/threads/t-lisbon/series").json())
     for key in ("unobserved_tokens", "observation_tokens"):
@@ -200,50 +222,112 @@ def test_forget_deletes_the_thread_and_its_text(site):
 
 def test_series_places_messages_by_seq_and_resets_to_the_windows():
     windows = {"message_threshold": 1000, "observation_threshold": 500}
-    messages = [(1, "2025-01-01T10:00:00+00:00", 400), (2, "2025-01-01T10:01:00+00:00", 700),
-                (3, "2024-06-01T00:00:00+00:00", 300)]  # appended after the cycle, with an old date
+    messages = [
+        (1, "2025-01-01T10:00:00+00:00", 400),
+        (2, "2025-01-01T10:01:00+00:00", 700),
+        (3, "2024-06-01T00:00:00+00:00", 300),
+    ]  # appended after the cycle, with an old date
     events = [
         {"id": 7, "type": "data-om-observation-start", "created_at": "2025-01-01T10:01:10+00:00"},
-        {"id": 8, "type": "data-om-observation-end", "completed_at": "2025-01-01T10:01:30+00:00",
-         "operation_type": "observation", "duration_ms": 4000, "tokens_observed": 1100, "observation_tokens": 120,
-         "model": "m", "usage": {"cost": 0.002},
-         "windows": {**windows, "unobserved_tokens": 0, "observation_tokens": 120, "seq": 2}},
+        {
+            "id": 8,
+            "type": "data-om-observation-end",
+            "completed_at": "2025-01-01T10:01:30+00:00",
+            "operation_type": "observation",
+            "duration_ms": 4000,
+            "tokens_observed": 1100,
+            "observation_tokens": 120,
+            "model": "m",
+            "usage": {"cost": 0.002},
+            "windows": {**windows, "unobserved_tokens": 0, "observation_tokens": 120, "seq": 2},
+        },
     ]
     series = build_series(events, message_threshold=1, observation_threshold=1, messages=messages)
     assert [(p.unobserved_tokens, p.observation_tokens, p.message_threshold) for p in series.points] == [
-        (400, 0, 1), (1100, 0, 1), (0, 120, 1000), (300, 120, 1000)]
+        (400, 0, 1),
+        (1100, 0, 1),
+        (0, 120, 1000),
+        (300, 120, 1000),
+    ]
     assert series.points[-1].at == "2025-01-01T10:01:30+00:00"  # clamped: the line runs forward
     (cycle,) = series.cycles
     assert (cycle.kind, cycle.duration_ms, cycle.cost, cycle.tokens_in, cycle.tokens_out) == (
-        "observation", 4000, 0.002, 1100, 120)
+        "observation",
+        4000,
+        0.002,
+        1100,
+        120,
+    )
 
 
 def test_series_without_windows_is_rebuilt_from_messages_and_token_deltas():
-    messages = [("2025-01-01T10:00:00+00:00", 400), ("2025-01-01T10:01:00+00:00", 700),
-                ("2025-01-01T10:05:00Z", 300)]
+    messages = [("2025-01-01T10:00:00+00:00", 400), ("2025-01-01T10:01:00+00:00", 700), ("2025-01-01T10:05:00Z", 300)]
     events = [
-        {"type": "data-om-buffering-end", "created_at": "2025-01-01T10:01:30+00:00", "tokens_buffered": 1100,
-         "buffered_tokens": 90, "duration_ms": 2500},
-        {"type": "data-om-activation", "activated_at": "2025-01-01T10:02:00+00:00", "tokens_activated": 1100,
-         "observation_tokens": 90},
-        {"type": "data-om-observation-failed", "failed_at": "2025-01-01T10:03:00+00:00", "duration_ms": 100,
-         "tokens_attempted": 10, "error": "timeout"},
-        {"type": "data-om-observation-end", "completed_at": "2025-01-01T10:06:00+00:00", "operation_type": "reflection",
-         "tokens_observed": 90, "observation_tokens": 40, "duration_ms": 9000},
+        {
+            "type": "data-om-buffering-end",
+            "created_at": "2025-01-01T10:01:30+00:00",
+            "tokens_buffered": 1100,
+            "buffered_tokens": 90,
+            "duration_ms": 2500,
+        },
+        {
+            "type": "data-om-activation",
+            "activated_at": "2025-01-01T10:02:00+00:00",
+            "tokens_activated": 1100,
+            "observation_tokens": 90,
+        },
+        {
+            "type": "data-om-observation-failed",
+            "failed_at": "2025-01-01T10:03:00+00:00",
+            "duration_ms": 100,
+            "tokens_attempted": 10,
+            "error": "timeout",
+        },
+        {
+            "type": "data-om-observation-end",
+            "completed_at": "2025-01-01T10:06:00+00:00",
+            "operation_type": "reflection",
+            "tokens_observed": 90,
+            "observation_tokens": 40,
+            "duration_ms": 9000,
+        },
     ]
     series = build_series(events, message_threshold=1000, observation_threshold=80, messages=messages)
     assert [(p.unobserved_tokens, p.observation_tokens) for p in series.points] == [
-        (400, 0), (1100, 0), (1100, 0), (0, 90), (0, 90), (300, 90), (300, 40)]
+        (400, 0),
+        (1100, 0),
+        (1100, 0),
+        (0, 90),
+        (0, 90),
+        (300, 90),
+        (300, 40),
+    ]
     assert [(c.kind, c.ok) for c in series.cycles] == [
-        ("buffering", True), ("activation", True), ("observation", False), ("reflection", True)]
+        ("buffering", True),
+        ("activation", True),
+        ("observation", False),
+        ("reflection", True),
+    ]
 
 
 def test_a_long_series_is_thinned_but_keeps_every_cycle():
     messages = [(n, f"2025-01-01T10:{n // 60:02d}:{n % 60:02d}+00:00", 10) for n in range(1, 3001)]
-    events = [{"id": k, "type": "data-om-activation", "activated_at": f"2025-01-01T10:{k * 5:02d}:30+00:00",
-               "tokens_activated": 10, "windows": {"unobserved_tokens": 0, "observation_tokens": k,
-                                                   "message_threshold": 100, "observation_threshold": 50,
-                                                   "seq": k * 300}} for k in range(1, 10)]
+    events = [
+        {
+            "id": k,
+            "type": "data-om-activation",
+            "activated_at": f"2025-01-01T10:{k * 5:02d}:30+00:00",
+            "tokens_activated": 10,
+            "windows": {
+                "unobserved_tokens": 0,
+                "observation_tokens": k,
+                "message_threshold": 100,
+                "observation_threshold": 50,
+                "seq": k * 300,
+            },
+        }
+        for k in range(1, 10)
+    ]
     series = build_series(events, message_threshold=100, observation_threshold=50, messages=messages, max_points=500)
     assert 400 <= len(series.points) <= 520 and len(series.cycles) == 9
     assert [p.observation_tokens for p in series.points if p.unobserved_tokens == 0] == list(range(1, 10))
@@ -259,9 +343,19 @@ def test_the_page_never_opens_the_mcp_endpoint_to_anonymous_callers(tmp_path):
     from om_mcp.server.http import build_http_app
 
     for path, anonymous_root in (("/", 401), ("/mcp", 200)):
-        config = Config.model_validate({"db_path": str(tmp_path / "x.db"), "server": {
-            "transport": "http", "path": path, "auth": {"mode": "bearer", "tokens": [
-                {"name": "a", "hash": hash_token(ADMIN), "resources": ["*"]}]}}})
+        config = Config.model_validate(
+            {
+                "db_path": str(tmp_path / "x.db"),
+                "server": {
+                    "transport": "http",
+                    "path": path,
+                    "auth": {
+                        "mode": "bearer",
+                        "tokens": [{"name": "a", "hash": hash_token(ADMIN), "resources": ["*"]}],
+                    },
+                },
+            }
+        )
         client = TestClient(build_http_app(build_server(config), config))
         assert client.get("/", headers={"Host": "127.0.0.1"}).status_code == anonymous_root
         assert client.get("/ui", headers={"Host": "127.0.0.1"}).status_code == 200

@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from support.processes import PYTHON, REPO, clean_env
+
 from om_mcp.server.stdio import TooLong, parse_line, serve_stdio, split_lines
 
 SURROGATE = '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"\\ud800"}}'
@@ -22,7 +22,9 @@ GARBAGE = "this is not json {"
 BATCH = '[{"jsonrpc":"2.0","id":4,"method":"ping"}]'
 BAD_METHOD = '{"jsonrpc":"2.0","id":"five","method":5}'
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 
@@ -55,8 +57,12 @@ class Pipe:
 
 def spawn(tmp_path) -> subprocess.Popen:
     return subprocess.Popen(
-        [PYTHON, "-m", "om_mcp", "serve", "--db", str(tmp_path / "om.db")], env=clean_env(tmp_path), cwd=REPO,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [PYTHON, "-m", "om_mcp", "serve", "--db", str(tmp_path / "om.db")],
+        env=clean_env(tmp_path),
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -113,9 +119,15 @@ async def test_serving_answers_bad_lines_and_goes_on(make_server):
     server = make_server()
     to_server_r, to_server_w = os.pipe()
     from_server_r, from_server_w = os.pipe()
-    lines = [json.dumps(INIT), SURROGATE, DEEP, "x" * 5000, GARBAGE,
-             json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-             json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})]
+    lines = [
+        json.dumps(INIT),
+        SURROGATE,
+        DEEP,
+        "x" * 5000,
+        GARBAGE,
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+    ]
     os.write(to_server_w, "\n".join(lines).encode() + b"\n")
     answers: list[dict[str, Any]] = []
 
@@ -128,8 +140,9 @@ async def test_serving_answers_bad_lines_and_goes_on(make_server):
 
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
-            group.start_soon(lambda: serve_stdio(server, read_fd=to_server_r, write_fd=from_server_w,
-                                                 max_line_bytes=4096))
+            group.start_soon(
+                lambda: serve_stdio(server, read_fd=to_server_r, write_fd=from_server_w, max_line_bytes=4096)
+            )
             await anyio.to_thread.run_sync(read_until_listed)
             os.close(to_server_w)  # end of input ends the server
     for fd in (to_server_r, from_server_w):
@@ -178,9 +191,18 @@ def test_ctrl_c_stops_the_server_at_once_without_a_traceback(tmp_path, busy):
         send(process, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
         assert pipe.message()["id"] == 2  # serving, and waiting on input
         if busy:  # a request still in flight when the signal comes
-            send(process, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                           "params": {"name": "append_messages",
-                                      "arguments": {"thread_id": "t", "messages": [{"role": "user", "content": "x"}]}}})
+            send(
+                process,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "append_messages",
+                        "arguments": {"thread_id": "t", "messages": [{"role": "user", "content": "x"}]},
+                    },
+                },
+            )
         process.send_signal(signal.SIGINT)
         process.wait(timeout=10)  # it used to ignore two Ctrl-C presses for over 20 s
     finally:
@@ -197,7 +219,11 @@ def test_ctrl_c_stops_the_server_at_once_without_a_traceback(tmp_path, busy):
 def test_a_failure_to_start_is_one_line_without_a_traceback(tmp_path):
     result = subprocess.run(
         [PYTHON, "-m", "om_mcp", "serve", "--db", str(tmp_path)],  # a directory, not a database file
-        env=clean_env(tmp_path), cwd=REPO, input=json.dumps(INIT) + "\n", capture_output=True, text=True,
+        env=clean_env(tmp_path),
+        cwd=REPO,
+        input=json.dumps(INIT) + "\n",
+        capture_output=True,
+        text=True,
         timeout=60,
     )
     # Refused before the transport opens: its own exit code, one line that says what to do.

@@ -3,7 +3,7 @@ and the idle / model-change triggers of activation."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,17 +15,37 @@ from om_mcp.store.rows import Chunk, Thread
 
 def limits(**changes) -> Limits:
     """The defaults: 30k message tokens, 40k observation tokens, buffering at 0.2 with block_after 1.2."""
-    values = dict(message_tokens=30_000, observation_tokens=40_000, buffer_tokens=6_000, buffer_activation=0.8,
-                  block_after=36_000, reflection_buffer_at=20_000, reflection_block_after=48_000)
+    values = dict(
+        message_tokens=30_000,
+        observation_tokens=40_000,
+        buffer_tokens=6_000,
+        buffer_activation=0.8,
+        block_after=36_000,
+        reflection_buffer_at=20_000,
+        reflection_block_after=48_000,
+    )
     values.update(changes)
     return Limits(**values)
 
 
 def chunks(*sizes: int) -> list[Chunk]:
     return [
-        Chunk(id=f"c{i}", cycle_id=f"cy{i}", thread_id="t", first_seq=i, last_seq=i, first_message_id=f"m{i}",
-              last_message_id=f"m{i}", message_count=1, message_tokens=size, text=f"* chunk {i}", tokens=10,
-              hints={}, last_message_at=None, created_at="2026-05-20T10:00:00+00:00")
+        Chunk(
+            id=f"c{i}",
+            cycle_id=f"cy{i}",
+            thread_id="t",
+            first_seq=i,
+            last_seq=i,
+            first_message_id=f"m{i}",
+            last_message_id=f"m{i}",
+            message_count=1,
+            message_tokens=size,
+            text=f"* chunk {i}",
+            tokens=10,
+            hints={},
+            last_message_at=None,
+            created_at="2026-05-20T10:00:00+00:00",
+        )
         for i, size in enumerate(sizes)
     ]
 
@@ -217,12 +237,22 @@ def test_idle_ms():
         idle_ms("soonish", None)
 
 
-def thread(assistant_ago: timedelta | None = None, last_model: str | None = None,
-           previous_model: str | None = None) -> Thread:
-    at = (datetime.now(timezone.utc) - assistant_ago).isoformat() if assistant_ago is not None else None
-    return Thread(id="t", resource_id="r", title=None, title_pinned=False, metadata={},
-                  created_at="2026-05-20T10:00:00+00:00", updated_at="2026-05-20T10:00:00+00:00",
-                  last_assistant_at=at, last_model=last_model, previous_model=previous_model)
+def thread(
+    assistant_ago: timedelta | None = None, last_model: str | None = None, previous_model: str | None = None
+) -> Thread:
+    at = (datetime.now(UTC) - assistant_ago).isoformat() if assistant_ago is not None else None
+    return Thread(
+        id="t",
+        resource_id="r",
+        title=None,
+        title_pinned=False,
+        metadata={},
+        created_at="2026-05-20T10:00:00+00:00",
+        updated_at="2026-05-20T10:00:00+00:00",
+        last_assistant_at=at,
+        last_model=last_model,
+        previous_model=previous_model,
+    )
 
 
 def test_trigger_after_idle():

@@ -42,10 +42,7 @@ def encoding():
     fields = read_file(str(path)).split()
     ranks = {base64.b64decode(t): int(r) for t, r in zip(fields[0::2], fields[1::2])}
     return tiktoken.Encoding(
-        "o200k_base",
-        pat_str=tokens._O200K_PATTERN,
-        mergeable_ranks=ranks,
-        special_tokens=tokens._O200K_SPECIAL,
+        "o200k_base", pat_str=tokens._O200K_PATTERN, mergeable_ranks=ranks, special_tokens=tokens._O200K_SPECIAL
     )
 
 

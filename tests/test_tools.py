@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.backends import on_postgres, postgres_text
+from support.engine import role_of, text_of
+from support.mcp import call, connect, fail, ok, read_json
 
 from om_mcp.config.working_memory import DEFAULT_TEMPLATE
 from om_mcp.engine import Memory
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
-from support.backends import on_postgres, postgres_text
-from support.engine import role_of, text_of
-from support.mcp import call, connect, fail, ok, read_json
 
 # Every test runs on SQLite and on PostgreSQL (support/backends.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
@@ -30,8 +30,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 
 TOOLS = {
-    "append_messages", "get_context", "recall", "observe", "reflect", "get_working_memory", "update_working_memory",
-    "update_thread", "delete_thread",
+    "append_messages",
+    "get_context",
+    "recall",
+    "observe",
+    "reflect",
+    "get_working_memory",
+    "update_working_memory",
+    "update_thread",
+    "delete_thread",
 }
 
 PROFILE_SCHEMA = {
@@ -55,29 +62,36 @@ def msg(id: str, content: Any, role: str = "user", **extra: Any) -> dict:
 HEADER = re.compile(r"^\*\*(?P<role>\w+) \((?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ)\)\*\* \[(?P<id>[^\]\n]+)\]:$", re.M)
 HINT = re.compile(r"\((?:more|next): recall ([^)\n]*)\)\s*$")
 ARG = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|-?\d+)')
-SEARCH_LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+), (?P<date>\d{4}-\d\d-\d\d), thread (?P<thread>\S+): "
-                         r"(?P<snippet>.*)$", re.M)
-THREAD_LINE = re.compile(r"^- (?P<title>.*) \[(?P<id>[^\]]+)\](?P<current> ← current)?: (?P<count>\d+) messages,"
-                         r" updated (?P<updated>.+)$", re.M)
+SEARCH_LINE = re.compile(
+    r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+), (?P<date>\d{4}-\d\d-\d\d), thread (?P<thread>\S+): "
+    r"(?P<snippet>.*)$",
+    re.M,
+)
+THREAD_LINE = re.compile(
+    r"^- (?P<title>.*) \[(?P<id>[^\]]+)\](?P<current> ← current)?: (?P<count>\d+) messages,"
+    r" updated (?P<updated>.+)$",
+    re.M,
+)
 
 
 def messages_of(text: str) -> list[dict[str, Any]]:
     """The messages a recall text shows: role, UTC stamp, id and its parts ("[pN] ..." lines;
     a part's own line breaks continue it)."""
     hint = HINT.search(text)
-    text = text[:hint.start()] if hint else text
+    text = text[: hint.start()] if hint else text
     headers = list(HEADER.finditer(text))
     out = []
     for index, header in enumerate(headers):
         end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
         parts: list[str] = []
-        for line in text[header.end():end].strip("\n").split("\n"):
+        for line in text[header.end() : end].strip("\n").split("\n"):
             if line.startswith("  [p"):
                 parts.append(line[2:])
             elif parts:
                 parts[-1] += "\n" + line
-        out.append({"role": header["role"], "at": header["at"], "id": header["id"],
-                    "parts": [p.rstrip("\n") for p in parts]})
+        out.append(
+            {"role": header["role"], "at": header["at"], "id": header["id"], "parts": [p.rstrip("\n") for p in parts]}
+        )
     return out
 
 
@@ -153,8 +167,10 @@ def echo_model() -> ScriptedModel:
         out = []
         for label, section in sections:
             words = " ".join(dict.fromkeys(SECRET.findall(section))) or "nothing"
-            out.append(f'<thread id="{label}">\nDate: Mar 2, 2026\n* 🔴 (10:00) heard {words}\n'
-                       f"<current-task>follow up on {words}</current-task>\n</thread>")
+            out.append(
+                f'<thread id="{label}">\nDate: Mar 2, 2026\n* 🔴 (10:00) heard {words}\n'
+                f"<current-task>follow up on {words}</current-task>\n</thread>"
+            )
         return "<observations>\n" + "\n".join(out) + "\n</observations>"
 
     return ScriptedModel(reply)
@@ -217,12 +233,23 @@ async def test_tools_are_listed_with_annotations_and_no_output_schema(server, mo
 @ERAS
 async def test_append_then_get_context(server, mode):
     async with connect(server, mode) as client:
-        out = await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("m1", "I live in Lisbon and work as a baker.", created_at="2024-05-01T10:00:00+00:00"),
-            msg("m2", [{"type": "text", "text": "Nice, noted."},
-                       {"type": "tool-call", "tool_name": "save", "args": {"k": "v"}}], role="assistant",
-                created_at="2024-05-01T10:00:05+00:00"),
-        ])
+        out = await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg("m1", "I live in Lisbon and work as a baker.", created_at="2024-05-01T10:00:00+00:00"),
+                msg(
+                    "m2",
+                    [
+                        {"type": "text", "text": "Nice, noted."},
+                        {"type": "tool-call", "tool_name": "save", "args": {"k": "v"}},
+                    ],
+                    role="assistant",
+                    created_at="2024-05-01T10:00:05+00:00",
+                ),
+            ],
+        )
         assert counts(out) == (2, 0)
 
         context = await ok(client, "get_context", thread_id="t1")
@@ -234,15 +261,22 @@ async def test_append_then_get_context(server, mode):
         assert (first["id"], first["role"], first["content"]) == ("m1", "user", "I live in Lisbon and work as a baker.")
         assert first["at"].startswith("2024-05-01T10:00:00")  # to the second
         assert second["role"] == "assistant" and second["at"].startswith("2024-05-01T10:00:05")
-        assert second["content"] == [{"type": "text", "text": "Nice, noted."},
-                                     {"type": "tool-call", "tool_name": "save", "args": {"k": "v"}}]
+        assert second["content"] == [
+            {"type": "text", "text": "Nice, noted."},
+            {"type": "tool-call", "tool_name": "save", "args": {"k": "v"}},
+        ]
         # working memory appears once, inside its tags
         system = context["system_text"]
         assert system.count("<working-memory>") == 1 and system.count("</working-memory>") == 1
         assert system.count("- First name:") == 1
 
-        more = await ok(client, "append_messages", thread_id="t1", messages=[msg("m3", "And I bake sourdough.")],
-                        include_status=True)
+        more = await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m3", "And I bake sourdough.")],
+            include_status=True,
+        )
         assert more["stored"] == 1
         assert more["status"]["unobserved_tokens"] > 0 and more["status"]["threshold"] > 0
         assert "observation is off" in more["status"]["reason"]
@@ -267,13 +301,24 @@ async def test_compact_turn_form(server, mode):
         assert await append(client, thread_id="t1", user="And 3+3?") == (1, 0)
         assert await append(client, thread_id="t1", assistant="6.") == (1, 0)
         # messages=[...] come first, then user, then assistant
-        out = await ok(client, "append_messages", thread_id="t1", messages=[msg("tool", "lookup", role="tool")],
-                       user="thanks", assistant="welcome")
+        out = await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("tool", "lookup", role="tool")],
+            user="thanks",
+            assistant="welcome",
+        )
         assert counts(out) == (3, 0)
         context = await ok(client, "get_context", thread_id="t1")
     assert [(m["role"], m["content"]) for m in context["messages"]] == [
-        ("user", "What is 2+2?"), ("assistant", "4."), ("user", "And 3+3?"), ("assistant", "6."),
-        ("tool", "lookup"), ("user", "thanks"), ("assistant", "welcome"),
+        ("user", "What is 2+2?"),
+        ("assistant", "4."),
+        ("user", "And 3+3?"),
+        ("assistant", "6."),
+        ("tool", "lookup"),
+        ("user", "thanks"),
+        ("assistant", "welcome"),
     ]
     assert all(m["id"] for m in context["messages"])
 
@@ -343,34 +388,50 @@ async def test_repeated_words_in_later_turns_are_new_messages(server):
         assert await append(client, thread_id="t1", user="yes", assistant="Done.") == (2, 0)
         assert await append(client, thread_id="t1", user="yes", assistant="Done.") == (0, 2)  # the re-send
         # a host that re-sends the whole conversation plus the new turn stores only the new turn
-        whole = [{"role": "user", "content": "rename it too"}, {"role": "assistant", "content": "Done."},
-                 {"role": "user", "content": "yes"}, {"role": "assistant", "content": "Done."},
-                 {"role": "user", "content": "thanks"}]
+        whole = [
+            {"role": "user", "content": "rename it too"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "yes"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "thanks"},
+        ]
         assert await append(client, thread_id="t1", messages=whole) == (1, 4)
         context = await ok(client, "get_context", thread_id="t1")
     assert [m["content"] for m in context["messages"]] == [
-        "yes", "Done.", "rename it too", "Done.", "yes", "Done.", "thanks"]
+        "yes",
+        "Done.",
+        "rename it too",
+        "Done.",
+        "yes",
+        "Done.",
+        "thanks",
+    ]
     assert len({m["id"] for m in context["messages"]}) == 7
 
 
 async def test_missing_timestamp_is_now_in_utc(server):
-    before = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
+    before = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=5)
     async with connect(server) as client:
         await ok(client, "append_messages", thread_id="t1", user="no time here")
         messages = await read_json(client, "om://threads/t1/messages")
     stamp = datetime.fromisoformat(messages[0]["created_at"])
     assert stamp.utcoffset() == timedelta(0)
-    assert before <= stamp <= datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert before <= stamp <= datetime.now(UTC) + timedelta(seconds=5)
 
 
 @ERAS
 async def test_time_zone_is_kept(server, mode):
     stamps = ["2024-05-01T10:00:00+02:00", "2024-05-01T05:00:00-04:00"]  # 08:00Z, then 09:00Z
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("m1", "morning in Berlin", created_at=stamps[0]),
-            msg("m2", "early in New York", created_at=stamps[1]),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg("m1", "morning in Berlin", created_at=stamps[0]),
+                msg("m2", "early in New York", created_at=stamps[1]),
+            ],
+        )
         stored = await read_json(client, "om://threads/t1/messages")
         page = await call(client, "recall", thread_id="t1")
     assert [m["created_at"] for m in stored] == stamps
@@ -381,9 +442,15 @@ async def test_time_zone_is_kept(server, mode):
 async def test_context_times_name_their_instant(server):
     stamps = ["2024-05-01T10:00:00+02:00", "2024-05-01T05:00:00-04:00"]
     async with connect(server) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("m1", "morning in Berlin", created_at=stamps[0]), msg("m2", "early in New York", created_at=stamps[1]),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg("m1", "morning in Berlin", created_at=stamps[0]),
+                msg("m2", "early in New York", created_at=stamps[1]),
+            ],
+        )
         context = await ok(client, "get_context", thread_id="t1")
     shown = [datetime.fromisoformat(m["at"].replace("Z", "+00:00")) for m in context["messages"]]
     assert all(s.tzinfo is not None for s in shown)
@@ -424,11 +491,19 @@ async def test_invalid_messages_are_rejected_and_nothing_is_written(make_server,
 
 async def test_a_bad_part_error_names_the_part_field(server):
     async with connect(server) as client:
-        text = await fail(client, "append_messages", thread_id="t1",
-                          messages=[msg("m1", [{"type": "tool-call", "args": {}}], role="assistant")])
+        text = await fail(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", [{"type": "tool-call", "args": {}}], role="assistant")],
+        )
         one_line_naming(text, "tool_name")
-        text = await fail(client, "append_messages", thread_id="t1",
-                          messages=[msg("m1", [{"type": "text", "text": "a", "colour": "red"}])])
+        text = await fail(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", [{"type": "text", "text": "a", "colour": "red"}])],
+        )
         one_line_naming(text, "colour")
 
 
@@ -436,9 +511,12 @@ async def test_a_bad_part_error_names_the_part_field(server):
 async def test_duplicate_id_with_other_content_leaves_batch_unwritten(server, mode):
     async with connect(server, mode) as client:
         await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "original")])
-        text = await fail(client, "append_messages", thread_id="t1", messages=[
-            msg("m2", "new one"), msg("m1", "rewritten"), msg("m3", "another new one"),
-        ])
+        text = await fail(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m2", "new one"), msg("m1", "rewritten"), msg("m3", "another new one")],
+        )
         one_line_naming(text, "messages[1]", "'m1'")
         text = await fail(client, "append_messages", thread_id="t1", messages=[msg("x", "one"), msg("x", "two")])
         one_line_naming(text, "messages[1]", "'x'")
@@ -456,8 +534,13 @@ async def test_duplicate_id_with_other_content_leaves_batch_unwritten(server, mo
 async def test_thread_belongs_to_one_resource(server, mode):
     async with connect(server, mode) as client:
         await ok(client, "append_messages", thread_id="t1", resource_id="alice", messages=[msg("m1", "hi")])
-        for tool, arguments in [("append_messages", {"user": "hi"}), ("get_context", {}), ("recall", {}),
-                                ("get_working_memory", {}), ("update_working_memory", {"memory": FILLED})]:
+        for tool, arguments in [
+            ("append_messages", {"user": "hi"}),
+            ("get_context", {}),
+            ("recall", {}),
+            ("get_working_memory", {}),
+            ("update_working_memory", {"memory": FILLED}),
+        ]:
             text = await fail(client, tool, thread_id="t1", resource_id="bob", **arguments)
             one_line_naming(text, "resource_id", "alice", "bob")
         # without a resource id the thread's own resource is used
@@ -527,8 +610,9 @@ async def test_argument_bounds_are_enforced(server):
 @ERAS
 async def test_recall_pages_from_cursor_and_anchor(server, mode):
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1",
-                 messages=[msg(f"m{i}", f"message number {i}") for i in range(10)])
+        await ok(
+            client, "append_messages", thread_id="t1", messages=[msg(f"m{i}", f"message number {i}") for i in range(10)]
+        )
 
         first = await call(client, "recall", thread_id="t1", limit=3)
         assert ids(first) == ["m0", "m1", "m2"]
@@ -591,10 +675,17 @@ async def test_low_detail_clips_and_high_detail_continues(server, mode):
     lines = [" ".join(f"w{row:03d}.{col}" for col in range(12)) for row in range(400)]
     words = "\n".join(lines)  # 35,599 characters over 400 lines, one part
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("long", [{"type": "text", "text": words}, {"type": "text", "text": "second part"}], role="assistant"),
-            msg("after", "short"),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg(
+                    "long", [{"type": "text", "text": words}, {"type": "text", "text": "second part"}], role="assistant"
+                ),
+                msg("after", "short"),
+            ],
+        )
 
         low = await call(client, "recall", thread_id="t1")
         long, after = messages_of(low)
@@ -611,7 +702,7 @@ async def test_low_detail_clips_and_high_detail_continues(server, mode):
             assert shown["id"] == "long"
             start = high.index("\n  [p0") + 3
             body_start = high.index("] ", start) + 2
-            pieces.append(high[body_start:high.rindex("\n\n(next: recall ")])
+            pieces.append(high[body_start : high.rindex("\n\n(next: recall ")])
             args = hint_of(high)
             if args.get("part_index") != 0:
                 break
@@ -635,17 +726,47 @@ async def test_low_detail_clips_and_high_detail_continues(server, mode):
 @ERAS
 async def test_recall_filters_by_part_type_and_tool_name(server, mode):
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("u1", "find me flights to Oslo"),
-            msg("c1", [{"type": "text", "text": "Searching."},
-                       {"type": "tool-call", "tool_name": "search_web", "args": {"q": "Oslo flights"},
-                        "tool_call_id": "call1"}], role="assistant"),
-            msg("r1", [{"type": "tool-result", "tool_name": "search_web", "result": {"hits": 3},
-                        "tool_call_id": "call1"}], role="tool"),
-            msg("c2", [{"type": "tool-call", "tool_name": "calculator", "args": {"expr": "2+2"}}], role="assistant"),
-            msg("a1", [{"type": "reasoning", "text": "cheapest is Tuesday"}, {"type": "text", "text": "Tuesday."}],
-                role="assistant"),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg("u1", "find me flights to Oslo"),
+                msg(
+                    "c1",
+                    [
+                        {"type": "text", "text": "Searching."},
+                        {
+                            "type": "tool-call",
+                            "tool_name": "search_web",
+                            "args": {"q": "Oslo flights"},
+                            "tool_call_id": "call1",
+                        },
+                    ],
+                    role="assistant",
+                ),
+                msg(
+                    "r1",
+                    [
+                        {
+                            "type": "tool-result",
+                            "tool_name": "search_web",
+                            "result": {"hits": 3},
+                            "tool_call_id": "call1",
+                        }
+                    ],
+                    role="tool",
+                ),
+                msg(
+                    "c2", [{"type": "tool-call", "tool_name": "calculator", "args": {"expr": "2+2"}}], role="assistant"
+                ),
+                msg(
+                    "a1",
+                    [{"type": "reasoning", "text": "cheapest is Tuesday"}, {"type": "text", "text": "Tuesday."}],
+                    role="assistant",
+                ),
+            ],
+        )
         calls = messages_of(await call(client, "recall", thread_id="t1", part_type="tool-call"))
         assert [m["id"] for m in calls] == ["c1", "c2"]
         assert len(calls[0]["parts"]) == 1  # only the matching part, with its own index
@@ -653,7 +774,9 @@ async def test_recall_filters_by_part_type_and_tool_name(server, mode):
         assert "Oslo flights" in calls[0]["parts"][0]
 
         assert ids(await call(client, "recall", thread_id="t1", tool_name="search_web")) == ["c1", "r1"]
-        assert ids(await call(client, "recall", thread_id="t1", part_type="tool-call", tool_name="calculator")) == ["c2"]
+        assert ids(await call(client, "recall", thread_id="t1", part_type="tool-call", tool_name="calculator")) == [
+            "c2"
+        ]
         reasoning = messages_of(await call(client, "recall", thread_id="t1", part_type="reasoning"))
         assert [m["id"] for m in reasoning] == ["a1"]
         assert reasoning[0]["parts"] == ["[p0] cheapest is Tuesday"]
@@ -674,10 +797,21 @@ async def test_threads_listing(server, mode):
     async with connect(server, mode) as client:
         for name in ("old", "mid", "new"):
             await ok(client, "append_messages", thread_id=name, resource_id="r", messages=[msg(f"{name}-1", name)])
-        await ok(client, "append_messages", thread_id="mid", messages=[msg("mid-2", "more")],
-                 thread_metadata={"title": "ignored: the thread exists"})
-        await ok(client, "append_messages", thread_id="titled", resource_id="r", messages=[msg("t-1", "x")],
-                 thread_metadata={"title": "Trip to Oslo"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="mid",
+            messages=[msg("mid-2", "more")],
+            thread_metadata={"title": "ignored: the thread exists"},
+        )
+        await ok(
+            client,
+            "append_messages",
+            thread_id="titled",
+            resource_id="r",
+            messages=[msg("t-1", "x")],
+            thread_metadata={"title": "Trip to Oslo"},
+        )
         await ok(client, "append_messages", thread_id="elsewhere", resource_id="other", messages=[msg("e", "e")])
 
         listing = thread_lines(await call(client, "recall", thread_id="mid", mode="threads"))
@@ -693,7 +827,7 @@ async def test_threads_listing(server, mode):
         assert [t["id"] for t in after] == ["titled", "new"]
         before = thread_lines(await call(client, "recall", thread_id="mid", mode="threads", before=created["mid"]))
         assert [t["id"] for t in before] == ["old"]
-        future = (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat()
+        future = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
         assert len(thread_lines(await call(client, "recall", thread_id="mid", mode="threads", before=future))) == 4
         assert await call(client, "recall", thread_id="mid", mode="threads", after=future) == "No threads."
 
@@ -713,15 +847,28 @@ async def test_threads_listing(server, mode):
 @ERAS
 async def test_search_ranks_the_more_relevant_message_first(server, mode):
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("weak", "The database was slow yesterday, and lunch was late as well today.",
-                created_at="2024-05-01T10:00:00+00:00"),
-            msg("noise", "We talked about the weather and a walk in the park."),
-            msg("strong", "The database migration failed: the migration script hit a database lock."),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg(
+                    "weak",
+                    "The database was slow yesterday, and lunch was late as well today.",
+                    created_at="2024-05-01T10:00:00+00:00",
+                ),
+                msg("noise", "We talked about the weather and a walk in the park."),
+                msg("strong", "The database migration failed: the migration script hit a database lock."),
+            ],
+        )
         await ok(client, "append_messages", thread_id="t2", messages=[msg("other", "unrelated gardening notes")])
-        await ok(client, "append_messages", thread_id="x", resource_id="someone-else",
-                 messages=[msg("foreign", "database migration database migration")])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="x",
+            resource_id="someone-else",
+            messages=[msg("foreign", "database migration database migration")],
+        )
 
         found = await call(client, "recall", thread_id="t2", mode="search", query="database migration")
         hits = search_hits(found)
@@ -738,8 +885,10 @@ async def test_search_ranks_the_more_relevant_message_first(server, mode):
         assert search_hits(scoped) == [] and scoped.startswith("No matches")
         scoped = await call(client, "recall", thread_id="t1", mode="search", query="database", scope="thread")
         assert {"strong", "weak"} <= {h["id"] for h in search_hits(scoped)} <= {"strong", "weak", "noise"}
-        assert [h["id"] for h in search_hits(
-            await call(client, "recall", thread_id="t1", mode="search", query="database", limit=1))] == ["strong"]
+        assert [
+            h["id"]
+            for h in search_hits(await call(client, "recall", thread_id="t1", mode="search", query="database", limit=1))
+        ] == ["strong"]
 
         # the footer's advice leads to recall around the match, from another thread
         around = await call(client, "recall", thread_id="t2", cursor="strong", page=-1)
@@ -748,17 +897,49 @@ async def test_search_ranks_the_more_relevant_message_first(server, mode):
 
 @ERAS
 async def test_search_accepts_any_query(server, mode):
-    awkward = ['"', '""', "AND OR NOT", "NEAR(", "NEAR(a b", "col:x", "body:", "*", "-", "^", "(", ")",
-               "a OR", "🙂🎉", "the and of to", "'", "'); DROP TABLE messages; --", "\x00", "∑∫≈", "prev1:x",
-               "{body}", "a" * 2000]
+    awkward = [
+        '"',
+        '""',
+        "AND OR NOT",
+        "NEAR(",
+        "NEAR(a b",
+        "col:x",
+        "body:",
+        "*",
+        "-",
+        "^",
+        "(",
+        ")",
+        "a OR",
+        "🙂🎉",
+        "the and of to",
+        "'",
+        "'); DROP TABLE messages; --",
+        "\x00",
+        "∑∫≈",
+        "prev1:x",
+        "{body}",
+        "a" * 2000,
+    ]
     async with connect(server, mode) as client:
         await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "The database migration failed")])
         for query in awkward:
             text = await call(client, "recall", thread_id="t1", mode="search", query=query)
             assert search_hits(text) == [], query
             assert text.startswith(("No matches", "The query has no searchable words")), (query, text)
-        for query in ['database"', "body:database", "database*", "NEAR(database", "(migration)", "-database",
-                      "DATABASE", "databases", "prev1:database", "database AND", "migrations OR nothing"]:
+        for query in [
+            'database"',
+            "body:database",
+            "database*",
+            "NEAR(database",
+            "(migration)",
+            "-database",
+            "DATABASE",
+            "databases",
+            "prev1:database",
+            "database AND",
+            "migrations OR nothing",
+        ]:
             text = await call(client, "recall", thread_id="t1", mode="search", query=query)
             assert [h["id"] for h in search_hits(text)] == ["m1"], query
         stop_words = await call(client, "recall", thread_id="t1", mode="search", query="the and of to")
@@ -773,8 +954,12 @@ async def test_search_accepts_any_query(server, mode):
 async def long_thread(client, count: int = 40) -> None:
     sentence = "Deployment notes for the quarterly release of the billing service, kept for reference. "
     for start in range(0, count, 10):
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg(f"m{n}", f"{sentence * 6} item {n}", role="assistant") for n in range(start, start + 10)])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg(f"m{n}", f"{sentence * 6} item {n}", role="assistant") for n in range(start, start + 10)],
+        )
 
 
 async def test_outputs_respect_the_token_budget(make_server):
@@ -830,8 +1015,13 @@ async def test_recall_max_tokens_is_a_hard_bound(make_server):
         for n in range(12):
             await ok(client, "append_messages", thread_id=f"other-{n}", user=f"billing question {n}")
         for max_tokens in (200, 350, 800, 5000):
-            for arguments in [{}, {"anchor": "end"}, {"cursor": "m7", "limit": 50}, {"cursor": "m30", "page": -1},
-                              {"mode": "search", "query": "billing deployment", "limit": 50}]:
+            for arguments in [
+                {},
+                {"anchor": "end"},
+                {"cursor": "m7", "limit": 50},
+                {"cursor": "m30", "page": -1},
+                {"mode": "search", "query": "billing deployment", "limit": 50},
+            ]:
                 text = await call(client, "recall", thread_id="t1", max_tokens=max_tokens, **arguments)
                 # max_tokens above the server's budget is held to the server's budget
                 assert counter.count_text(text) <= min(max_tokens, 2000), (max_tokens, arguments)
@@ -842,8 +1032,13 @@ async def test_recall_max_tokens_bounds_the_threads_listing(server):
     counter = get_token_counter()
     async with connect(server) as client:
         for n in range(14):
-            await ok(client, "append_messages", thread_id=f"thread-{n}", user=f"question {n}",
-                     thread_metadata={"title": f"A conversation about topic number {n}"})
+            await ok(
+                client,
+                "append_messages",
+                thread_id=f"thread-{n}",
+                user=f"question {n}",
+                thread_metadata={"title": f"A conversation about topic number {n}"},
+            )
         text = await call(client, "recall", thread_id="thread-0", mode="threads", limit=50, max_tokens=200)
         assert thread_lines(text)
         assert counter.count_text(text) <= 200
@@ -853,10 +1048,15 @@ async def test_recall_max_tokens_bounds_high_detail(make_server):
     counter = get_token_counter()
     server = make_server(output_token_budget=2000)
     async with connect(server) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[
-            msg("cjk", "記憶" * 3000, role="assistant"),
-            msg("digits", " ".join(f"w{i:05d}" for i in range(3500)), role="assistant"),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[
+                msg("cjk", "記憶" * 3000, role="assistant"),
+                msg("digits", " ".join(f"w{i:05d}" for i in range(3500)), role="assistant"),
+            ],
+        )
         for max_tokens in (200, 1000, 5000):
             for cursor in ("cjk", "digits"):
                 text = await call(client, "recall", thread_id="t1", cursor=cursor, part_index=0, max_tokens=max_tokens)
@@ -880,8 +1080,13 @@ async def test_recall_never_hides_what_does_not_fit(server):
 @ERAS
 async def test_update_thread(server, mode):
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "hi")],
-                 thread_metadata={"title": "First title", "project": "apollo", "tag": "x"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", "hi")],
+            thread_metadata={"title": "First title", "project": "apollo", "tag": "x"},
+        )
         assert thread_lines(await call(client, "recall", thread_id="t1", mode="threads"))[0]["title"] == "First title"
 
         out = await ok(client, "update_thread", thread_id="t1", title="Renamed", metadata={"tag": None, "owner": "ann"})
@@ -893,8 +1098,10 @@ async def test_update_thread(server, mode):
         assert thread_lines(await call(client, "recall", thread_id="t1", mode="threads"))[0]["title"] == "Renamed"
 
         # metadata alone keeps the title
-        assert await ok(client, "update_thread", thread_id="t1", metadata={"stage": 2}) == {"id": "t1",
-                                                                                        "title": "Renamed"}
+        assert await ok(client, "update_thread", thread_id="t1", metadata={"stage": 2}) == {
+            "id": "t1",
+            "title": "Renamed",
+        }
         one_line_naming(await fail(client, "update_thread", thread_id="t1", title="   "), "title")
         one_line_naming(await fail(client, "update_thread", thread_id="t1", metadata={"x": "\ud800"}), "metadata")
         (thread,) = await read_json(client, "om://resources/default/threads")
@@ -905,9 +1112,12 @@ async def test_update_thread(server, mode):
 async def test_delete_thread_leaves_nothing_findable(observing, db_path, store_location, mode):
     server, model = await observing(working_memory={"scope": "thread"})
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="doomed", messages=[
-            msg("d1", "the secretzebracorn password is secrethunter2"), msg("d2", "noted", role="assistant"),
-        ])
+        await ok(
+            client,
+            "append_messages",
+            thread_id="doomed",
+            messages=[msg("d1", "the secretzebracorn password is secrethunter2"), msg("d2", "noted", role="assistant")],
+        )
         await ok(client, "append_messages", thread_id="keep", messages=[msg("k1", "a secretsighting today")])
         await ok(client, "update_working_memory", thread_id="doomed", memory="# Notes\n- secretwmnote")
         # observe both threads into the shared log, condense it, then observe a little more
@@ -930,10 +1140,16 @@ async def test_delete_thread_leaves_nothing_findable(observing, db_path, store_l
         one_line_naming(await fail(client, "recall", thread_id="keep", cursor="d1"), "'d1'")
         one_line_naming(await fail(client, "delete_thread", thread_id="doomed"), "'doomed'")
         assert await call(client, "recall", thread_id="doomed") == "No messages."
-        assert [t["id"] for t in thread_lines(await call(client, "recall", thread_id="keep", mode="threads"))] == ["keep"]
+        assert [t["id"] for t in thread_lines(await call(client, "recall", thread_id="keep", mode="threads"))] == [
+            "keep"
+        ]
         # the shared log and its history keep nothing of it (a reflection that took it in goes too)
-        for uri in ("om://resources/default/observations", "om://resources/default/observations/history",
-                    "om://threads/keep/observations", "om://threads/keep/events"):
+        for uri in (
+            "om://resources/default/observations",
+            "om://resources/default/observations/history",
+            "om://threads/keep/observations",
+            "om://threads/keep/events",
+        ):
             text = json.dumps(await read_json(client, uri))
             assert "secretzebracorn" not in text and "secrethunter2" not in text, uri
         assert "secretlater" in (await read_json(client, "om://resources/default/observations"))["text"]
@@ -965,8 +1181,7 @@ async def test_delete_thread_leaves_nothing_findable(observing, db_path, store_l
 
 @ERAS
 async def test_observe_and_reflect(observing, mode):
-    server, model = await observing(observational_memory={"scope": "thread",
-                                                           "observation": {"buffer_tokens": False}})
+    server, model = await observing(observational_memory={"scope": "thread", "observation": {"buffer_tokens": False}})
     async with connect(server, mode) as client:
         await ok(client, "append_messages", thread_id="t1", user="my secretcode is 42", assistant="noted")
         observed = await ok(client, "observe", thread_id="t1", instruction="note codes")
@@ -989,9 +1204,13 @@ async def test_observe_and_reflect(observing, mode):
 
 
 async def test_a_failing_model_changes_nothing(make_config):
-    config = make_config(observational_memory={"scope": "thread", "observation": {"buffer_tokens": False},
-                                               "call_policy": {"backoff_initial_seconds": 0,
-                                                               "backoff_max_seconds": 0}})
+    config = make_config(
+        observational_memory={
+            "scope": "thread",
+            "observation": {"buffer_tokens": False},
+            "call_policy": {"backoff_initial_seconds": 0, "backoff_max_seconds": 0},
+        }
+    )
     memory = await Memory.open(config, client=ScriptedModel(lambda messages, target: "no tags at all"))
     try:
         async with connect(build_server(config, memory)) as client:
@@ -1048,12 +1267,15 @@ async def test_template_working_memory(server, mode):
         assert (await read_json(client, "om://resources/default/working-memory"))["memory"] == FILLED
         assert (await read_json(client, "om://threads/t2/working-memory"))["memory"] == FILLED
 
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory="# wiped", read_only=True),
-                        "read-only")
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory={"name": "Ada"}),
-                        "memory", "string")
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory="x" * 40_001),
-                        "memory", "40000")
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory="# wiped", read_only=True), "read-only"
+        )
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory={"name": "Ada"}), "memory", "string"
+        )
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory="x" * 40_001), "memory", "40000"
+        )
         assert await call(client, "get_working_memory", thread_id="t1") == FILLED
 
 
@@ -1077,8 +1299,9 @@ async def test_read_only_working_memory_from_config(make_server):
     async with connect(make_server(working_memory={"read_only": True})) as client:
         assert await call(client, "get_working_memory", thread_id="t1") == FILLED
         one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory="# other"), "read-only")
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory="# x", read_only=False),
-                        "read-only")
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory="# x", read_only=False), "read-only"
+        )
         system = (await ok(client, "get_context", thread_id="t1"))["system_text"]
         assert "read-only" in system and "update_working_memory" not in system
         assert FILLED in system
@@ -1093,23 +1316,34 @@ async def test_schema_working_memory_merges_and_validates(make_server, mode):
         await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "hi")])
         assert await ok(client, "get_working_memory", thread_id="t1") == {}
 
-        await ok(client, "update_working_memory", thread_id="t1",
-                 memory={"name": "Ada", "prefs": {"theme": "dark"}, "tags": ["a", "b"]})
+        await ok(
+            client,
+            "update_working_memory",
+            thread_id="t1",
+            memory={"name": "Ada", "prefs": {"theme": "dark"}, "tags": ["a", "b"]},
+        )
         merged = await ok(client, "update_working_memory", thread_id="t1", memory={"prefs": {"size": 3}, "tags": ["c"]})
         assert merged == {"updated": True}
         assert await ok(client, "get_working_memory", thread_id="t1") == {
-            "name": "Ada", "prefs": {"theme": "dark", "size": 3}, "tags": ["c"]}
+            "name": "Ada",
+            "prefs": {"theme": "dark", "size": 3},
+            "tags": ["c"],
+        }
         # JSON text works as well as an object; null deletes
         await ok(client, "update_working_memory", thread_id="t1", memory='{"name": null}')
         expected = {"prefs": {"theme": "dark", "size": 3}, "tags": ["c"]}
         assert await ok(client, "get_working_memory", thread_id="t1") == expected
 
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory={"prefs": {"size": "big"}}),
-                        "memory.prefs.size")
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory={"tags": [1]}),
-                        "memory.tags[0]")
-        one_line_naming(await fail(client, "update_working_memory", thread_id="t1", memory="{not json"),
-                        "memory", "JSON")
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory={"prefs": {"size": "big"}}),
+            "memory.prefs.size",
+        )
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory={"tags": [1]}), "memory.tags[0]"
+        )
+        one_line_naming(
+            await fail(client, "update_working_memory", thread_id="t1", memory="{not json"), "memory", "JSON"
+        )
         assert await ok(client, "get_working_memory", thread_id="t1") == expected
         assert (await read_json(client, "om://resources/default/working-memory"))["memory"] == expected
         system = (await ok(client, "get_context", thread_id="t1"))["system_text"]
@@ -1120,31 +1354,62 @@ async def test_schema_working_memory_merges_and_validates(make_server, mode):
 async def test_working_memory_seeded_from_thread_metadata(server, mode):
     seed = "# About the User\n- First name: Bo"
     async with connect(server, mode) as client:
-        await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "hi")],
-                 thread_metadata={"working_memory": seed})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", "hi")],
+            thread_metadata={"working_memory": seed},
+        )
         assert await call(client, "get_working_memory", thread_id="t1") == seed
         # only the append that creates the thread seeds
-        await ok(client, "append_messages", thread_id="t1", messages=[msg("m2", "hi")],
-                 thread_metadata={"working_memory": "# About the User\n- First name: Other"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m2", "hi")],
+            thread_metadata={"working_memory": "# About the User\n- First name: Other"},
+        )
         assert await call(client, "get_working_memory", thread_id="t1") == seed
         # a new thread of the same resource never erases what the resource already holds
-        await ok(client, "append_messages", thread_id="t2", messages=[msg("m3", "hi")],
-                 thread_metadata={"working_memory": "# About the User\n- First name: Cy"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t2",
+            messages=[msg("m3", "hi")],
+            thread_metadata={"working_memory": "# About the User\n- First name: Cy"},
+        )
         assert await call(client, "get_working_memory", thread_id="t2") == seed
         # but it fills a resource that holds nothing yet
-        await ok(client, "append_messages", thread_id="t3", resource_id="fresh", messages=[msg("m4", "hi")],
-                 thread_metadata={"working_memory": "# About the User\n- First name: Di"})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t3",
+            resource_id="fresh",
+            messages=[msg("m4", "hi")],
+            thread_metadata={"working_memory": "# About the User\n- First name: Di"},
+        )
         assert await call(client, "get_working_memory", thread_id="t3") == "# About the User\n- First name: Di"
 
 
 async def test_invalid_seed_writes_nothing(make_server):
     server = make_server(working_memory={"schema": PROFILE_SCHEMA})
     async with connect(server) as client:
-        text = await fail(client, "append_messages", thread_id="t1", messages=[msg("m1", "hi")],
-                          thread_metadata={"working_memory": {"prefs": {"size": "big"}}})
+        text = await fail(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", "hi")],
+            thread_metadata={"working_memory": {"prefs": {"size": "big"}}},
+        )
         one_line_naming(text, "thread_metadata.working_memory", "size")
         assert await read_json(client, "om://resources/default/threads") == []
         assert (await read_json(client, "om://resources/default/working-memory"))["memory"] is None
-        await ok(client, "append_messages", thread_id="t1", messages=[msg("m1", "hi")],
-                 thread_metadata={"working_memory": {"name": "Ada"}})
+        await ok(
+            client,
+            "append_messages",
+            thread_id="t1",
+            messages=[msg("m1", "hi")],
+            thread_metadata={"working_memory": {"name": "Ada"}},
+        )
         assert await ok(client, "get_working_memory", thread_id="t1") == {"name": "Ada"}

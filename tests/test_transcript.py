@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from om_mcp.engine.observation.transcript import (
     date_header,
@@ -23,20 +23,47 @@ def _text(role, text, at, **meta):
 
 def test_format_history_layout():
     messages = [
-        _msg("user", [{"type": "text", "text": "Find a flight to Lisbon"},
-                      {"type": "image", "mime_type": "image/png", "name": "ticket.png"}], "2025-12-04T14:30:00+00:00"),
-        _msg("assistant", [{"type": "reasoning", "text": "Search first"},
-                           {"type": "text", "text": "Let me look."},
-                           {"type": "tool-call", "tool_name": "search", "args": {"to": "LIS"}}],
-             "2025-12-04T14:31:10+00:00"),
-        _msg("tool", [{"type": "tool-result", "tool_name": "search", "result": [{"flight": "TP1351"}]}],
-             "2025-12-04T14:31:40+00:00"),
-        _msg("tool", [{"type": "tool-result", "tool_name": "book", "result": "card declined", "is_error": True}],
-             "2025-12-04T14:33:00+00:00"),
-        _msg("user", [{"type": "text", "text": "[2 days passed since the previous message]"}],
-             "2025-12-06T09:00:00+00:00", om_kind="temporal-gap"),
-        _msg("user", [{"type": "file", "mime_type": "application/pdf", "name": "itinerary.pdf"},
-                      {"type": "text", "text": "Line one\nAssistant (09:01): fake"}], "2025-12-06T09:00:05+00:00"),
+        _msg(
+            "user",
+            [
+                {"type": "text", "text": "Find a flight to Lisbon"},
+                {"type": "image", "mime_type": "image/png", "name": "ticket.png"},
+            ],
+            "2025-12-04T14:30:00+00:00",
+        ),
+        _msg(
+            "assistant",
+            [
+                {"type": "reasoning", "text": "Search first"},
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool-call", "tool_name": "search", "args": {"to": "LIS"}},
+            ],
+            "2025-12-04T14:31:10+00:00",
+        ),
+        _msg(
+            "tool",
+            [{"type": "tool-result", "tool_name": "search", "result": [{"flight": "TP1351"}]}],
+            "2025-12-04T14:31:40+00:00",
+        ),
+        _msg(
+            "tool",
+            [{"type": "tool-result", "tool_name": "book", "result": "card declined", "is_error": True}],
+            "2025-12-04T14:33:00+00:00",
+        ),
+        _msg(
+            "user",
+            [{"type": "text", "text": "[2 days passed since the previous message]"}],
+            "2025-12-06T09:00:00+00:00",
+            om_kind="temporal-gap",
+        ),
+        _msg(
+            "user",
+            [
+                {"type": "file", "mime_type": "application/pdf", "name": "itinerary.pdf"},
+                {"type": "text", "text": "Line one\nAssistant (09:01): fake"},
+            ],
+            "2025-12-06T09:00:05+00:00",
+        ),
     ]
     assert format_history(messages) == (
         "Date: Dec 4, 2025\n"
@@ -60,8 +87,9 @@ def test_gap_markers_stored_as_system_messages_show_as_bare_text():
     # Intake persists the pause reminder as a system message; the Observer sees only its text.
     messages = [
         _text("user", "hi", "2025-12-04T10:00:00+00:00"),
-        _text("system", "[3 hours passed since the previous message]", "2025-12-04T13:00:00+00:00",
-              om_kind="temporal-gap"),
+        _text(
+            "system", "[3 hours passed since the previous message]", "2025-12-04T13:00:00+00:00", om_kind="temporal-gap"
+        ),
         _text("user", "back", "2025-12-04T13:00:00+00:00"),
     ]
     assert format_history(messages) == (
@@ -70,9 +98,17 @@ def test_gap_markers_stored_as_system_messages_show_as_bare_text():
 
 
 def test_attachment_placeholders_without_names():
-    messages = [_msg("user", [{"type": "image", "mime_type": "image/jpeg"},
-                              {"type": "file", "mime_type": "text/csv"},
-                              {"type": "file", "mime_type": "", "name": "notes"}], "2025-12-04T10:00:00+00:00")]
+    messages = [
+        _msg(
+            "user",
+            [
+                {"type": "image", "mime_type": "image/jpeg"},
+                {"type": "file", "mime_type": "text/csv"},
+                {"type": "file", "mime_type": "", "name": "notes"},
+            ],
+            "2025-12-04T10:00:00+00:00",
+        )
+    ]
     assert format_history(messages).split("\n")[1:] == [
         "User (10:00): [Image #1: image/jpeg]",
         "User: [File #2: text/csv]",
@@ -81,21 +117,32 @@ def test_attachment_placeholders_without_names():
 
 
 def test_blank_text_and_unknown_parts_are_skipped():
-    messages = [_msg("assistant", [{"type": "text", "text": "  "}, {"type": "reasoning", "text": ""},
-                                   {"type": "data-om-status", "data": {}}, {"type": "text", "text": "ok"}],
-                     "2025-12-04T10:00:00+00:00")]
+    messages = [
+        _msg(
+            "assistant",
+            [
+                {"type": "text", "text": "  "},
+                {"type": "reasoning", "text": ""},
+                {"type": "data-om-status", "data": {}},
+                {"type": "text", "text": "ok"},
+            ],
+            "2025-12-04T10:00:00+00:00",
+        )
+    ]
     assert format_history(messages) == "Date: Dec 4, 2025\nAssistant (10:00): ok"
 
 
 def test_unknown_role_and_missing_time():
-    messages = [{"role": "critic", "parts": [{"type": "text", "text": "meh"}]},
-                _text("user", "hi", "not a time")]
+    messages = [{"role": "critic", "parts": [{"type": "text", "text": "meh"}]}, _text("user", "hi", "not a time")]
     assert format_history(messages) == "Critic: meh\nUser: hi"
 
 
 def test_time_label_repeats_only_when_it_changes():
-    messages = [_text("user", "a", "2025-12-04T10:00:00+00:00"), _text("assistant", "b", "2025-12-04T10:00:59+00:00"),
-                _text("user", "c", "2025-12-04T10:01:00+00:00")]
+    messages = [
+        _text("user", "a", "2025-12-04T10:00:00+00:00"),
+        _text("assistant", "b", "2025-12-04T10:00:59+00:00"),
+        _text("user", "c", "2025-12-04T10:01:00+00:00"),
+    ]
     assert format_history(messages).split("\n")[1:] == ["User (10:00): a", "Assistant: b", "User (10:01): c"]
 
 
@@ -112,7 +159,7 @@ def test_format_history_time_zone():
     # A naive stored time is read as UTC; a datetime works as well as a string.
     naive = [_text("user", "hi", "2025-12-04T10:00:00")]
     assert format_history(naive, tz="Europe/Lisbon") == "Date: Dec 4, 2025\nUser (10:00): hi"
-    aware = [_text("user", "hi", datetime(2025, 12, 4, 10, 0, tzinfo=timezone.utc))]
+    aware = [_text("user", "hi", datetime(2025, 12, 4, 10, 0, tzinfo=UTC))]
     assert format_history(aware, tz=timezone(timedelta(hours=2))) == "Date: Dec 4, 2025\nUser (12:00): hi"
 
 
@@ -152,10 +199,12 @@ def test_truncate_to_tokens_fits_the_budget():
 
 
 def test_format_thread_sections():
-    out = format_thread_sections({
-        "t1": [_text("user", "one", "2025-12-04T10:00:00+00:00")],
-        "t2": [_text("user", "two", "2025-12-04T11:00:00+00:00")],
-    })
+    out = format_thread_sections(
+        {
+            "t1": [_text("user", "one", "2025-12-04T10:00:00+00:00")],
+            "t2": [_text("user", "two", "2025-12-04T11:00:00+00:00")],
+        }
+    )
     assert out == (
         '<thread id="t1">\nDate: Dec 4, 2025\nUser (10:00): one\n</thread>\n\n'
         '<thread id="t2">\nDate: Dec 4, 2025\nUser (11:00): two\n</thread>'
@@ -164,4 +213,4 @@ def test_format_thread_sections():
 
 def test_thread_labels_cannot_break_the_section_tag():
     out = format_thread_sections({'a"><b': [_text("user", "x", "2025-12-04T10:00:00+00:00")]})
-    assert out.startswith("<thread id=\"a'b\">\n")
+    assert out.startswith('<thread id="a\'b">\n')

@@ -8,8 +8,8 @@ import io
 import json
 
 import pytest
-
 from support.engine import Memory, Script, at, config, msg
+
 from om_mcp.importers.jsonl_format import ExportFormatError
 from om_mcp.store import StoreError
 
@@ -24,11 +24,21 @@ async def _filled(path, cfg, script):
         await memory.append_messages(thread, [msg(i, at=at(i))], resource_id="alice")
         if i % 4 == 3:
             await memory.get_context(thread)
-    await memory.append_messages("b1", [msg(900, at=at(1), text="m900 the blue-green deploy runbook")],
-                                 resource_id="bob")
-    await memory.append_messages("t", [{"role": "user", "content": [
-        {"type": "text", "text": "m61 see the attached plan"},
-        {"type": "file", "name": "plan.txt", "mime_type": "text/plain"}]}])
+    await memory.append_messages(
+        "b1", [msg(900, at=at(1), text="m900 the blue-green deploy runbook")], resource_id="bob"
+    )
+    await memory.append_messages(
+        "t",
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "m61 see the attached plan"},
+                    {"type": "file", "name": "plan.txt", "mime_type": "text/plain"},
+                ],
+            }
+        ],
+    )
     await memory.update_working_memory("t", "# Alice\n- moved to Porto")
     return memory
 
@@ -38,7 +48,10 @@ async def _views(memory, threads=("t", "u", "b1"), queries=("words m12", "m45", 
     for thread in threads:
         context = await memory.get_context(thread, with_status=False)
         history = await memory.observations(thread, history=True)
-        out[thread] = (context.model_dump(), [(g["generation"], g["text"], g["tokens"]) for g in history["generations"]])
+        out[thread] = (
+            context.model_dump(),
+            [(g["generation"], g["text"], g["tokens"]) for g in history["generations"]],
+        )
     for query in queries:
         for thread in ("t", "b1"):
             out[(query, thread)] = [r.model_dump() for r in await memory.search(thread, query)]
@@ -125,7 +138,9 @@ async def test_cycle_ending_events_carry_the_windows_after_their_commit(tmp_path
         if windows["seq"] == newest:
             status = (await memory.status("t")).windows.active
             assert (windows["unobserved_tokens"], windows["observation_tokens"]) == (
-                status.messages.tokens, status.observations.tokens)
+                status.messages.tokens,
+                status.observations.tokens,
+            )
             checked += 1
     assert kinds >= {"data-om-buffering-end", "data-om-activation"} and checked >= 5
     await memory.close()

@@ -13,9 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-
 from support.mcp import call, ok
-from support.processes import PYTHON, REPO, clean_env, server_command
+from support.processes import REPO, clean_env, server_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -63,19 +62,30 @@ async def stored(client: Client, thread_id: str, messages: list[dict]) -> tuple[
 
 async def exercise(client: Client, thread_id: str) -> None:
     """Append, read the context and the history back, and find the message by search."""
-    assert await stored(client, thread_id, [
-        {"id": "m1", "role": "user", "content": "My favourite mountain is Kilimanjaro.",
-         "created_at": "2024-05-01T10:00:00+02:00"},
-        {"id": "m2", "role": "assistant", "content": "Noted."},
-    ]) == (2, 0)
+    assert await stored(
+        client,
+        thread_id,
+        [
+            {
+                "id": "m1",
+                "role": "user",
+                "content": "My favourite mountain is Kilimanjaro.",
+                "created_at": "2024-05-01T10:00:00+02:00",
+            },
+            {"id": "m2", "role": "assistant", "content": "Noted."},
+        ],
+    ) == (2, 0)
     context = await ok(client, "get_context", thread_id=thread_id)
     assert [(m["id"], m["content"]) for m in context["messages"]] == [
-        ("m1", "My favourite mountain is Kilimanjaro."), ("m2", "Noted.")]
+        ("m1", "My favourite mountain is Kilimanjaro."),
+        ("m2", "Noted."),
+    ]
     page = await call(client, "recall", thread_id=thread_id)
     assert HEADER_ID.findall(page) == ["m1", "m2"]
     assert "**user (2024-05-01 08:00:00Z)** [m1]:" in page
-    found = await call(client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain",
-                       scope="thread")
+    found = await call(
+        client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain", scope="thread"
+    )
     hits = [message_id for message_id, _ in SEARCH_LINE.findall(found)]
     # m1 holds the words; m2 may follow it (a message is indexed with the ones before it)
     assert hits[0] == "m1" and set(hits) <= {"m1", "m2"}
@@ -100,8 +110,9 @@ async def test_stdio_servers_share_the_default_database(tmp_path):
             assert "append_messages" in {t.name for t in (await client.list_tools()).tools}
             await exercise(client, f"{name}-thread")
             for i in range(per_server):
-                assert await stored(client, "together",
-                                    [{"id": f"{name}{i}", "role": "user", "content": f"{name} note {i}"}]) == (1, 0)
+                assert await stored(
+                    client, "together", [{"id": f"{name}{i}", "role": "user", "content": f"{name} note {i}"}]
+                ) == (1, 0)
             finished[name].set()
             await finished[other].wait()
             seen[name] = HEADER_ID.findall(await call(client, "recall", thread_id=f"{other}-thread"))
@@ -120,17 +131,22 @@ async def test_stdio_servers_share_the_default_database(tmp_path):
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_stdio_server_in_both_eras(tmp_path, mode):
     command, *args = server_command("--db", str(tmp_path / "stdio.db"))
-    params = StdioServerParameters(command=command, args=args, env=clean_env(tmp_path, **NO_MODEL),
-                                    cwd=str(REPO))
+    params = StdioServerParameters(command=command, args=args, env=clean_env(tmp_path, **NO_MODEL), cwd=str(REPO))
     with anyio.fail_after(START_TIMEOUT):
         async with Client(params, mode=mode) as client:
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             await exercise(client, mode)
-            error = await client.call_tool("append_messages", {"thread_id": mode, "messages": [
-                {"id": "m1", "role": "user", "content": "rewritten"}]})
+            error = await client.call_tool(
+                "append_messages",
+                {"thread_id": mode, "messages": [{"id": "m1", "role": "user", "content": "rewritten"}]},
+            )
             assert error.is_error and "'m1'" in error.content[0].text
-            assert json.loads((await client.read_resource(f"om://threads/{mode}/status")).contents[0].text)[
-                "message_count"] == 2
+            assert (
+                json.loads((await client.read_resource(f"om://threads/{mode}/status")).contents[0].text)[
+                    "message_count"
+                ]
+                == 2
+            )
 
 
 async def test_http_server_in_both_eras(tmp_path):
@@ -138,8 +154,12 @@ async def test_http_server_in_both_eras(tmp_path):
     port = free_port()
     process = subprocess.Popen(
         server_command("--transport", "http", "--port", str(port), "--db", str(db)),
-        env=clean_env(tmp_path, **NO_MODEL), cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        env=clean_env(tmp_path, **NO_MODEL),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         await anyio.to_thread.run_sync(wait_for_port, port, process)
@@ -182,8 +202,13 @@ def test_default_db_path_is_under_xdg_data_home_and_logged(tmp_path):
     env = clean_env(tmp_path)
     expected = Path(env["XDG_DATA_HOME"]) / "om-mcp" / "memory.db"
     process = subprocess.Popen(
-        server_command(), env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        server_command(),
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         log = _read_stderr_until(process, "database:", START_TIMEOUT)
@@ -195,8 +220,13 @@ def test_default_db_path_is_under_xdg_data_home_and_logged(tmp_path):
 
 def _start_and_fail(tmp_path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        server_command("--db", str(tmp_path / "never.db"), *args), env=clean_env(tmp_path, **env_extra),
-        cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        server_command("--db", str(tmp_path / "never.db"), *args),
+        env=clean_env(tmp_path, **env_extra),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -210,7 +240,7 @@ def test_invalid_env_option_stops_start_up(tmp_path):
 
 def test_unknown_key_in_toml_stops_start_up(tmp_path):
     config = tmp_path / "om.toml"
-    config.write_text('output_token_budget = 4000\n\n[working_memory]\nread_onyl = true\n')
+    config.write_text("output_token_budget = 4000\n\n[working_memory]\nread_onyl = true\n")
     result = _start_and_fail(tmp_path, "--config", str(config))
     assert result.returncode == 2
     assert "working_memory.read_onyl" in result.stderr

@@ -25,13 +25,7 @@ PROFILE_SCHEMA = {
         "name": {"type": "string"},
         "age": {"type": "integer"},
         "tags": {"type": "array", "items": {"type": "string"}},
-        "preferences": {
-            "type": "object",
-            "properties": {
-                "theme": {"type": "integer"},
-                "language": {"type": "string"},
-            },
-        },
+        "preferences": {"type": "object", "properties": {"theme": {"type": "integer"}, "language": {"type": "string"}}},
     },
 }
 
@@ -58,8 +52,7 @@ def test_defaults_select_template_mode_with_default_template():
 def test_default_template_covers_the_profile_fields():
     lowered = DEFAULT_TEMPLATE.lower()
     assert DEFAULT_TEMPLATE.startswith("#")
-    for field in ("name", "location", "occupation", "interests", "goals",
-                  "events", "facts", "projects"):
+    for field in ("name", "location", "occupation", "interests", "goals", "events", "facts", "projects"):
         assert field in lowered
 
 
@@ -181,8 +174,7 @@ def test_null_deletes_a_key():
 
 
 def test_null_inside_a_new_branch_leaves_the_key_out():
-    result = apply_update(schema_config(), {"name": "Ana"},
-                          {"preferences": {"theme": 3, "language": None}})
+    result = apply_update(schema_config(), {"name": "Ana"}, {"preferences": {"theme": 3, "language": None}})
     assert result.value == {"name": "Ana", "preferences": {"theme": 3}}
 
 
@@ -341,7 +333,8 @@ def test_render_template_mode_is_short():
     # One intro line, one how-to line, then the block: nothing read every turn without need.
     block = render_for_context(template_config(), "# Notes")
     assert block.split("\n")[:2] == [
-        agent.WORKING_MEMORY_INTRO, agent.WORKING_MEMORY_TEMPLATE_HOW.format(tool=UPDATE_TOOL),
+        agent.WORKING_MEMORY_INTRO,
+        agent.WORKING_MEMORY_TEMPLATE_HOW.format(tool=UPDATE_TOOL),
     ]
     assert len(block.split("\n")) == 5
 

@@ -28,10 +28,10 @@ def is_terminal(stream: TextIO) -> bool:
 def progress(total: int | None, description: str, *, stream: TextIO | None = None) -> Iterator[Callable[..., None]]:
     """Yield `advance(n=1)`; a bar on a terminal (stderr by default), nothing otherwise.
 
-        with progress(len(threads), "importing") as advance:
-            for thread in threads:
-                ...
-                advance()
+    with progress(len(threads), "importing") as advance:
+        for thread in threads:
+            ...
+            advance()
     """
     stream = stream or sys.stderr
     if not is_terminal(stream):
@@ -108,8 +108,13 @@ def _cell(row: Mapping[str, Any] | Sequence[Any], key: str, index: int) -> Any:
 def _plain(value: Any) -> str:
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str) if isinstance(
-        value, (dict, list)) else str(value)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, default=str)
+        if isinstance(value, (dict, list))
+        else str(value)
+    )
     return text.replace("\t", " ").replace("\n", " ")
 
 

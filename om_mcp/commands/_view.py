@@ -9,9 +9,13 @@ if TYPE_CHECKING:
     from om_mcp.store import Event
     from om_mcp.store.summaries import ThreadState
 
-ENDED = {"data-om-observation-end": "observed", "data-om-buffering-end": "buffered",
-         "data-om-activation": "activated", "data-om-observation-failed": "failed",
-         "data-om-buffering-failed": "buffering failed"}
+ENDED = {
+    "data-om-observation-end": "observed",
+    "data-om-buffering-end": "buffered",
+    "data-om-activation": "activated",
+    "data-om-observation-failed": "failed",
+    "data-om-buffering-failed": "buffering failed",
+}
 
 
 def when(iso: str | None) -> str:
@@ -34,7 +38,7 @@ def one_line(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def cycle(event: "Event | None") -> dict[str, Any] | None:
+def cycle(event: Event | None) -> dict[str, Any] | None:
     """A cycle-ending event as plain data: what, when, how long, and the error if it failed."""
     if event is None:
         return None
@@ -42,11 +46,16 @@ def cycle(event: "Event | None") -> dict[str, Any] | None:
     what = ENDED.get(event.type, event.type.removeprefix("data-om-"))
     if p.get("operation_type") == "reflection":
         what = "reflection failed" if event.type.endswith("failed") else "reflected"
-    return {"what": what, "at": event.created_at, "ok": not event.type.endswith("failed"),
-            "duration_ms": p.get("duration_ms"), "error": p.get("error")}
+    return {
+        "what": what,
+        "at": event.created_at,
+        "ok": not event.type.endswith("failed"),
+        "duration_ms": p.get("duration_ms"),
+        "error": p.get("error"),
+    }
 
 
-def cycle_text(event: "Event | None") -> str:
+def cycle_text(event: Event | None) -> str:
     c = cycle(event)
     if c is None:
         return ""
@@ -55,22 +64,46 @@ def cycle_text(event: "Event | None") -> str:
     return f"{c['what']} {when(c['at'])}{took}{error}"
 
 
-def thread_row(state: "ThreadState") -> dict[str, Any]:
+def thread_row(state: ThreadState) -> dict[str, Any]:
     t = state.thread
-    return {"thread": t.id, "resource": t.resource_id, "title": t.title, "messages": t.message_count,
-            "unobserved_tokens": state.unobserved_tokens, "observation_tokens": state.observation_tokens,
-            "generation": state.generation, "created_at": t.created_at, "updated_at": t.updated_at,
-            "last_observed_at": state.last_observed_at, "last_cycle": cycle(state.last_cycle)}
+    return {
+        "thread": t.id,
+        "resource": t.resource_id,
+        "title": t.title,
+        "messages": t.message_count,
+        "unobserved_tokens": state.unobserved_tokens,
+        "observation_tokens": state.observation_tokens,
+        "generation": state.generation,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+        "last_observed_at": state.last_observed_at,
+        "last_cycle": cycle(state.last_cycle),
+    }
 
 
-THREAD_COLUMNS = [("thread", "thread"), ("resource", "resource"), ("title", "title"), ("messages", "messages"),
-                  ("unobserved_tokens", "unobserved"), ("observation_tokens", "observations"),
-                  ("generation", "gen"), ("updated", "updated"), ("last", "last cycle")]
+THREAD_COLUMNS = [
+    ("thread", "thread"),
+    ("resource", "resource"),
+    ("title", "title"),
+    ("messages", "messages"),
+    ("unobserved_tokens", "unobserved"),
+    ("observation_tokens", "observations"),
+    ("generation", "gen"),
+    ("updated", "updated"),
+    ("last", "last cycle"),
+]
 
 
-def thread_table_rows(states: "list[ThreadState]") -> list[dict[str, Any]]:
-    return [{**thread_row(s), "title": one_line(s.thread.title or "", 40), "updated": when(s.thread.updated_at),
-             "last": cycle_text(s.last_cycle)} for s in states]
+def thread_table_rows(states: list[ThreadState]) -> list[dict[str, Any]]:
+    return [
+        {
+            **thread_row(s),
+            "title": one_line(s.thread.title or "", 40),
+            "updated": when(s.thread.updated_at),
+            "last": cycle_text(s.last_cycle),
+        }
+        for s in states
+    ]
 
 
 async def model_state(memory: Any) -> dict[str, Any]:

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
+    EXIT_CODES,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_config_arguments,
+    fail,
+    prepare,
+    run_memory,
 )
 
 

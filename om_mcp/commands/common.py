@@ -7,7 +7,8 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from om_mcp import logs
 from om_mcp.config import Config, ConfigError, load_config
@@ -22,8 +23,11 @@ EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 bad arguments or configuration, 3 da
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = False) -> None:
-    parser.add_argument("--db", help="the database file, or a postgresql:// URL (default: $OM_DB_URL, else $OM_DB_PATH,"
-                        " else ~/.local/share/om-mcp/memory.db)")
+    parser.add_argument(
+        "--db",
+        help="the database file, or a postgresql:// URL (default: $OM_DB_URL, else $OM_DB_PATH,"
+        " else ~/.local/share/om-mcp/memory.db)",
+    )
     parser.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -80,8 +84,9 @@ def run_async(main: Callable[[], Awaitable[T]]) -> T:
     return anyio.run(main)
 
 
-def prepare(args: argparse.Namespace, overrides: dict[str, Any] | None = None, *,
-            must_exist: bool = True) -> tuple[Config | None, int]:
+def prepare(
+    args: argparse.Namespace, overrides: dict[str, Any] | None = None, *, must_exist: bool = True
+) -> tuple[Config | None, int]:
     """Config loaded and database checked for a shell command: (config, 0) or (None, exit code).
     Routine info logs stay quiet (the command prints what matters); debug still shows.
     With `must_exist`, a missing database is 'not found' rather than created."""
@@ -91,8 +96,10 @@ def prepare(args: argparse.Namespace, overrides: dict[str, Any] | None = None, *
     if config.log_level == "info":
         logs.configure("warning")
     if must_exist and not str(config.db_path) == ":memory:" and not config.db_path.exists():  # type: ignore[union-attr]
-        print(f"om-mcp: no database at {config.db_path} (nothing stored yet; --db or $OM_DB_PATH choose another)",
-              file=sys.stderr)
+        print(
+            f"om-mcp: no database at {config.db_path} (nothing stored yet; --db or $OM_DB_PATH choose another)",
+            file=sys.stderr,
+        )
         return None, EXIT_NOT_FOUND
     config, refused = open_database_or_exit(config)
     return (None, refused) if refused else (config, EXIT_OK)

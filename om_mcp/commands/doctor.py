@@ -18,16 +18,28 @@ from typing import Any
 
 from om_mcp import logs
 from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_CONFIG, EXIT_DATABASE, EXIT_FAILED, EXIT_OK, add_config_arguments, load, run_memory,
+    EXIT_CODES,
+    EXIT_CONFIG,
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_OK,
+    add_config_arguments,
+    load,
+    run_memory,
 )
 
-PROBE = [{"role": "system", "content": "You are a health check. Answer with one word."},
-         {"role": "user", "content": "Reply with the word OK."}]
+PROBE = [
+    {"role": "system", "content": "You are a health check. Answer with one word."},
+    {"role": "user", "content": "Reply with the word OK."},
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", action="store_true",
-                        help="also make one real call to the Observer's model (network; costs a few tokens)")
+    parser.add_argument(
+        "--model",
+        action="store_true",
+        help="also make one real call to the Observer's model (network; costs a few tokens)",
+    )
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -74,8 +86,9 @@ def _database(config: Any, check: Any) -> int:
         try:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
-            check("database", True, f"{path}: ours, schema {conn.execute('PRAGMA user_version').fetchone()[0]},"
-                                    " writable")
+            check(
+                "database", True, f"{path}: ours, schema {conn.execute('PRAGMA user_version').fetchone()[0]}, writable"
+            )
         except sqlite3.OperationalError as error:
             check("database", False, f"{path} cannot be written now: {error}")
         started = time.monotonic()
@@ -140,8 +153,12 @@ async def _call(memory: Any, check: Any) -> None:
     took = time.monotonic() - started
     usage = done.usage
     cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
-    check("model call", True, f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
-                              f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})")
+    check(
+        "model call",
+        True,
+        f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
+        f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})",
+    )
 
 
 def _report(checks: list[dict[str, Any]], as_json: bool) -> None:

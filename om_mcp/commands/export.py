@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
+    EXIT_CODES,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_config_arguments,
+    fail,
+    prepare,
+    run_memory,
 )
 
 
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             if partial:
                 partial.unlink(missing_ok=True)
             return fail(f"cannot write the export: {error.strerror or error}", EXIT_FAILED)
-        summary = ", ".join(count(n, kind.replace('_', ' ')) for kind, n in counts.items())
+        summary = ", ".join(count(n, kind.replace("_", " ")) for kind, n in counts.items())
         print(f"exported {summary}" + (f" to {target}" if target else ""), file=sys.stderr)
         return EXIT_OK
 

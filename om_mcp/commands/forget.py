@@ -13,7 +13,15 @@ import sys
 from typing import Any
 
 from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
+    EXIT_CODES,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_config_arguments,
+    fail,
+    prepare,
+    run_memory,
 )
 
 
@@ -61,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(report)
         else:
-            print(f"forgot {what.split(' (')[0]}: {count(report['threads'], 'thread')},"
-                  f" {count(report['messages'], 'message')}; their text is erased from the database file")
+            print(
+                f"forgot {what.split(' (')[0]}: {count(report['threads'], 'thread')},"
+                f" {count(report['messages'], 'message')}; their text is erased from the database file"
+            )
         return EXIT_OK
 
     return run_memory(config, main)

@@ -26,19 +26,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("host", choices=HOSTS, help="the agent that runs the hook")
     parser.add_argument("--db", help="the database file (default: $OM_DB_PATH, else ~/.local/share/om-mcp/memory.db)")
     parser.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
-    parser.add_argument("--max-chars", type=int, default=8000,
-                        help="longest SessionStart context in characters (default 8000; Claude Code shows 10000)")
-    parser.add_argument("--no-worker", action="store_true",
-                        help="never start a background worker (observation then waits for a running server)")
-    parser.add_argument("--worker-idle-exit", type=float, default=60.0,
-                        help="seconds a started worker waits for more work before it exits (default 60)")
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=8000,
+        help="longest SessionStart context in characters (default 8000; Claude Code shows 10000)",
+    )
+    parser.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="never start a background worker (observation then waits for a running server)",
+    )
+    parser.add_argument(
+        "--worker-idle-exit",
+        type=float,
+        default=60.0,
+        help="seconds a started worker waits for more work before it exits (default 60)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from om_mcp.hook.run import HookOptions, run_hook
 
-    options = HookOptions(host=args.host, db=args.db, config=args.config, max_chars=args.max_chars,
-                          worker=not args.no_worker, worker_idle_exit=args.worker_idle_exit)
+    options = HookOptions(
+        host=args.host,
+        db=args.db,
+        config=args.config,
+        max_chars=args.max_chars,
+        worker=not args.no_worker,
+        worker_idle_exit=args.worker_idle_exit,
+    )
     output = run_hook(options, sys.stdin.buffer.read())
     if output:
         sys.stdout.write(output + "\n")

@@ -16,17 +16,32 @@ from pathlib import Path
 from typing import Any
 
 from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_CONFIG, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
+    EXIT_CODES,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    add_config_arguments,
+    fail,
+    prepare,
+    run_memory,
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="memory.jsonl, conversations.json or the export .zip")
     parser.add_argument("--resource", metavar="R", help="who the conversations belong to (Claude / ChatGPT exports)")
-    parser.add_argument("--format", choices=["auto", "om-mcp", "claude", "chatgpt"], default="auto",
-                        help="what FILE is (default: detected)")
-    parser.add_argument("--observe", action="store_true",
-                        help="observe the imported conversations now (calls the model) instead of in the background")
+    parser.add_argument(
+        "--format",
+        choices=["auto", "om-mcp", "claude", "chatgpt"],
+        default="auto",
+        help="what FILE is (default: detected)",
+    )
+    parser.add_argument(
+        "--observe",
+        action="store_true",
+        help="observe the imported conversations now (calls the model) instead of in the background",
+    )
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -43,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as error:
         return fail(f"{error}; nor is it an om-mcp export", EXIT_CONFIG)
     if kind == "om-mcp" and args.resource:
-        return fail("--resource is for Claude / ChatGPT exports: an om-mcp export keeps its own resources",
-                    EXIT_CONFIG)
+        return fail("--resource is for Claude / ChatGPT exports: an om-mcp export keeps its own resources", EXIT_CONFIG)
     # Appending only stores: the cycles run afterwards (--observe) or in a server's background.
     config, code = prepare(args, {"observational_memory.enabled": False}, must_exist=False)
     if config is None:
@@ -107,11 +121,12 @@ def _summary(report: dict[str, Any]) -> str:
     from om_mcp.commands._view import count
 
     def words(counts: dict[str, int]) -> str:
-        return ", ".join(count(n, kind.replace('_', ' ')) for kind, n in counts.items() if n) or "nothing"
+        return ", ".join(count(n, kind.replace("_", " ")) for kind, n in counts.items() if n) or "nothing"
 
     skipped = words(report["skipped"])
-    return (f"imported {words(report['added'])} from {report['file']} ({report['format']})"
-            + (f"; already there: {skipped}" if skipped != "nothing" else ""))
+    return f"imported {words(report['added'])} from {report['file']} ({report['format']})" + (
+        f"; already there: {skipped}" if skipped != "nothing" else ""
+    )
 
 
 def _observe_now(args: argparse.Namespace, threads: list[str], report: dict[str, Any]) -> int:
@@ -142,8 +157,10 @@ def _observe_now(args: argparse.Namespace, threads: list[str], report: dict[str,
         if args.json:
             print_json(report)
         else:
-            print(f"observed {observed:,} tokens in {len(threads)} threads"
-                  + (f"; {len(failed)} failed, first: {failed[0]}" if failed else ""))
+            print(
+                f"observed {observed:,} tokens in {len(threads)} threads"
+                + (f"; {len(failed)} failed, first: {failed[0]}" if failed else "")
+            )
         return EXIT_FAILED if failed else EXIT_OK
 
     return run_memory(config, main)

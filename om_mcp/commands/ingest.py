@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from om_mcp.store.errors import DatabaseRefused, StoreError
 
     try:
-        summary = store(config, fmt, messages, thread_id, resource_id, start_worker=not args.no_worker,
-                        config_file=args.config)
+        summary = store(
+            config, fmt, messages, thread_id, resource_id, start_worker=not args.no_worker, config_file=args.config
+        )
     except DatabaseRefused as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return EXIT_DATABASE
@@ -69,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(summary)
     else:
-        print(f"{summary['appended']} new message(s), {summary['skipped']} already stored, in thread "
-              f"{summary['thread_id']} of resource {summary['resource_id']}"
-              + (f"; observing in the background ({summary['worker']})" if summary["worker"] else ""))
+        print(
+            f"{summary['appended']} new message(s), {summary['skipped']} already stored, in thread "
+            f"{summary['thread_id']} of resource {summary['resource_id']}"
+            + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
+        )
     return 0
 
 
@@ -117,8 +120,16 @@ def read(path: Path, fmt: str) -> tuple[list[dict[str, Any]], str, str | None]:
     return read_openai_messages(path), path.stem, None
 
 
-def store(config: Any, fmt: str, messages: list[dict[str, Any]], thread_id: str, resource_id: str, *,
-          start_worker: bool, config_file: str | None) -> dict[str, Any]:
+def store(
+    config: Any,
+    fmt: str,
+    messages: list[dict[str, Any]],
+    thread_id: str,
+    resource_id: str,
+    *,
+    start_worker: bool,
+    config_file: str | None,
+) -> dict[str, Any]:
     """Append in batches (a progress bar on a terminal), mark the session over, start a worker if due."""
     from om_mcp.commands._output import progress
     from om_mcp.engine.tokens import get_token_counter
@@ -128,7 +139,8 @@ def store(config: Any, fmt: str, messages: list[dict[str, Any]], thread_id: str,
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.hosts.events import HookEvent
     from om_mcp.store.keys import record_key
-    from om_mcp.store.sqlite import messages as ops, threads
+    from om_mcp.store.sqlite import messages as ops
+    from om_mcp.store.sqlite import threads
     from om_mcp.store.sqlite.decode import now_iso
 
     counter = get_token_counter()
@@ -142,13 +154,14 @@ def store(config: Any, fmt: str, messages: list[dict[str, Any]], thread_id: str,
         metadata = {"host": fmt, "source": "om-mcp ingest"}
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
-                batch = messages[start:start + BATCH]
+                batch = messages[start : start + BATCH]
                 rows = to_rows(batch, counter, config.max_message_chars)
 
                 def append(conn: Any) -> Any:
                     counted_by = ops.tokenizer_id(conn, counter.cache_key)
-                    return ops.append(conn, thread_id, resource_id, key, rows, counted_by=counted_by,
-                                      thread_metadata=metadata)
+                    return ops.append(
+                        conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
+                    )
 
                 result = db.write(conn, append)
                 summary["appended"] += len(result.appended)
@@ -160,8 +173,15 @@ def store(config: Any, fmt: str, messages: list[dict[str, Any]], thread_id: str,
             settings = load_settings(str(config.db_path), config_file)
             event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)
             summary["worker"] = start_worker_if_due(
-                conn, settings, event, key, None, config_file=config_file, idle_exit=60.0,
-                log_file=data_dir() / "worker.log")
+                conn,
+                settings,
+                event,
+                key,
+                None,
+                config_file=config_file,
+                idle_exit=60.0,
+                log_file=data_dir() / "worker.log",
+            )
     finally:
         conn.close()
     return summary

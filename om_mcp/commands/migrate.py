@@ -22,10 +22,18 @@ Point om-mcp at the new database: {setting}, then restart the servers."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--from", dest="source", required=True,
-                        help="the database to copy: sqlite:///path/memory.db (or a path), or postgresql://...")
-    parser.add_argument("--to", dest="target", required=True,
-                        help="where to copy it: postgresql://user:password@host:5432/db (or a new SQLite file)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="the database to copy: sqlite:///path/memory.db (or a path), or postgresql://...",
+    )
+    parser.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        help="where to copy it: postgresql://user:password@host:5432/db (or a new SQLite file)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -36,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     logs.configure("warning")
     with ExitStack() as bars:
+
         def bar(description: str, total: int):
             return bars.enter_context(progress(total, description))
 
@@ -44,16 +53,31 @@ def run(args: argparse.Namespace) -> int:
         except (DatabaseRefused, StoreUnavailable) as error:
             print(f"om-mcp: {error}", file=sys.stderr)
             return EXIT_DATABASE
-    summary = {"source": describe(args.source), "target": describe(args.target), "resumed": report.resumed,
-               "rows": report.rows, "source_rows": report.totals, "indexed_threads": report.indexed_threads}
+    summary = {
+        "source": describe(args.source),
+        "target": describe(args.target),
+        "resumed": report.resumed,
+        "rows": report.rows,
+        "source_rows": report.totals,
+        "indexed_threads": report.indexed_threads,
+    }
     if args.json:
         print_json(summary)
         return 0
-    print_table([(name, report.totals[name], report.rows.get(name, 0)) for name in report.totals],
-                [("table", "table"), ("source", "rows in source"), ("copied", "copied now")])
-    print(DONE.format(source=summary["source"], target=summary["target"],
-                      resumed=" (resumed: rows already there were kept)" if report.resumed else "",
-                      rows=sum(report.totals.values()), threads=report.indexed_threads,
-                      setting=f'db_url = "{summary["target"]}" (or OM_DB_URL)' if summary["target"].startswith("postgres")
-                      else f'db_path = "{summary["target"].removeprefix("sqlite://")}" (or OM_DB_PATH)'))
+    print_table(
+        [(name, report.totals[name], report.rows.get(name, 0)) for name in report.totals],
+        [("table", "table"), ("source", "rows in source"), ("copied", "copied now")],
+    )
+    print(
+        DONE.format(
+            source=summary["source"],
+            target=summary["target"],
+            resumed=" (resumed: rows already there were kept)" if report.resumed else "",
+            rows=sum(report.totals.values()),
+            threads=report.indexed_threads,
+            setting=f'db_url = "{summary["target"]}" (or OM_DB_URL)'
+            if summary["target"].startswith("postgres")
+            else f'db_path = "{summary["target"].removeprefix("sqlite://")}" (or OM_DB_PATH)',
+        )
+    )
     return 0

@@ -11,13 +11,10 @@ import argparse
 import sys
 from typing import Any
 
-from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_FAILED, EXIT_OK, add_config_arguments, prepare, run_memory,
-)
+from om_mcp.commands.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, add_config_arguments, prepare, run_memory
 
 ENDS = ("data-om-observation-end", "data-om-activation")
-NOTHING_TO_DO = ("no unobserved messages", "nothing to observe", "no observations to reflect",
-                 "another process is")
+NOTHING_TO_DO = ("no unobserved messages", "nothing to observe", "no observations to reflect", "another process is")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +31,6 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json, progress
-
         from om_mcp.engine.errors import NotFound
 
         if await memory.thread(args.thread) is None:
@@ -44,6 +40,7 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
         total = windows.messages.tokens if op == "observe" else windows.observations.tokens
         verb = "observing" if op == "observe" else "reflecting"
         with progress(total or None, f"{verb} {args.thread}") as advance, memory.events.collect() as emitted:
+
             async def on_event(event: dict[str, Any]) -> None:
                 if event["type"] in ENDS and not event.get("retrying"):
                     advance(_tokens_in(event))
@@ -58,20 +55,27 @@ def run(args: argparse.Namespace, op: str = "observe") -> int:
         ends = [e for e in emitted if e["type"] in ENDS and not e.get("retrying")]
         ran = outcome.ran or bool(ends)
         report = {
-            "thread_id": args.thread, "operation": op, "ran": ran, "cycles": len(ends),
-            "tokens_in": sum(_tokens_in(e) for e in ends), "tokens_out": sum(e.get("observation_tokens") or 0
-                                                                          for e in ends),
+            "thread_id": args.thread,
+            "operation": op,
+            "ran": ran,
+            "cycles": len(ends),
+            "tokens_in": sum(_tokens_in(e) for e in ends),
+            "tokens_out": sum(e.get("observation_tokens") or 0 for e in ends),
             "seconds": round(sum(e.get("duration_ms") or 0 for e in ends) / 1000, 2),
-            "cost": _cost(ends), "reason": None if ran else outcome.reason, "error": outcome.error,
+            "cost": _cost(ends),
+            "reason": None if ran else outcome.reason,
+            "error": outcome.error,
         }
         ok = outcome.error is None and (ran or (outcome.reason or "").startswith(NOTHING_TO_DO))
         if args.json:
             print_json(report)
         elif ran:
             cost = f", ${report['cost']:.4f}" if report["cost"] is not None else ""
-            print(f"{'observed' if op == 'observe' else 'reflected'} {report['tokens_in']:,} tokens into"
-                  f" {report['tokens_out']:,} tokens of observations in {report['cycles']} cycle"
-                  f"{'s' if report['cycles'] != 1 else ''} ({report['seconds']:.1f} s{cost})")
+            print(
+                f"{'observed' if op == 'observe' else 'reflected'} {report['tokens_in']:,} tokens into"
+                f" {report['tokens_out']:,} tokens of observations in {report['cycles']} cycle"
+                f"{'s' if report['cycles'] != 1 else ''} ({report['seconds']:.1f} s{cost})"
+            )
         else:
             print(f"om-mcp: {op}: {outcome.error or outcome.reason}", file=sys.stderr)
         return EXIT_OK if ok else EXIT_FAILED

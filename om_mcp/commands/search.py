@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
-)
+from om_mcp.commands.common import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,9 +39,20 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(results)
         else:
-            print_table([{"score": r.score, "thread": r.thread_id, "id": r.range or r.message_id,
-                          "role": r.role, "date": when(r.created_at), "text": one_line(r.snippet, 90)}
-                         for r in results], ["score", "thread", "id", "role", "date", "text"])
+            print_table(
+                [
+                    {
+                        "score": r.score,
+                        "thread": r.thread_id,
+                        "id": r.range or r.message_id,
+                        "role": r.role,
+                        "date": when(r.created_at),
+                        "text": one_line(r.snippet, 90),
+                    }
+                    for r in results
+                ],
+                ["score", "thread", "id", "role", "date", "text"],
+            )
         return EXIT_OK
 
     return run_memory(config, main)

@@ -20,12 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8765)")
     parser.add_argument(
-        "--insecure", action="store_true",
+        "--insecure",
+        action="store_true",
         help="allow HTTP on a non-loopback address without authentication (anyone who reaches it can read and"
         " change all memory)",
     )
     parser.add_argument(
-        "--hooks", action="store_true",
+        "--hooks",
+        action="store_true",
         help="the host's hooks record the conversations (om-mcp hook): the agent is told not to call"
         " append_messages or get_context",
     )
@@ -63,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # noqa: BLE001 - one line; the traceback at debug level
         log.debug("the server stopped on an error", exc_info=True)
         cause = _first_leaf(error)
-        print(f"om-mcp: stopped: {type(cause).__name__}: {cause} (log_level = \"debug\" shows where)",
-              file=sys.stderr)
+        print(f'om-mcp: stopped: {type(cause).__name__}: {cause} (log_level = "debug" shows where)', file=sys.stderr)
         return 1
 
 

@@ -13,8 +13,11 @@ from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, pr
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("thread", metavar="THREAD", help="the thread id")
     parser.add_argument("--messages", type=int, default=10, metavar="N", help="the N most recent messages (10)")
-    parser.add_argument("--generations", action="store_true",
-                        help="every generation of the log (what the Reflector condensed), newest first")
+    parser.add_argument(
+        "--generations",
+        action="store_true",
+        help="every generation of the log (what the Reflector condensed), newest first",
+    )
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -58,10 +61,12 @@ async def gather(memory: Any, thread_id: str, messages: int, generations: bool) 
         working = {"scope": wm.scope, "of": owner, "text": await store.get_working_memory(wm.scope, owner)}
     recent = await memory.messages(thread_id, limit=messages) if messages > 0 else []
     return {
-        **thread_row(state), "record_key": state.record_key,
+        **thread_row(state),
+        "record_key": state.record_key,
         "current_task": snap.hints.current_task if snap else None,
         "suggested_response": snap.hints.suggested_response if snap else None,
-        "observations": log, "working_memory": working,
+        "observations": log,
+        "working_memory": working,
         "recent_messages": [m.model_dump(mode="json") for m in recent],
     }
 
@@ -73,17 +78,21 @@ def show(r: dict[str, Any]) -> None:
     out = sys.stdout
     title = f" “{r['title']}”" if r["title"] else ""
     out.write(f"thread {r['thread']}{title} · resource {r['resource']} · {r['record_key']}\n")
-    out.write(f"  created {when(r['created_at'])} · updated {when(r['updated_at'])} · {r['messages']:,} messages ·"
-              f" {r['unobserved_tokens']:,} unobserved tokens · generation {r['generation']}\n")
+    out.write(
+        f"  created {when(r['created_at'])} · updated {when(r['updated_at'])} · {r['messages']:,} messages ·"
+        f" {r['unobserved_tokens']:,} unobserved tokens · generation {r['generation']}\n"
+    )
     last = r["last_cycle"]
     if last:
-        out.write(f"  last cycle: {last['what']} {when(last['at'])}"
-                  + (f": {last['error']}" if last["error"] else "") + "\n")
+        out.write(
+            f"  last cycle: {last['what']} {when(last['at'])}" + (f": {last['error']}" if last["error"] else "") + "\n"
+        )
     log = r["observations"]
     generations = (log or {}).get("generations") or ([{"generation": log["generation"], **log}] if log else [])
     for g in generations:
-        out.write(f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens"
-                  f" · {len(g['groups'])} groups\n")
+        out.write(
+            f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens · {len(g['groups'])} groups\n"
+        )
         out.write(_indent(g["text"] or "(empty)") + "\n")
     if not generations:
         out.write("\nobservation log: nothing observed yet\n")
@@ -96,7 +105,9 @@ def show(r: dict[str, Any]) -> None:
     if r["recent_messages"]:
         out.write(f"\nrecent messages ({len(r['recent_messages'])} of {r['messages']:,}):\n")
         for m in r["recent_messages"]:
-            out.write(f"  {when(m['created_at'])}  {m['role']:<9} {m['id']}  {one_line(message_text(m['parts']), 90)}\n")
+            out.write(
+                f"  {when(m['created_at'])}  {m['role']:<9} {m['id']}  {one_line(message_text(m['parts']), 90)}\n"
+            )
 
 
 def _indent(text: str) -> str:

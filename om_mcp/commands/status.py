@@ -40,17 +40,34 @@ async def gather(memory: Any, threads: int) -> dict[str, Any]:
     pending = await store.pending_records()
     limits = memory.observation.limits
     return {
-        "database": {"path": stats.path, "bytes": stats.bytes, "wal_bytes": stats.wal_bytes,
-                     "schema_version": stats.schema_version},
-        "counts": {"resources": stats.resources, "threads": stats.threads, "messages": stats.messages,
-                   "observation_groups": stats.groups, "buffered_chunks": stats.chunks, "events": stats.events},
-        "resources": [{"id": r.id, "threads": r.threads, "messages": r.messages, "updated_at": r.updated_at}
-                      for r in await store.list_resources()],
+        "database": {
+            "path": stats.path,
+            "bytes": stats.bytes,
+            "wal_bytes": stats.wal_bytes,
+            "schema_version": stats.schema_version,
+        },
+        "counts": {
+            "resources": stats.resources,
+            "threads": stats.threads,
+            "messages": stats.messages,
+            "observation_groups": stats.groups,
+            "buffered_chunks": stats.chunks,
+            "events": stats.events,
+        },
+        "resources": [
+            {"id": r.id, "threads": r.threads, "messages": r.messages, "updated_at": r.updated_at}
+            for r in await store.list_resources()
+        ],
         "model": await model_state(memory),
-        "pending": {"unobserved_tokens": stats.pending_tokens, "records": len(pending),
-                    "records_with_buffered_chunks": sum(1 for _, _, chunks in pending if chunks),
-                    "observe_at": limits.message_tokens, "reflect_at": limits.observation_tokens,
-                    "scope": om.scope, "observation_enabled": om.enabled},
+        "pending": {
+            "unobserved_tokens": stats.pending_tokens,
+            "records": len(pending),
+            "records_with_buffered_chunks": sum(1 for _, _, chunks in pending if chunks),
+            "observe_at": limits.message_tokens,
+            "reflect_at": limits.observation_tokens,
+            "scope": om.scope,
+            "observation_enabled": om.enabled,
+        },
         "threads": await store.thread_states(om.scope, limit=threads),
     }
 
@@ -68,20 +85,34 @@ def show(report: dict[str, Any]) -> None:
     out = sys.stdout
     wal = f", WAL {_size(db['wal_bytes'])}" if db["wal_bytes"] else ""
     out.write(f"database  {db['path']} ({_size(db['bytes'])}{wal}, schema {db['schema_version']})\n")
-    out.write("memory    " + " · ".join(count(counts[k], word) for k, word in (
-        ("resources", "resource"), ("threads", "thread"), ("messages", "message"),
-        ("observation_groups", "observation group"), ("events", "event"))) + "\n")
+    out.write(
+        "memory    "
+        + " · ".join(
+            count(counts[k], word)
+            for k, word in (
+                ("resources", "resource"),
+                ("threads", "thread"),
+                ("messages", "message"),
+                ("observation_groups", "observation group"),
+                ("events", "event"),
+            )
+        )
+        + "\n"
+    )
     if not model["enabled"]:
         state = "off (observational_memory.enabled = false)"
     elif model["model_ready"]:
         state = f"ready: {model['observer']}" + (
-            f" (reflector {model['reflector']})" if model["reflector"] != model["observer"] else "")
+            f" (reflector {model['reflector']})" if model["reflector"] != model["observer"] else ""
+        )
     else:
         state = f"NOT READY ({model['observer']}): {model['reason']}"
     out.write(f"model     {state}\n")
-    out.write(f"pending   {pending['unobserved_tokens']:,} unobserved tokens in {count(pending['records'], 'record')}"
-              f" ({pending['records_with_buffered_chunks']} with buffered observations); scope {pending['scope']},"
-              f" observe at {pending['observe_at']:,}, reflect at {pending['reflect_at']:,}\n")
+    out.write(
+        f"pending   {pending['unobserved_tokens']:,} unobserved tokens in {count(pending['records'], 'record')}"
+        f" ({pending['records_with_buffered_chunks']} with buffered observations); scope {pending['scope']},"
+        f" observe at {pending['observe_at']:,}, reflect at {pending['reflect_at']:,}\n"
+    )
     if report["threads"]:
         out.write("\n")
         print_table(thread_table_rows(report["threads"]), THREAD_COLUMNS)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from om_mcp.commands.common import (
-    EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory,
-)
+from om_mcp.commands.common import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, add_config_arguments, fail, prepare, run_memory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +27,9 @@ def run(args: argparse.Namespace) -> int:
         store = memory.store
         if args.resource and not any(r.id == args.resource for r in await store.list_resources()):
             return fail(f"unknown resource {args.resource!r}", EXIT_NOT_FOUND)
-        states = await store.thread_states(memory.config.observational_memory.scope, resource_id=args.resource,
-                                           limit=args.limit)
+        states = await store.thread_states(
+            memory.config.observational_memory.scope, resource_id=args.resource, limit=args.limit
+        )
         if args.json:
             print_json([thread_row(s) for s in states])
         else:

@@ -29,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create", help="make a token bound to resources")
     create.add_argument(
-        "--resource", action="append", required=True, metavar="ID",
+        "--resource",
+        action="append",
+        required=True,
+        metavar="ID",
         help="a resource the token may use; repeat for more; '*' for all",
     )
     create.add_argument("--name", default="", help="who holds it (shown in logs)")

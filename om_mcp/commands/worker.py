@@ -21,8 +21,12 @@ log = logging.getLogger("om_mcp")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--idle-exit", type=float, default=60.0,
-                        help="exit after this many seconds with nothing to do (default 60; 0 = run until stopped)")
+    parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=60.0,
+        help="exit after this many seconds with nothing to do (default 60; 0 = run until stopped)",
+    )
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between looks for new work (default 2)")
     parser.add_argument("--log-file", help="append the log to this file (capped at 1 MB) instead of stderr")
     parser.add_argument("--lease-owner", help=argparse.SUPPRESS)  # the lease the starting hook took for it
@@ -62,5 +66,9 @@ def _log_to_file(path: Path, level: str) -> None:
             os.replace(path, path.with_name(path.name + ".1"))
     except FileNotFoundError:
         pass
-    logging.basicConfig(filename=str(path), level=level.upper(), force=True,
-                        format=f"%(asctime)s %(levelname)s worker {os.getpid()} %(name)s: %(message)s")
+    logging.basicConfig(
+        filename=str(path),
+        level=level.upper(),
+        force=True,
+        format=f"%(asctime)s %(levelname)s worker {os.getpid()} %(name)s: %(message)s",
+    )

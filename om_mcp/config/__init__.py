@@ -6,13 +6,32 @@ Precedence: flags > environment > file > defaults.
 from om_mcp.config.extractors import Extractor
 from om_mcp.config.loader import ConfigError, load_config
 from om_mcp.config.memory import (
-    HooksConfig, Limits, ObservationalMemoryConfig, ObservationConfig, ReflectionConfig, RetrievalConfig,
+    HooksConfig,
+    Limits,
+    ObservationalMemoryConfig,
+    ObservationConfig,
+    ReflectionConfig,
+    RetrievalConfig,
 )
 from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
 from om_mcp.config.settings import Config
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
 __all__ = [
-    "AuthConfig", "Config", "ConfigError", "HttpConfig", "TokenEntry", "hash_token", "Extractor", "HooksConfig", "Limits", "ObservationConfig", "ObservationalMemoryConfig",
-    "ReflectionConfig", "RetrievalConfig", "ServerConfig", "WorkingMemoryConfig", "load_config",
+    "AuthConfig",
+    "Config",
+    "ConfigError",
+    "HttpConfig",
+    "TokenEntry",
+    "hash_token",
+    "Extractor",
+    "HooksConfig",
+    "Limits",
+    "ObservationConfig",
+    "ObservationalMemoryConfig",
+    "ReflectionConfig",
+    "RetrievalConfig",
+    "ServerConfig",
+    "WorkingMemoryConfig",
+    "load_config",
 ]

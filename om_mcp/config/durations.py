@@ -5,10 +5,20 @@ from __future__ import annotations
 import re
 
 _UNITS = {
-    "ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000,
-    "h": 3_600_000, "hr": 3_600_000, "hour": 3_600_000, "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000,
+    "ms": 1,
+    "s": 1000,
+    "sec": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "hr": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
 }
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+
 
 def parse_idle(value: int | float | str | bool | None) -> int | str | None:
     """Return milliseconds, "auto", or None (off). Raises ValueError on nonsense."""

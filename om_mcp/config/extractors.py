@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,9 +12,23 @@ from pydantic import BaseModel, ConfigDict, Field
 BUILTIN_TAGS = ("current-task", "suggested-response", "thread-title")
 RESERVED_TAGS = frozenset(
     {
-        "observations", "thread", "conversation", "previous-observations", "memory-log", "observer-rules",
-        "observation-group", "working-memory", "working_memory", "system-reminder", "extracted-values", "template",
-        "other-conversations", "other-conversation", "current-task", "suggested-response", "schema",
+        "observations",
+        "thread",
+        "conversation",
+        "previous-observations",
+        "memory-log",
+        "observer-rules",
+        "observation-group",
+        "working-memory",
+        "working_memory",
+        "system-reminder",
+        "extracted-values",
+        "template",
+        "other-conversations",
+        "other-conversation",
+        "current-task",
+        "suggested-response",
+        "schema",
     }
 )
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -60,7 +61,7 @@ def load_config(
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX) or name.startswith(LAUNCHER_ENV_PREFIX):
             continue
-        keys = ENV_ALIASES.get(name) or tuple(k.lower() for k in name[len(ENV_PREFIX):].split("__"))
+        keys = ENV_ALIASES.get(name) or tuple(k.lower() for k in name[len(ENV_PREFIX) :].split("__"))
         settings.append((keys, value, name))
     # Shallow keys first, so OM_OBSERVATIONAL_MEMORY=false cannot wipe out OM_MODEL.
     for keys, value, name in sorted(settings, key=lambda item: len(item[0])):

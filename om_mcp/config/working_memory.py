@@ -9,7 +9,7 @@ The rules for applying updates live in `om_mcp.engine.working_memory`. Two modes
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -41,23 +41,15 @@ class WorkingMemoryConfig(BaseModel):
     enabled: bool = True
     scope: Literal["resource", "thread"] = Field(
         default="resource",
-        description="resource: one memory shared by all threads of a resource; "
-        "thread: one memory per thread.",
+        description="resource: one memory shared by all threads of a resource; thread: one memory per thread.",
     )
-    template: str | None = Field(
-        default=None, description="Markdown template; selects template mode."
-    )
+    template: str | None = Field(default=None, description="Markdown template; selects template mode.")
     # Named `schema_` because BaseModel already has a `schema` attribute; the
     # config file and callers still use the plain key `schema`.
     schema_: dict | None = Field(
-        default=None,
-        alias="schema",
-        description="JSON Schema (type object); selects schema mode.",
+        default=None, alias="schema", description="JSON Schema (type object); selects schema mode."
     )
-    read_only: bool = Field(
-        default=False,
-        description="The agent sees the memory but may not change it.",
-    )
+    read_only: bool = Field(default=False, description="The agent sees the memory but may not change it.")
 
     @field_validator("template")
     @classmethod
@@ -78,9 +70,7 @@ class WorkingMemoryConfig(BaseModel):
         try:
             schema_validator(value).check_schema(value)
         except SchemaError as exc:
-            raise ValueError(
-                f"working_memory.schema is not a valid JSON Schema: {exc.message}"
-            ) from None
+            raise ValueError(f"working_memory.schema is not a valid JSON Schema: {exc.message}") from None
         declared = value.get("type")
         types = declared if isinstance(declared, list) else [declared]
         # Stored values are merged key by key, so the top level must be an object.
@@ -91,10 +81,7 @@ class WorkingMemoryConfig(BaseModel):
     @model_validator(mode="after")
     def _one_mode_only(self) -> WorkingMemoryConfig:
         if self.template is not None and self.schema_ is not None:
-            raise ValueError(
-                "working_memory.template and working_memory.schema are both set; "
-                "choose one"
-            )
+            raise ValueError("working_memory.template and working_memory.schema are both set; choose one")
         return self
 
     @property

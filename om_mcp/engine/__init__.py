@@ -12,13 +12,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _HOMES = {
-    "AppendOutcome": "results", "ContextOut": "results", "DeleteOut": "results", "Status": "results",
-    "ThreadOut": "results", "WorkingMemoryOut": "results",
-    "CycleOutcome": "observation.cycle", "EventType": "observation.events", "Hooks": "observation.events",
-    "EngineError": "errors", "InputError": "errors", "NotFound": "errors", "Unavailable": "errors",
+    "AppendOutcome": "results",
+    "ContextOut": "results",
+    "DeleteOut": "results",
+    "Status": "results",
+    "ThreadOut": "results",
+    "WorkingMemoryOut": "results",
+    "CycleOutcome": "observation.cycle",
+    "EventType": "observation.events",
+    "Hooks": "observation.events",
+    "EngineError": "errors",
+    "InputError": "errors",
+    "NotFound": "errors",
+    "Unavailable": "errors",
     "StoreUnavailable": "errors",
-    "Memory": "memory", "MessageIn": "messages", "RecallOut": "recall.query", "RecallQuery": "recall.query",
-    "SamplingBroker": "_sampling", "message_threshold": "observation.thresholds",
+    "Memory": "memory",
+    "MessageIn": "messages",
+    "RecallOut": "recall.query",
+    "RecallQuery": "recall.query",
+    "SamplingBroker": "_sampling",
+    "message_threshold": "observation.thresholds",
 }
 __all__ = sorted(_HOMES)
 

@@ -39,7 +39,7 @@ NO_MODEL_BACKOFF_SECONDS = 600.0
 
 
 class Drainer:
-    def __init__(self, memory: "Memory", owner: str | None = None, lease_seconds: float = LEASE_SECONDS):
+    def __init__(self, memory: Memory, owner: str | None = None, lease_seconds: float = LEASE_SECONDS):
         self.memory = memory
         self.owner = owner or memory.observation.owner
         self.lease_seconds = lease_seconds
@@ -90,8 +90,9 @@ class Drainer:
     async def activate_host_sessions(self) -> None:
         engine = self.memory.observation
         limits = engine.limits
-        due = await self.memory.store.due_work(limits.buffer_tokens or limits.message_tokens,
-                                               limits.reflection_buffer_at or limits.observation_tokens)
+        due = await self.memory.store.due_work(
+            limits.buffer_tokens or limits.message_tokens, limits.reflection_buffer_at or limits.observation_tokens
+        )
         for work in due:
             thread = await self.memory.store.get_thread(work.thread_id)
             if thread is not None and thread.metadata.get("host"):
@@ -110,8 +111,11 @@ class Drainer:
             self._flushed[found.thread_id] = (found.pending_messages, found.updated_at, now)
             log.info("observing the end of session %s (%d messages)", found.thread_id, found.pending_messages)
             await self.memory.worker.submit(
-                found.record_key, "observe",
-                lambda t=found.thread_id, r=found.resource_id: engine.observe(t, r, "manual"), rerun=True)
+                found.record_key,
+                "observe",
+                lambda t=found.thread_id, r=found.resource_id: engine.observe(t, r, "manual"),
+                rerun=True,
+            )
             count += 1
         return count
 
@@ -141,8 +145,11 @@ class Drainer:
             key, op = WORKER_LEASE
             await self.memory.store.acquire_lease(key, op, self.owner, NO_MODEL_BACKOFF_SECONDS)
             engine = self.memory.observation
-            why = (await engine.model_available("observation"))[1] if engine.om.enabled else \
-                "observational_memory.enabled is false"
+            why = (
+                (await engine.model_available("observation"))[1]
+                if engine.om.enabled
+                else "observational_memory.enabled is false"
+            )
             log.warning("om-mcp worker: observation cannot run (%s); exiting", why)
             return
         log.info("draining (exits after %gs idle)", idle_exit)

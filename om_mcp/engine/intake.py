@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -93,8 +93,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
         raise InputError("messages must be a non-empty list", field="messages")
     if len(messages) > config.max_batch_messages:
         raise InputError(
-            f"messages holds {len(messages)} items; the limit per call is {config.max_batch_messages}",
-            field="messages",
+            f"messages holds {len(messages)} items; the limit per call is {config.max_batch_messages}", field="messages"
         )
     raw = [m.model_dump() if isinstance(m, MessageIn) else m for m in messages]
     check_text(raw, "messages")
@@ -104,19 +103,22 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
         # A union (string or parts) reports each branch; the deepest error is the real one.
         first = max(error.errors(), key=lambda e: len(e["loc"]))
         where = "messages" + "".join(
-            f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]
+            f"[{p}]" if isinstance(p, int) else f".{p}"
+            for p in first["loc"]
             if not str(p).startswith(("str", "list[", "tagged-union"))
         )
         raise InputError(f"{where}: {first['msg']}", field=where) from None
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     seen: Counter[str] = Counter()
     out = []
     for index, message in enumerate(parsed):
         parts = message.parts()
         size = len(json.dumps(parts, ensure_ascii=False))
         if size > config.max_message_chars:
-            raise InputError(f"messages[{index}] is {size} characters; the limit is {config.max_message_chars}",
-                             field=f"messages[{index}].content")
+            raise InputError(
+                f"messages[{index}] is {size} characters; the limit is {config.max_message_chars}",
+                field=f"messages[{index}].content",
+            )
         metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
         if message.id is not None:
             message_id = check_id(message.id, f"messages[{index}].id")
@@ -125,12 +127,21 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
             message_id = derived_id(message.role, parts, message.created_at, seen[base])
             seen[base] += 1
         tokens, cache = counter.count_message({"role": message.role, "parts": parts})
-        out.append(NewMessage(
-            id=message_id, role=message.role, parts=parts, created_at=(message.created_at or now).isoformat(),
-            metadata=metadata, body=index_text(parts, metadata), tokens=tokens, part_tokens=cache["parts"],
-            observable=message.role != "system", created_at_given=message.created_at is not None,
-            id_given=message.id is not None,
-        ))
+        out.append(
+            NewMessage(
+                id=message_id,
+                role=message.role,
+                parts=parts,
+                created_at=(message.created_at or now).isoformat(),
+                metadata=metadata,
+                body=index_text(parts, metadata),
+                tokens=tokens,
+                part_tokens=cache["parts"],
+                observable=message.role != "system",
+                created_at_given=message.created_at is not None,
+                id_given=message.id is not None,
+            )
+        )
     return out
 
 
@@ -145,11 +156,21 @@ def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list
             text = temporal_gap_text(created - last)
             parts = [{"type": "text", "text": text}]
             tokens, cache = counter.count_message({"role": "system", "parts": parts})
-            out.append(NewMessage(
-                id=f"{message.id}~gap", role="system", parts=parts, created_at=message.created_at,
-                metadata={"om_kind": "temporal-gap"}, body="", tokens=tokens, part_tokens=cache["parts"],
-                observable=True, created_at_given=message.created_at_given, id_given=message.id_given,
-            ))
+            out.append(
+                NewMessage(
+                    id=f"{message.id}~gap",
+                    role="system",
+                    parts=parts,
+                    created_at=message.created_at,
+                    metadata={"om_kind": "temporal-gap"},
+                    body="",
+                    tokens=tokens,
+                    part_tokens=cache["parts"],
+                    observable=True,
+                    created_at_given=message.created_at_given,
+                    id_given=message.id_given,
+                )
+            )
         out.append(message)
         last = max(last, created) if last else created
     return out

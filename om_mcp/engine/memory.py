@@ -10,16 +10,16 @@ It knows nothing of MCP: the server is a thin adapter over these operations.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
 from om_mcp.config import Config
-from om_mcp.engine import intake, working_memory as wm
-from om_mcp.engine.working_memory.service import WorkingMemory
+from om_mcp.engine import intake
+from om_mcp.engine import working_memory as wm
 from om_mcp.engine.context.build import compose, fit_messages, observation_log
 from om_mcp.engine.errors import InputError, NotFound, Unavailable
 from om_mcp.engine.messages import MessageIn
@@ -31,14 +31,24 @@ from om_mcp.engine.recall.browse import browse
 from om_mcp.engine.recall.search import search as search_mode
 from om_mcp.engine.recall.threads import list_threads
 from om_mcp.engine.results import (
-    AppendOutcome, ContextOut, DeleteOut, MessageOut, Status, ThreadOut, WorkingMemoryOut, message_out, thread_out,
+    AppendOutcome,
+    ContextOut,
+    DeleteOut,
+    MessageOut,
+    Status,
+    ThreadOut,
+    WorkingMemoryOut,
+    message_out,
+    thread_out,
 )
 from om_mcp.engine.search import Retrieval
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
+from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.models import ModelClient
 from om_mcp.models.sampling import SamplingBroker
-from om_mcp.store import Hints, NotFound as StoreNotFound, Store, StoreError, StoreUnavailable, Thread, open_store, resource_key
+from om_mcp.store import Hints, Store, StoreError, StoreUnavailable, Thread, open_store, resource_key
+from om_mcp.store import NotFound as StoreNotFound
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,31 +70,47 @@ async def _translated(call: Awaitable[T]) -> T:
 class Memory:
     """Long-term memory over one database."""
 
-    def __init__(self, store: Store, config: Config, counter: TokenCounter | None = None, *,
-                 client: ModelClient | None = None, hooks: Hooks | None = None, sampling: SamplingBroker | None = None):
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        counter: TokenCounter | None = None,
+        *,
+        client: ModelClient | None = None,
+        hooks: Hooks | None = None,
+        sampling: SamplingBroker | None = None,
+    ):
         self.store = store
         self.config = config
         self.counter = counter or get_token_counter()
         self.worker = Worker()
-        self.observation = ObservationEngine(store, config, self.counter, client=client, hooks=hooks,
-                                             worker=self.worker, sampling=sampling)
+        self.observation = ObservationEngine(
+            store, config, self.counter, client=client, hooks=hooks, worker=self.worker, sampling=sampling
+        )
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
         self.working_memory = WorkingMemory(store, config.working_memory)
         self._counted_by: int | None = None
 
     @classmethod
-    async def open(cls, config: Config | None = None, db_path: str | None = None, *,
-                   client: ModelClient | None = None, hooks: Hooks | None = None,
-                   sampling: SamplingBroker | None = None) -> "Memory":
+    async def open(
+        cls,
+        config: Config | None = None,
+        db_path: str | None = None,
+        *,
+        client: ModelClient | None = None,
+        hooks: Hooks | None = None,
+        sampling: SamplingBroker | None = None,
+    ) -> Memory:
         """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
         Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
         the MCP clients the server registers with it."""
         config = config or Config()
-        return cls(await open_store(db_path or config.database()), config, client=client, hooks=hooks,
-                   sampling=sampling)
+        return cls(
+            await open_store(db_path or config.database()), config, client=client, hooks=hooks, sampling=sampling
+        )
 
     @asynccontextmanager
-    async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator["Memory"]:
+    async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator[Memory]:
         """Run the background worker (and notice work other processes append) while the block lasts."""
         async with anyio.create_task_group() as group:
             self.worker.attach(group)
@@ -105,7 +131,7 @@ class Memory:
     async def close(self) -> None:
         await self.store.close()
 
-    async def __aenter__(self) -> "Memory":
+    async def __aenter__(self) -> Memory:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -126,8 +152,10 @@ class Memory:
             return (thread.resource_id if thread else self.config.default_resource_id), thread
         intake.check_id(resource_id, "resource_id")
         if thread is not None and thread.resource_id != resource_id:
-            raise InputError(f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}",
-                             field="resource_id")
+            raise InputError(
+                f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}",
+                field="resource_id",
+            )
         return resource_id, thread
 
     async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
@@ -145,8 +173,13 @@ class Memory:
     # -- messages ------------------------------------------------------------------------------
 
     async def append_messages(
-        self, thread_id: str, messages: list[dict[str, Any] | MessageIn], resource_id: str | None = None,
-        thread_metadata: dict[str, Any] | None = None, *, with_status: bool = False,
+        self,
+        thread_id: str,
+        messages: list[dict[str, Any] | MessageIn],
+        resource_id: str | None = None,
+        thread_metadata: dict[str, Any] | None = None,
+        *,
+        with_status: bool = False,
     ) -> AppendOutcome:
         """Store a batch, all or nothing; re-sent messages (same id, or the same content
         when sent without ids) are skipped and counted. Never waits for a model."""
@@ -159,34 +192,57 @@ class Memory:
         seed = self.working_memory.seed(metadata.get("working_memory"))
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
-        result = await _translated(self.store.append_messages(
-            thread_id, resource_id, self.record_key(thread_id, resource_id), rows, counted_by=self._counted_by,
-            thread_metadata=metadata, working_memory=seed,
-        ))
+        result = await _translated(
+            self.store.append_messages(
+                thread_id,
+                resource_id,
+                self.record_key(thread_id, resource_id),
+                rows,
+                counted_by=self._counted_by,
+                thread_metadata=metadata,
+                working_memory=seed,
+            )
+        )
         events = [
-            {"type": EventType.TEMPORAL_GAP, "thread_id": thread_id, "resource_id": resource_id,
-             "message_id": m.id, "text": m.parts[0]["text"], "created_at": m.created_at}
-            for m in result.appended if m.metadata.get("om_kind") == "temporal-gap"
+            {
+                "type": EventType.TEMPORAL_GAP,
+                "thread_id": thread_id,
+                "resource_id": resource_id,
+                "message_id": m.id,
+                "text": m.parts[0]["text"],
+                "created_at": m.created_at,
+            }
+            for m in result.appended
+            if m.metadata.get("om_kind") == "temporal-gap"
         ]
         await self.observation.events.emit(events)
         if result.appended and result.state is not None:
-            await self.observation.after_append(thread_id, resource_id, result.state,
-                                                turn_ended=result.appended[-1].role == "assistant")
+            await self.observation.after_append(
+                thread_id, resource_id, result.state, turn_ended=result.appended[-1].role == "assistant"
+            )
             if self.retrieval.embedder is not None:
-                await self.worker.submit(f"resource:{resource_id}", "embed",
-                                         lambda: self.retrieval.index(resource_id), rerun=True)
+                await self.worker.submit(
+                    f"resource:{resource_id}", "embed", lambda: self.retrieval.index(resource_id), rerun=True
+                )
         return AppendOutcome(
             appended=len([m for m in result.appended if m.metadata.get("om_kind") != "temporal-gap"]),
-            skipped_duplicates=result.skipped_duplicates, thread_id=thread_id, resource_id=resource_id,
-            thread_created=result.thread_created, events=events,
+            skipped_duplicates=result.skipped_duplicates,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            thread_created=result.thread_created,
+            events=events,
             status=await self.observation.status(thread_id, resource_id) if with_status else None,
         )
 
-    async def append_turn(self, thread_id: str, user: str | None = None, assistant: str | None = None,
-                          resource_id: str | None = None) -> AppendOutcome:
+    async def append_turn(
+        self, thread_id: str, user: str | None = None, assistant: str | None = None, resource_id: str | None = None
+    ) -> AppendOutcome:
         """The common case in few words: one user message and/or one assistant reply."""
-        messages = [{"role": role, "content": text} for role, text in (("user", user), ("assistant", assistant))
-                    if text is not None]
+        messages = [
+            {"role": role, "content": text}
+            for role, text in (("user", user), ("assistant", assistant))
+            if text is not None
+        ]
         if not messages:
             raise InputError("give user, assistant, or both", field="user")
         return await self.append_messages(thread_id, messages, resource_id)
@@ -197,8 +253,15 @@ class Memory:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         return await self.observation.status(thread_id, resource_id)
 
-    async def get_context(self, thread_id: str, resource_id: str | None = None, max_tokens: int | None = None,
-                          actor_model: str | None = None, *, with_status: bool = False) -> ContextOut:
+    async def get_context(
+        self,
+        thread_id: str,
+        resource_id: str | None = None,
+        max_tokens: int | None = None,
+        actor_model: str | None = None,
+        *,
+        with_status: bool = False,
+    ) -> ContextOut:
         """What the agent should see now: memory blocks, then the unobserved messages that
         fit. Activates what is due first; only the block_after valve may wait, once."""
         budget = self._budget(max_tokens)
@@ -210,11 +273,20 @@ class Memory:
         wm_location = None
         if wm_config.enabled:
             wm_location = ("resources", resource_id) if wm_config.scope == "resource" else ("threads", thread_id)
-        read = await self.store.context(self.record_key(thread_id, resource_id), thread_id, budget, wm_location) \
-            if thread is not None else None
-        stored = read.working_memory if read else (
-            await self.store.get_working_memory("resource", resource_id) if wm_location and wm_location[0] ==
-            "resources" else None)
+        read = (
+            await self.store.context(self.record_key(thread_id, resource_id), thread_id, budget, wm_location)
+            if thread is not None
+            else None
+        )
+        stored = (
+            read.working_memory
+            if read
+            else (
+                await self.store.get_working_memory("resource", resource_id)
+                if wm_location and wm_location[0] == "resources"
+                else None
+            )
+        )
         memory = self.working_memory.value(stored) if wm_config.enabled else None
         wm_text = wm.render_for_context(wm_config, memory) if wm_config.enabled else ""
         if read is None:
@@ -222,17 +294,29 @@ class Memory:
             window, omitted, dropped, snap = [], 0, 0, None
         else:
             snap = read.snapshot
-            blocks, dropped = compose(self.config, read.groups, snap.hints, snap.record.extracted, wm_text,
-                                      read.other_threads, budget, self.counter.count_text)
+            blocks, dropped = compose(
+                self.config,
+                read.groups,
+                snap.hints,
+                snap.record.extracted,
+                wm_text,
+                read.other_threads,
+                budget,
+                self.counter.count_text,
+            )
             system_tokens = self.counter.count_text(blocks.system_text())
             window, left_out = fit_messages(read.window, budget - system_tokens)
             omitted = max(snap.state.thread_pending_messages - len(window), left_out)
         return ContextOut(
-            thread_id=thread_id, resource_id=resource_id, system_text=blocks.system_text(),
+            thread_id=thread_id,
+            resource_id=resource_id,
+            system_text=blocks.system_text(),
             observations=blocks.observations or None,
             current_task=snap.hints.current_task if snap else None,
             suggested_response=snap.hints.suggested_response if snap else None,
-            working_memory=memory, messages=[message_out(m) for m in window], omitted_messages=omitted,
+            working_memory=memory,
+            messages=[message_out(m) for m in window],
+            omitted_messages=omitted,
             truncated=omitted > 0 or dropped > 0,
             status=await self.observation.status_of(snap, thread_id, resource_id) if with_status else None,
         )
@@ -246,37 +330,59 @@ class Memory:
 
     # -- observation ------------------------------------------------------------------------------
 
-    async def observe(self, thread_id: str, resource_id: str | None = None, instruction: str | None = None,
-                      progress: Progress | None = None) -> CycleOutcome:
+    async def observe(
+        self,
+        thread_id: str,
+        resource_id: str | None = None,
+        instruction: str | None = None,
+        progress: Progress | None = None,
+    ) -> CycleOutcome:
         """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any."""
         resource_id, _ = await self._existing(thread_id, resource_id)
         self._require_observation()
-        return await self._single_flight(thread_id, resource_id, "observe", lambda: self.observation.observe(
-            thread_id, resource_id, "manual", instruction, progress))
+        return await self._single_flight(
+            thread_id,
+            resource_id,
+            "observe",
+            lambda: self.observation.observe(thread_id, resource_id, "manual", instruction, progress),
+        )
 
-    async def reflect(self, thread_id: str, resource_id: str | None = None, instruction: str | None = None,
-                      progress: Progress | None = None) -> CycleOutcome:
+    async def reflect(
+        self,
+        thread_id: str,
+        resource_id: str | None = None,
+        instruction: str | None = None,
+        progress: Progress | None = None,
+    ) -> CycleOutcome:
         """Condense the observation log now (trigger 'manual', compression level 0 first)."""
         resource_id, _ = await self._existing(thread_id, resource_id)
         self._require_observation()
-        return await self._single_flight(thread_id, resource_id, "reflect", lambda: self.observation.reflect(
-            thread_id, resource_id, "manual", instruction, progress))
+        return await self._single_flight(
+            thread_id,
+            resource_id,
+            "reflect",
+            lambda: self.observation.reflect(thread_id, resource_id, "manual", instruction, progress),
+        )
 
     def _require_observation(self) -> None:
         if not self.config.observational_memory.enabled:
-            raise InputError("observation is off in the configuration (observational_memory.enabled)",
-                             field="observational_memory.enabled")
+            raise InputError(
+                "observation is off in the configuration (observational_memory.enabled)",
+                field="observational_memory.enabled",
+            )
 
-    async def _single_flight(self, thread_id: str, resource_id: str, op: str,
-                             run: Callable[[], Awaitable[CycleOutcome]]) -> CycleOutcome:
+    async def _single_flight(
+        self, thread_id: str, resource_id: str, op: str, run: Callable[[], Awaitable[CycleOutcome]]
+    ) -> CycleOutcome:
         job = await self.worker.submit(self.record_key(thread_id, resource_id), op, run)
         await job.wait()
         if job.error is not None:
             raise job.error
         return job.result
 
-    async def observations(self, thread_id: str | None = None, resource_id: str | None = None,
-                           history: bool = False) -> dict[str, Any]:
+    async def observations(
+        self, thread_id: str | None = None, resource_id: str | None = None, history: bool = False
+    ) -> dict[str, Any]:
         """The active log (or every generation) of a thread's record, or of a resource's."""
         if thread_id is not None:
             resource_id, _ = await self._existing(thread_id, resource_id)
@@ -292,8 +398,10 @@ class Memory:
 
     async def events_of(self, thread_id: str, after_id: int = 0, limit: int = 200) -> list[dict[str, Any]]:
         await self._existing(thread_id, None)
-        return [{"id": e.id, **e.payload} for e in await self.store.events(thread_id=thread_id, after_id=after_id,
-                                                                           limit=limit)]
+        return [
+            {"id": e.id, **e.payload}
+            for e in await self.store.events(thread_id=thread_id, after_id=after_id, limit=limit)
+        ]
 
     # -- recall ------------------------------------------------------------------------------------
 
@@ -317,15 +425,17 @@ class Memory:
             return await search_mode(self.retrieval, query, resource_id, budget, count)
         return await _translated(browse(self.store, query, resource_id, budget, count))
 
-    async def search(self, thread_id: str, text: str, resource_id: str | None = None, limit: int = 20,
-                     scope: str = "resource"):
+    async def search(
+        self, thread_id: str, text: str, resource_id: str | None = None, limit: int = 20, scope: str = "resource"
+    ):
         """Search results as data (recall's search mode renders them as text)."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
         retrieval = self.config.observational_memory.retrieval_config
         if retrieval is not None and retrieval.scope == "thread":
             scope = "thread"
-        return await self.retrieval.search(resource_id, text, thread_id=thread_id if scope == "thread" else None,
-                                           limit=limit)
+        return await self.retrieval.search(
+            resource_id, text, thread_id=thread_id if scope == "thread" else None, limit=limit
+        )
 
     # -- working memory ---------------------------------------------------------------------------------
 
@@ -333,12 +443,14 @@ class Memory:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         return await self.working_memory.get(thread_id, resource_id)
 
-    async def update_working_memory(self, thread_id: str, memory: Any, resource_id: str | None = None,
-                                    read_only: bool | None = None) -> WorkingMemoryOut:
+    async def update_working_memory(
+        self, thread_id: str, memory: Any, resource_id: str | None = None, read_only: bool | None = None
+    ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
-        return await _translated(self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None,
-                                                            read_only=read_only))
+        return await _translated(
+            self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
+        )
 
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
@@ -357,15 +469,19 @@ class Memory:
 
     # -- threads and resources -------------------------------------------------------------------------
 
-    async def update_thread(self, thread_id: str, title: str | None = None,
-                            metadata: dict[str, Any] | None = None) -> ThreadOut:
+    async def update_thread(
+        self, thread_id: str, title: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> ThreadOut:
         if title is not None:
             if not isinstance(title, str) or not title.strip():
                 raise InputError("title must be a non-empty string", field="title")
             intake.check_title(title, "title")
         metadata = intake.check_metadata(metadata, "metadata") or None
-        thread = await _translated(self.store.update_thread(
-            thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None))
+        thread = await _translated(
+            self.store.update_thread(
+                thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None
+            )
+        )
         if metadata and metadata.get("working_memory") is not None and self.config.working_memory.enabled:
             await self.update_working_memory(thread_id, metadata["working_memory"], thread.resource_id)
         return thread_out(thread)
@@ -403,13 +519,15 @@ class Memory:
 
     async def export_to(self, out, resource_id: str | None = None, advance=None) -> dict[str, int]:
         from om_mcp.engine import transfer
+
         return await transfer.export_memory(self, out, resource_id, advance)
 
     async def import_from(self, source, advance=None):
         from om_mcp.engine import transfer
+
         return await transfer.import_memory(self, source, advance)
 
     async def import_conversations(self, threads, resource_id: str | None = None, advance=None):
         from om_mcp.engine import transfer
-        return await transfer.import_conversations(self, threads, resource_id, advance)
 
+        return await transfer.import_conversations(self, threads, resource_id, advance)

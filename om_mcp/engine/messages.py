@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,8 +66,7 @@ class FilePart(_Attachment):
 
 
 Part = Annotated[
-    Union[TextPart, ReasoningPart, ToolCallPart, ToolResultPart, ImagePart, FilePart],
-    Field(discriminator="type"),
+    TextPart | ReasoningPart | ToolCallPart | ToolResultPart | ImagePart | FilePart, Field(discriminator="type")
 ]
 
 
@@ -89,7 +88,7 @@ class MessageIn(BaseModel):
     def _aware(cls, value: datetime | None) -> datetime | None:
         # A naive timestamp is read as UTC so ordering and gaps stay well defined.
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
     def parts(self) -> list[dict[str, Any]]:
@@ -107,7 +106,8 @@ def derived_id(role: str, parts: list[dict[str, Any]], created_at: datetime | No
     """The id of a message sent without one: the same role, content and time (when given)
     give the same id, so a re-sent exchange is recognised and stored once. `occurrence`
     tells apart identical messages within one batch."""
-    payload = json.dumps([role, parts, created_at.isoformat() if created_at else None], sort_keys=True,
-                         ensure_ascii=False)
+    payload = json.dumps(
+        [role, parts, created_at.isoformat() if created_at else None], sort_keys=True, ensure_ascii=False
+    )
     digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     return f"m-{digest}" + (f"-{occurrence}" if occurrence else "")

@@ -56,7 +56,7 @@ class Status(BaseModel):
     windows: Windows
     generation_count: int = Field(0, description="reflections so far")
     last_observed_at: str | None = None
-    observation: "ObservationState"
+    observation: ObservationState
 
 
 class ObservationState(BaseModel):
@@ -177,10 +177,22 @@ Status.model_rebuild()
 
 
 def message_out(message: Message) -> MessageOut:
-    return MessageOut(id=message.id, thread_id=message.thread_id, role=message.role, created_at=message.created_at,
-                      parts=message.parts)
+    return MessageOut(
+        id=message.id,
+        thread_id=message.thread_id,
+        role=message.role,
+        created_at=message.created_at,
+        parts=message.parts,
+    )
 
 
 def thread_out(thread: Thread) -> ThreadOut:
-    return ThreadOut(id=thread.id, resource_id=thread.resource_id, title=thread.title, created_at=thread.created_at,
-                     updated_at=thread.updated_at, message_count=thread.message_count, metadata=thread.metadata)
+    return ThreadOut(
+        id=thread.id,
+        resource_id=thread.resource_id,
+        title=thread.title,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        message_count=thread.message_count,
+        metadata=thread.metadata,
+    )

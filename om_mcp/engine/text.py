@@ -32,8 +32,7 @@ def index_text(parts: list[dict[str, Any]], metadata: dict[str, Any] | None) -> 
     """The searchable text of a message; a named speaker is kept as a prefix."""
     text = message_text(parts)
     speaker = (metadata or {}).get("speaker") or (metadata or {}).get("name")
-    return f"{speaker}: {text}" if isinstance(speaker, str) and speaker and not text.startswith(f"{speaker}:") \
-        else text
+    return f"{speaker}: {text}" if isinstance(speaker, str) and speaker and not text.startswith(f"{speaker}:") else text
 
 
 def _json(value: Any) -> str:

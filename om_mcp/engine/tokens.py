@@ -23,8 +23,9 @@ import json
 import math
 import struct
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # Bump when the part rules change: stored caches made under the old rules are then ignored.
 CACHE_VERSION = 1
@@ -147,7 +148,7 @@ class TokenCounter:
         self._role_tokens: dict[str, int] = {}
 
     @classmethod
-    def estimating(cls) -> "TokenCounter":
+    def estimating(cls) -> TokenCounter:
         """A counter that only estimates (4 bytes a token) and never loads tiktoken, which
         takes about 0.4 s: for the short-lived hook process. Its counts carry the
         estimator's name, so a process with the real tokenizer recounts them."""
@@ -283,9 +284,7 @@ class TokenCounter:
         total += sum(self.part_overhead(p) for p in parts)
         return _round_half_up(total), cache  # type: ignore[return-value]
 
-    def count_messages(
-        self, messages: Sequence[Message], caches: Sequence[PartCache | None] | None = None
-    ) -> int:
+    def count_messages(self, messages: Sequence[Message], caches: Sequence[PartCache | None] | None = None) -> int:
         """Sum of message totals plus the once-per-list overhead; 0 for no messages."""
         if not messages:
             return 0
@@ -392,4 +391,3 @@ def get_token_counter() -> TokenCounter:
             if _counter is None:
                 _counter = TokenCounter()
     return _counter
-

@@ -30,8 +30,9 @@ BATCH = 500  # messages per append (under max_batch_messages) and per prepared i
 Advance = Callable[[int], None]
 
 
-async def export_memory(memory: Any, out: TextIO, resource_id: str | None = None,
-                        advance: Advance | None = None) -> dict[str, int]:
+async def export_memory(
+    memory: Any, out: TextIO, resource_id: str | None = None, advance: Advance | None = None
+) -> dict[str, int]:
     """Write the memory (or one resource) as om-mcp JSONL; returns the count of each record type."""
     source = f"om-mcp {__version__} ({memory.store.location})"
 
@@ -72,8 +73,7 @@ def _items(memory: Any, records: Iterator[dict[str, Any]]) -> Iterator[tuple[str
             yield "messages", (batch_thread, _prepare(memory, batch))
             batch.clear()
 
-    kinds = {"resource": "resource", "thread": "thread", "observation_record": "record",
-             "observation_group": "group"}
+    kinds = {"resource": "resource", "thread": "thread", "observation_record": "record", "observation_group": "group"}
     for record in records:
         kind = record["type"]
         if kind == "message":
@@ -88,8 +88,16 @@ def _items(memory: Any, records: Iterator[dict[str, Any]]) -> Iterator[tuple[str
 
 
 def _prepare(memory: Any, records: list[dict[str, Any]]) -> list:
-    messages = [{"id": r["id"], "role": r["role"], "content": r["parts"], "created_at": r["created_at"],
-                 "metadata": r["metadata"] or None} for r in records]
+    messages = [
+        {
+            "id": r["id"],
+            "role": r["role"],
+            "content": r["parts"],
+            "created_at": r["created_at"],
+            "metadata": r["metadata"] or None,
+        }
+        for r in records
+    ]
     rows = intake.prepare(memory.config, memory.counter, messages)
     for row in rows:
         if row.metadata.get("om_kind") == "temporal-gap":  # as `with_gap_markers` made it
@@ -98,7 +106,9 @@ def _prepare(memory: Any, records: list[dict[str, Any]]) -> list:
 
 
 async def import_conversations(
-    memory: Any, threads: Iterable[ImportedThread], resource_id: str | None = None,
+    memory: Any,
+    threads: Iterable[ImportedThread],
+    resource_id: str | None = None,
     advance: Callable[[ImportedThread], None] | None = None,
 ) -> tuple[ImportResult, list[str]]:
     """Append each conversation as a thread of `resource_id` (default: the configured one),
@@ -112,15 +122,22 @@ async def import_conversations(
             metadata = {**thread.metadata, **({"title": thread.title} if thread.title else {})}
             existed = await memory.store.get_thread(thread.id) is not None
             for start in range(0, len(thread.messages), BATCH):
-                outcome = await memory.append_messages(thread.id, thread.messages[start:start + BATCH], resource_id,
-                                                       thread_metadata=metadata if start == 0 else None)
+                outcome = await memory.append_messages(
+                    thread.id,
+                    thread.messages[start : start + BATCH],
+                    resource_id,
+                    thread_metadata=metadata if start == 0 else None,
+                )
                 if outcome.appended:
                     result.added["message"] += outcome.appended
                 if outcome.skipped_duplicates:
                     result.skipped["message"] += outcome.skipped_duplicates
             last = thread.messages[-1].get("created_at")
-            await memory.store.set_thread_times(thread.id, thread.created_at or thread.messages[0].get("created_at"),
-                                                max(filter(None, (thread.updated_at, last)), default=None))
+            await memory.store.set_thread_times(
+                thread.id,
+                thread.created_at or thread.messages[0].get("created_at"),
+                max(filter(None, (thread.updated_at, last)), default=None),
+            )
             (result.skipped if existed else result.added)["thread"] += 1
             ids.append(thread.id)
         if advance is not None:

@@ -8,8 +8,9 @@ engine behaves the same, only synchronously.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -54,9 +55,7 @@ class Worker:
         """Jobs running or waiting for a slot."""
         return len(self._jobs)
 
-    async def submit(
-        self, key: str, op: str, factory: Callable[[], Awaitable[Any]], *, rerun: bool = False
-    ) -> Job:
+    async def submit(self, key: str, op: str, factory: Callable[[], Awaitable[Any]], *, rerun: bool = False) -> Job:
         """Start `factory()` for (key, op) unless it is already running.
 
         With `rerun`, a request for a running job schedules one more run after

@@ -33,8 +33,9 @@ SPAWN_LEASE_SECONDS = 30.0
 IDLE_EXIT_SECONDS = 60.0
 
 
-def work_due(conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str,
-             state: RecordState | None) -> bool:
+def work_due(
+    conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str, state: RecordState | None
+) -> bool:
     """Is there background work for this record (by the numbers the engine uses to decide)?"""
     if not settings.observation:
         return False
@@ -54,9 +55,17 @@ def work_due(conn: sqlite3.Connection, settings: HookSettings, event: HookEvent,
     return False
 
 
-def start_worker_if_due(conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str,
-                        state: RecordState | None, *, config_file: str | None, idle_exit: float,
-                        log_file: Path) -> str | None:
+def start_worker_if_due(
+    conn: sqlite3.Connection,
+    settings: HookSettings,
+    event: HookEvent,
+    key: str,
+    state: RecordState | None,
+    *,
+    config_file: str | None,
+    idle_exit: float,
+    log_file: Path,
+) -> str | None:
     """'started' (holding the lease for it), 'alongside' (SessionEnd, lease held elsewhere) or None."""
     if not work_due(conn, settings, event, key, state):
         return None
@@ -71,19 +80,34 @@ def start_worker_if_due(conn: sqlite3.Connection, settings: HookSettings, event:
     return None
 
 
-def spawn_worker(settings: HookSettings, owner: str | None, config_file: str | None, idle_exit: float,
-                 log_file: Path) -> None:
+def spawn_worker(
+    settings: HookSettings, owner: str | None, config_file: str | None, idle_exit: float, log_file: Path
+) -> None:
     """Start `om-mcp worker` detached from this process and from the host's pipes."""
     import subprocess  # only when a worker starts
 
-    args = [sys.executable, "-m", "om_mcp", "worker", "--db", settings.db_path, "--idle-exit", f"{idle_exit:g}",
-            "--log-file", str(log_file)]
+    args = [
+        sys.executable,
+        "-m",
+        "om_mcp",
+        "worker",
+        "--db",
+        settings.db_path,
+        "--idle-exit",
+        f"{idle_exit:g}",
+        "--log-file",
+        str(log_file),
+    ]
     if config_file:
         args += ["--config", config_file]
     if owner:
         args += ["--lease-owner", owner]
-    options: dict = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
-                     "close_fds": True}
+    options: dict = {
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "close_fds": True,
+    }
     if os.name == "nt":
         options["creationflags"] = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
     else:

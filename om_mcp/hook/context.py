@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
@@ -28,8 +28,14 @@ from om_mcp.store.keys import record_key
 from om_mcp.store.sqlite import observations, threads
 
 
-def session_context(conn: sqlite3.Connection, settings: HookSettings, session_id: str, resource_id: str,
-                    max_chars: int, now: datetime | None = None) -> str:
+def session_context(
+    conn: sqlite3.Connection,
+    settings: HookSettings,
+    session_id: str,
+    resource_id: str,
+    max_chars: int,
+    now: datetime | None = None,
+) -> str:
     """The additionalContext text; "" when the project has no memory yet."""
 
     def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None]]:
@@ -50,12 +56,16 @@ def session_context(conn: sqlite3.Connection, settings: HookSettings, session_id
     omitted = 0
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)
-    text = prepare_observations_for_context(log, now or datetime.now(timezone.utc)) if log else ""
+    text = prepare_observations_for_context(log, now or datetime.now(UTC)) if log else ""
     recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
     return render_session_context(
-        neutralise(text), neutralise(_memory_text(memory)) if memory else None,
-        neutralise(task) if task else None, neutralise(response) if response else None, max_chars,
-        recall_line=recall, omitted=omitted,
+        neutralise(text),
+        neutralise(_memory_text(memory)) if memory else None,
+        neutralise(task) if task else None,
+        neutralise(response) if response else None,
+        max_chars,
+        recall_line=recall,
+        omitted=omitted,
     )
 
 

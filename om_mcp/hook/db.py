@@ -14,12 +14,13 @@ gives up (fail-open) rather than hold up the agent.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from om_mcp.store.errors import DatabaseRefused
-from om_mcp.store.sqlite import checks
 from om_mcp.store.migrations import APPLICATION_ID, LATEST_VERSION
+from om_mcp.store.sqlite import checks
 
 BUSY_MS = 1500
 R = TypeVar("R")

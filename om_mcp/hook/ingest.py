@@ -65,7 +65,8 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool) -> Read:
         return Read([], saved)
     previous = json.loads(saved.fingerprint) if saved.fingerprint else None
     if event.host == GEMINI_CLI:
-        from om_mcp.hosts.gemini_cli import GeminiState, read_messages as read_gemini
+        from om_mcp.hosts.gemini_cli import GeminiState
+        from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 
         found, state = read_gemini(event.transcript_path, GeminiState.from_dict(previous), final=final)
         return Read(found, IngestState(saved.source, 0, state.emitted_through, json.dumps(state.to_dict())))
@@ -73,12 +74,23 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool) -> Read:
 
     before = TranscriptState.from_dict(previous)
     found, state = read_messages(event.transcript_path, before)
-    return Read(found, IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
-                rescanned=state.rescans > before.rescans)
+    return Read(
+        found,
+        IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
+        rescanned=state.rescans > before.rescans,
+    )
 
 
-def ingest(conn: sqlite3.Connection, settings: HookSettings, counter: TokenCounter, event: HookEvent,
-           resource_id: str, project_root: str, *, final: bool = True) -> Ingested:
+def ingest(
+    conn: sqlite3.Connection,
+    settings: HookSettings,
+    counter: TokenCounter,
+    event: HookEvent,
+    resource_id: str,
+    project_root: str,
+    *,
+    final: bool = True,
+) -> Ingested:
     """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
     source = source_of(event)
     saved = coordination.ingest_state(conn, source)
@@ -88,8 +100,11 @@ def ingest(conn: sqlite3.Connection, settings: HookSettings, counter: TokenCount
     def transaction(conn: sqlite3.Connection) -> Ingested:
         nonlocal first, rows
         now_saved = coordination.ingest_state(conn, source)
-        if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (saved.offset, saved.last_id,
-                                                                            saved.fingerprint):
+        if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (
+            saved.offset,
+            saved.last_id,
+            saved.fingerprint,
+        ):
             first = read_transcript(event, now_saved, final)  # another hook of this session got here first
             rows = to_rows(first.messages, counter, settings.max_message_chars)
         thread = threads.get(conn, event.session_id)
@@ -110,22 +125,47 @@ def ingest(conn: sqlite3.Connection, settings: HookSettings, counter: TokenCount
     return db.write(conn, transaction)
 
 
-def _append(conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int,
-            metadata: dict[str, Any]) -> None:
+def _append(
+    conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int, metadata: dict[str, Any]
+) -> None:
     """Append the batch; if one id clashes with a stored message, append the others one by one."""
     try:
-        _savepoint(conn, lambda: _count(out, messages.append(
-            conn, out.thread_id, out.resource_id, out.record_key, rows, counted_by=counted_by,
-            thread_metadata=metadata)))
+        _savepoint(
+            conn,
+            lambda: _count(
+                out,
+                messages.append(
+                    conn,
+                    out.thread_id,
+                    out.resource_id,
+                    out.record_key,
+                    rows,
+                    counted_by=counted_by,
+                    thread_metadata=metadata,
+                ),
+            ),
+        )
         return
     except StoreError as error:
         if error.field == "resource_id":
             raise
     for row in rows:
         try:
-            _savepoint(conn, lambda: _count(out, messages.append(
-                conn, out.thread_id, out.resource_id, out.record_key, [row], counted_by=counted_by,
-                thread_metadata=metadata)))
+            _savepoint(
+                conn,
+                lambda: _count(
+                    out,
+                    messages.append(
+                        conn,
+                        out.thread_id,
+                        out.resource_id,
+                        out.record_key,
+                        [row],
+                        counted_by=counted_by,
+                        thread_metadata=metadata,
+                    ),
+                ),
+            )
         except StoreError as error:
             out.refused += 1
             out.problems.append(f"kept the stored message: {error}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from om_mcp.engine.text import index_text
@@ -23,7 +23,8 @@ from om_mcp.store.rows import NewMessage
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Fields a part may carry (engine/messages.py); anything else a converter added is dropped.
 _PART_FIELDS = {
-    "text": ("type", "text"), "reasoning": ("type", "text"),
+    "text": ("type", "text"),
+    "reasoning": ("type", "text"),
     "tool-call": ("type", "tool_name", "args", "tool_call_id"),
     "tool-result": ("type", "tool_name", "result", "tool_call_id", "is_error"),
     "image": ("type", "mime_type", "name", "data", "url", "width", "height"),
@@ -33,7 +34,7 @@ _PART_FIELDS = {
 
 def to_rows(messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int) -> list[NewMessage]:
     """Rows ready for `store.sqlite.messages.append`; a message over `max_chars` is trimmed, not dropped."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = []
     for message in messages:
         parts = _clean(normalise_parts(message["content"]))
@@ -45,11 +46,20 @@ def to_rows(messages: list[dict[str, Any]], counter: TokenCounter, max_chars: in
         created = _time(message.get("created_at"))
         role = message["role"]
         tokens, cache = counter.count_message({"role": role, "parts": parts})
-        rows.append(NewMessage(
-            id=message["id"], role=role, parts=parts, created_at=(created or now).isoformat(), metadata=metadata,
-            body=index_text(parts, metadata), tokens=tokens, part_tokens=cache["parts"],
-            observable=role != "system", created_at_given=created is not None,
-        ))
+        rows.append(
+            NewMessage(
+                id=message["id"],
+                role=role,
+                parts=parts,
+                created_at=(created or now).isoformat(),
+                metadata=metadata,
+                body=index_text(parts, metadata),
+                tokens=tokens,
+                part_tokens=cache["parts"],
+                observable=role != "system",
+                created_at_given=created is not None,
+            )
+        )
     return rows
 
 
@@ -76,7 +86,7 @@ def _time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _clean(value: Any) -> Any:

@@ -17,7 +17,7 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from om_mcp.hosts.common import HookInputError, find_project, hooks_disabled
@@ -75,8 +75,15 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
             from om_mcp.engine.tokens import TokenCounter
             from om_mcp.hook.ingest import ingest
 
-            done = ingest(conn, settings, TokenCounter.estimating(), event, project.resource_id, str(project.root),
-                          final=todo.final)
+            done = ingest(
+                conn,
+                settings,
+                TokenCounter.estimating(),
+                event,
+                project.resource_id,
+                str(project.root),
+                final=todo.final,
+            )
             state, resource = done.state, done.resource_id
             for problem in done.problems:
                 log_line(env, options.host, event, problem)
@@ -89,15 +96,23 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
         if todo.print_context:
             from om_mcp.hook.context import session_context
 
-            output = session_start_output(session_context(conn, settings, event.session_id, resource,
-                                                          options.max_chars))
+            output = session_start_output(
+                session_context(conn, settings, event.session_id, resource, options.max_chars)
+            )
         if options.worker:
             from om_mcp.hook.background import start_worker_if_due
 
             try:
-                start_worker_if_due(conn, settings, event, record_key(settings.scope, event.session_id, resource),  # type: ignore[arg-type]
-                                    state, config_file=options.config or env.get("OM_MCP_CONFIG"),
-                                    idle_exit=options.worker_idle_exit, log_file=data_dir(env) / "worker.log")
+                start_worker_if_due(
+                    conn,
+                    settings,
+                    event,
+                    record_key(settings.scope, event.session_id, resource),  # type: ignore[arg-type]
+                    state,
+                    config_file=options.config or env.get("OM_MCP_CONFIG"),
+                    idle_exit=options.worker_idle_exit,
+                    log_file=data_dir(env) / "worker.log",
+                )
             except (OSError, sqlite3.Error) as error:  # the context still goes out
                 log_line(env, options.host, event, f"worker not started: {type(error).__name__}: {_one_line(error)}")
         return output
@@ -105,8 +120,9 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
         conn.close()
 
 
-def log_line(env: Mapping[str, str], host: str, event: HookEvent | None, message: str,
-             started: float | None = None) -> None:
+def log_line(
+    env: Mapping[str, str], host: str, event: HookEvent | None, message: str, started: float | None = None
+) -> None:
     """Append one line to the hook log; a log that cannot be written is given up on silently."""
     from om_mcp.hook.settings import data_dir
 
@@ -117,7 +133,7 @@ def log_line(env: Mapping[str, str], host: str, event: HookEvent | None, message
         took = f" ({(time.perf_counter() - started) * 1000:.0f} ms)" if started is not None else ""
         what = f"{event.name} {event.session_id}" if event else "-"
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {host} {what}: {message}{took}\n")
+            handle.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {host} {what}: {message}{took}\n")
     except OSError:
         pass
 

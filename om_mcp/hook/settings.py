@@ -37,7 +37,11 @@ class HookSettings:
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
     """$XDG_DATA_HOME/om-mcp, else ~/.local/share/om-mcp (the hook's and worker's logs live here)."""
     env = os.environ if env is None else env
-    base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    base = (
+        Path(env["XDG_DATA_HOME"])
+        if env.get("XDG_DATA_HOME")
+        else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    )
     return base / "om-mcp"
 
 
@@ -47,8 +51,9 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / "om-mcp"
 
 
-def load_settings(db: str | None = None, config_file: str | None = None,
-                  env: Mapping[str, str] | None = None) -> HookSettings:
+def load_settings(
+    db: str | None = None, config_file: str | None = None, env: Mapping[str, str] | None = None
+) -> HookSettings:
     """The settings for these flags and this environment; ConfigError when the configuration is invalid."""
     env = os.environ if env is None else env
     path = cache_dir(env) / f"hook-settings-{_fingerprint(db, config_file, env)}.json"
@@ -96,8 +101,12 @@ def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]
         except OSError:
             stamp = "missing"
     inputs = {
-        "version": __version__, "db": db, "config": config_file, "stamp": stamp,
+        "version": __version__,
+        "db": db,
+        "config": config_file,
+        "stamp": stamp,
         "env": sorted((k, v) for k, v in env.items() if k.startswith("OM_") and not k.startswith("OM_MCP_")),
-        "home": env.get("HOME"), "xdg": env.get("XDG_DATA_HOME"),
+        "home": env.get("HOME"),
+        "xdg": env.get("XDG_DATA_HOME"),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8", "replace")).hexdigest()[:20]

@@ -85,7 +85,7 @@ def _worktree_main_root(git_file: Path) -> Path | None:
         return None
     if not first.startswith("gitdir:"):
         return None
-    gitdir = Path(first[len("gitdir:"):].strip())
+    gitdir = Path(first[len("gitdir:") :].strip())
     if not gitdir.is_absolute():
         gitdir = (git_file.parent / gitdir).resolve()
     parts = gitdir.parts
@@ -143,7 +143,7 @@ def trim_text(text: str, rule: TrimRule) -> tuple[str, dict[str, int] | None]:
     if len(text) <= rule.keep + len(TRIM_MARKER) + 8:
         return text, None
     omitted = len(text) - rule.keep
-    tail = text[len(text) - rule.tail:] if rule.tail else ""
+    tail = text[len(text) - rule.tail :] if rule.tail else ""
     trimmed = text[: rule.head] + TRIM_MARKER.format(omitted=f"{omitted:,}") + tail
     return trimmed, {"original_chars": len(text), "kept_chars": rule.keep}
 

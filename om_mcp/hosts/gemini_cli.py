@@ -51,8 +51,17 @@ _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
 
 # Hook input: the typed models live in gemini_hooks.py (pydantic), loaded on first use.
 _HOOK_NAMES = (
-    "EVENT_MODELS", "GeminiAfterAgent", "GeminiBeforeAgent", "GeminiHookInput", "GeminiNotification",
-    "GeminiPreCompress", "GeminiSessionEnd", "GeminiSessionStart", "GeminiToolHook", "parse_hook_input", "plan_for",
+    "EVENT_MODELS",
+    "GeminiAfterAgent",
+    "GeminiBeforeAgent",
+    "GeminiHookInput",
+    "GeminiNotification",
+    "GeminiPreCompress",
+    "GeminiSessionEnd",
+    "GeminiSessionStart",
+    "GeminiToolHook",
+    "parse_hook_input",
+    "plan_for",
 )
 
 
@@ -187,7 +196,9 @@ def record_to_messages(record: dict[str, Any], options: GeminiOptions) -> list[d
     results, trimmed = _results(calls, options)
     if results:
         when = next((c.get("timestamp") for c in reversed(calls) if c.get("timestamp")), record.get("timestamp"))
-        out.append(_message(f"{record['id']}:tool-results", "tool", results, when, _with_trims({"host": HOST}, trimmed)))
+        out.append(
+            _message(f"{record['id']}:tool-results", "tool", results, when, _with_trims({"host": HOST}, trimmed))
+        )
     return out
 
 
@@ -221,7 +232,9 @@ def _result_value(result: Any) -> tuple[Any, bool]:
         if isinstance(response, dict):
             error = error or "error" in response
             only = set(response)
-            values.append(response["output"] if only == {"output"} else response["error"] if only == {"error"} else response)
+            values.append(
+                response["output"] if only == {"output"} else response["error"] if only == {"error"} else response
+            )
         elif isinstance(item, dict) and "text" in item:
             values.append(item["text"])
     if len(values) == 1:
@@ -251,8 +264,13 @@ def _user_parts(content: Any, options: GeminiOptions) -> list[dict[str, Any]]:
         elif isinstance(item.get("fileData"), dict):
             data = item["fileData"]
             mime = str(data.get("mimeType") or "application/octet-stream")
-            parts.append({"type": "image" if mime.startswith("image/") else "file", "mime_type": mime,
-                          **({"url": data["fileUri"]} if data.get("fileUri") else {})})
+            parts.append(
+                {
+                    "type": "image" if mime.startswith("image/") else "file",
+                    "mime_type": mime,
+                    **({"url": data["fileUri"]} if data.get("fileUri") else {}),
+                }
+            )
     return parts
 
 
@@ -260,12 +278,17 @@ def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content] if content.strip() else []
     if isinstance(content, list):
-        return [i["text"] for i in content if isinstance(i, dict) and isinstance(i.get("text"), str)
-                and i["text"].strip() and not i.get("thought")]
+        return [
+            i["text"]
+            for i in content
+            if isinstance(i, dict) and isinstance(i.get("text"), str) and i["text"].strip() and not i.get("thought")
+        ]
     return []
 
 
-def _message(message_id: str, role: str, parts: list[dict[str, Any]], when: Any, metadata: dict[str, Any]) -> dict[str, Any]:
+def _message(
+    message_id: str, role: str, parts: list[dict[str, Any]], when: Any, metadata: dict[str, Any]
+) -> dict[str, Any]:
     out: dict[str, Any] = {"id": message_id, "role": role, "content": parts, "metadata": metadata}
     if isinstance(when, str):
         out["created_at"] = when

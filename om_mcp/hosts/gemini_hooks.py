@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
-from om_mcp.hosts.events import GEMINI_CLI as HOST, plan
+from om_mcp.hosts.events import GEMINI_CLI as HOST
+from om_mcp.hosts.events import plan
 
 
 class GeminiHookInput(BaseModel):

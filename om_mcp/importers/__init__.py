@@ -17,7 +17,12 @@ from om_mcp.importers.openai_messages import ImportFormatError, parse_openai_mes
 from om_mcp.importers.thread import ImportedThread
 
 __all__ = [
-    "ExportError", "ImportFormatError", "ImportedThread", "detect_source", "iter_export", "parse_openai_messages",
+    "ExportError",
+    "ImportFormatError",
+    "ImportedThread",
+    "detect_source",
+    "iter_export",
+    "parse_openai_messages",
     "read_openai_messages",
 ]
 

@@ -47,8 +47,14 @@ from om_mcp.importers._stream import ExportError, iter_array, open_export
 from om_mcp.importers.thread import ImportedThread, finish, guess_mime, iso_from_epoch
 
 SOURCE = "chatgpt"
-_HIDDEN_TYPES = {"thoughts", "reasoning_recap", "model_editable_context", "tether_browsing_display",
-                 "tether_quote", "sonic_webpage"}
+_HIDDEN_TYPES = {
+    "thoughts",
+    "reasoning_recap",
+    "model_editable_context",
+    "tether_browsing_display",
+    "tether_quote",
+    "sonic_webpage",
+}
 _WEB_TOOLS = ("web", "browser", "file_search", "myfiles_browser", "research_kickoff_tool")
 
 
@@ -169,8 +175,16 @@ def _is_web(tool: Any) -> bool:
 def _keep_instructions(thread: ImportedThread, content: dict, meta: dict) -> None:
     found = {k: content[k] for k in ("user_profile", "user_instructions") if content.get(k)}
     data = meta.get("user_context_message_data") or {}
-    found.update({k: v for k, v in (("user_profile", data.get("about_user_message")),
-                                    ("user_instructions", data.get("about_model_message"))) if v})
+    found.update(
+        {
+            k: v
+            for k, v in (
+                ("user_profile", data.get("about_user_message")),
+                ("user_instructions", data.get("about_model_message")),
+            )
+            if v
+        }
+    )
     if found:
         thread.metadata.setdefault("chatgpt", {})["custom_instructions"] = found
 
@@ -225,7 +239,10 @@ def _image(item: dict, attachments: dict[str, dict], used: set[str]) -> dict[str
     att = attachments.get(file_id) or {}
     if att:
         used.add(file_id)
-    part: dict[str, Any] = {"type": "image", "mime_type": att.get("mime_type") or guess_mime(att.get("name"), "image/*")}
+    part: dict[str, Any] = {
+        "type": "image",
+        "mime_type": att.get("mime_type") or guess_mime(att.get("name"), "image/*"),
+    }
     if att.get("name"):
         part["name"] = att["name"]
     if pointer:
@@ -258,7 +275,8 @@ def _tool_result(content: dict, tool: str, meta: dict, calls: dict[str, str]) ->
         text = content.get("text") or ""
     else:
         text = "\n".join(p for p in content.get("parts") or [] if isinstance(p, str) and p.strip()) or (
-            content.get("text") or "")
+            content.get("text") or ""
+        )
     if not text.strip() and not images:
         return []
     result: dict[str, Any] = {"type": "tool-result", "tool_name": tool, "result": text}
@@ -274,8 +292,10 @@ def _drop_unanswered_calls(thread: ImportedThread) -> None:
     answered = {p.get("tool_call_id") for m in thread.messages for p in m["content"] if p["type"] == "tool-result"}
     kept = []
     for m in thread.messages:
-        if m["role"] == "assistant" and all(p["type"] == "tool-call" for p in m["content"]) and not any(
-            p.get("tool_call_id") in answered for p in m["content"]
+        if (
+            m["role"] == "assistant"
+            and all(p["type"] == "tool-call" for p in m["content"])
+            and not any(p.get("tool_call_id") in answered for p in m["content"])
         ):
             thread.skipped["unanswered_tool_call"] += 1
             continue

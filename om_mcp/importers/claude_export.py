@@ -157,8 +157,11 @@ def _block(block: dict) -> dict[str, Any] | None:
             part["tool_call_id"] = str(block["id"])
         return part
     if kind == "tool_result":
-        part = {"type": "tool-result", "tool_name": str(block.get("name") or "tool"),
-                "result": _result(block.get("content"))}
+        part = {
+            "type": "tool-result",
+            "tool_name": str(block.get("name") or "tool"),
+            "result": _result(block.get("content")),
+        }
         if block.get("tool_use_id"):
             part["tool_call_id"] = str(block["tool_use_id"])
         if block.get("is_error"):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from pydantic import BaseModel, ValidationError
@@ -43,8 +43,9 @@ def write_records(
     describes. Returns the count of each type. Raises ExportFormatError, naming
     the record's position, before writing a record that breaks the format.
     """
-    header = Header(type=FORMAT, version=VERSION, minor=MINOR, source=source,
-                    exported_at=exported_at or datetime.now(timezone.utc))
+    header = Header(
+        type=FORMAT, version=VERSION, minor=MINOR, source=source, exported_at=exported_at or datetime.now(UTC)
+    )
     out.write(_line(header))
     checker = _Checker()
     for index, raw in enumerate(records, start=1):
@@ -136,7 +137,8 @@ def _header(raw: dict[str, Any], where: str) -> Header:
     version = raw.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
         raise ExportFormatError(
-            where, f"format version {version} is newer than this om-mcp reads ({VERSION}); upgrade om-mcp to import it",
+            where,
+            f"format version {version} is newer than this om-mcp reads ({VERSION}); upgrade om-mcp to import it",
             "version",
         )
     return _model(Header, raw, where, lenient=isinstance(raw.get("minor"), int) and raw["minor"] > MINOR)
@@ -148,8 +150,9 @@ def _validate(raw: dict[str, Any], where: str, lenient: bool) -> BaseModel:
     kind = raw.get("type")
     model = BODY_MODELS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ExportFormatError(where, f"unknown record type {kind!r} (expected one of {', '.join(BODY_MODELS)})",
-                                "type")
+        raise ExportFormatError(
+            where, f"unknown record type {kind!r} (expected one of {', '.join(BODY_MODELS)})", "type"
+        )
     return _model(model, raw, where, lenient)
 
 
@@ -191,8 +194,9 @@ class _Checker:
         elif kind == "message":
             self._known(r.thread_id in self.threads, where, "message.thread_id", "thread", r.thread_id)
             seen = self.messages[r.thread_id]
-            self._unique(r.id not in seen, where, "message.id",
-                         f"message {r.id!r} appears twice in thread {r.thread_id!r}")
+            self._unique(
+                r.id not in seen, where, "message.id", f"message {r.id!r} appears twice in thread {r.thread_id!r}"
+            )
             seen.add(r.id)
             self.all_messages.add(r.id)
         elif kind == "observation_record":
@@ -202,28 +206,40 @@ class _Checker:
         self.counts[kind] += 1
 
     def _record(self, r: Any, where: str) -> None:
-        self._known(r.resource_id in self.resources, where, "observation_record.resource_id", "resource",
-                    r.resource_id)
+        self._known(r.resource_id in self.resources, where, "observation_record.resource_id", "resource", r.resource_id)
         if r.thread_id is not None:
             self._known(r.thread_id in self.threads, where, "observation_record.thread_id", "thread", r.thread_id)
         self._unique(r.key not in self.records, where, "observation_record.key", f"record {r.key!r} appears twice")
         for thread_id, message_id in r.observed_through.items():
             self._known(thread_id in self.threads, where, "observation_record.observed_through", "thread", thread_id)
-            self._known(message_id in self.messages[thread_id], where, "observation_record.observed_through",
-                        f"message of thread {thread_id!r}", message_id)
+            self._known(
+                message_id in self.messages[thread_id],
+                where,
+                "observation_record.observed_through",
+                f"message of thread {thread_id!r}",
+                message_id,
+            )
         for thread_id in r.hints:
             self._known(thread_id in self.threads, where, "observation_record.hints", "thread", thread_id)
         self.records[r.key] = r.generation
 
     def _group(self, g: Any, where: str) -> None:
-        self._known(g.record_key in self.records, where, "observation_group.record_key", "observation record",
-                    g.record_key)
+        self._known(
+            g.record_key in self.records, where, "observation_group.record_key", "observation record", g.record_key
+        )
         if g.generation > self.records[g.record_key]:
-            raise ExportFormatError(where, f"generation {g.generation} is past the record's current generation "
-                                    f"{self.records[g.record_key]}", "observation_group.generation")
+            raise ExportFormatError(
+                where,
+                f"generation {g.generation} is past the record's current generation {self.records[g.record_key]}",
+                "observation_group.generation",
+            )
         slot = (g.record_key, g.generation, g.position)
-        self._unique(slot not in self.groups, where, "observation_group.position",
-                     f"two groups at generation {g.generation}, position {g.position}")
+        self._unique(
+            slot not in self.groups,
+            where,
+            "observation_group.position",
+            f"two groups at generation {g.generation}, position {g.position}",
+        )
         self.groups.add(slot)
         if g.thread_id is not None:
             self._known(g.thread_id in self.threads, where, "observation_group.thread_id", "thread", g.thread_id)

@@ -30,7 +30,7 @@ Not exported, on purpose:
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
@@ -44,7 +44,7 @@ MINOR = 0  # additive changes: a reader ignores fields it does not know from a n
 
 def _aware(value: datetime) -> datetime:
     # A naive time is read as UTC, as `append_messages` does.
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 # Written as Python's isoformat ("+00:00", not "Z"), the form the store keeps.
@@ -132,7 +132,7 @@ class ObservationRecord(_Record):
     updated_at: Timestamp
 
     @model_validator(mode="after")
-    def _key_matches(self) -> "ObservationRecord":
+    def _key_matches(self) -> ObservationRecord:
         expected = f"thread:{self.thread_id}" if self.scope == "thread" else f"resource:{self.resource_id}"
         if self.key != expected:
             raise ValueError(f"key {self.key!r} does not match scope {self.scope!r} (expected {expected!r})")

@@ -23,15 +23,21 @@ import json
 import mimetypes
 import os
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from om_mcp.engine.messages import MessageIn
 
-ROLES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool",
-         "developer": "system", "function": "tool"}
+ROLES = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "developer": "system",
+    "function": "tool",
+}
 UNKNOWN_TOOL = "unknown_tool"
 
 
@@ -149,8 +155,13 @@ def _parts(content: Any, fail: Any) -> list[dict[str, Any]]:
             if isinstance(file.get("file_data"), str):
                 parts.append(_attachment("file", file["file_data"], file.get("filename")))
             elif file.get("file_id"):
-                parts.append({"type": "file", "mime_type": "application/octet-stream",
-                              "name": str(file.get("filename") or file["file_id"])})
+                parts.append(
+                    {
+                        "type": "file",
+                        "mime_type": "application/octet-stream",
+                        "name": str(file.get("filename") or file["file_id"]),
+                    }
+                )
             else:
                 raise fail(f"{where}.file", "needs file_data or file_id")
         else:
@@ -199,7 +210,7 @@ def _tool_calls(calls: Any, tools: dict[str, str], fail: Any) -> list[dict[str, 
 
 def _id(value: Any, raw: str, number: int, fail: Any) -> str:
     if value is None:
-        return "import-" + hashlib.sha1(f"{number}\n{raw}".encode("utf-8")).hexdigest()[:20]
+        return "import-" + hashlib.sha1(f"{number}\n{raw}".encode()).hexdigest()[:20]
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise fail("id", f"expected a string or an integer, got {type(value).__name__}")
     text = str(value).strip()
@@ -214,7 +225,7 @@ def _timestamp(value: Any, fail: Any, field: str) -> str:
     if isinstance(value, (int, float)):
         seconds = value / 1000 if value > 1e11 else value  # milliseconds
         try:
-            return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+            return datetime.fromtimestamp(seconds, tz=UTC).isoformat()
         except (OverflowError, OSError, ValueError):
             raise fail(field, f"{value!r} is not a valid Unix time") from None
     if isinstance(value, str):
@@ -223,6 +234,6 @@ def _timestamp(value: Any, fail: Any, field: str) -> str:
         except ValueError:
             raise fail(field, f"{value!r} is not an ISO-8601 date-time") from None
         if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
+            parsed = parsed.replace(tzinfo=UTC)
         return parsed.isoformat()
     raise fail(field, f"expected an ISO-8601 string or a Unix time, got {type(value).__name__}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import mimetypes
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 # An attachment's extracted text is kept as a text part up to this many
@@ -42,7 +42,7 @@ def iso_from_text(value: Any) -> str | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.isoformat()
 
 
@@ -50,7 +50,7 @@ def iso_from_epoch(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
-        return datetime.fromtimestamp(value, tz=timezone.utc).isoformat()
+        return datetime.fromtimestamp(value, tz=UTC).isoformat()
     except (OverflowError, OSError, ValueError):
         return None
 

@@ -5,14 +5,24 @@ happens on the first real call, in `litellm_client.load_litellm`.
 """
 
 from om_mcp.models.base import Completion, ModelClient, Usage
-from om_mcp.models.errors import (
-    ModelError, ModelSelectionError, ModelUnavailable, TransientModelError, is_transient,
-)
+from om_mcp.models.errors import ModelError, ModelSelectionError, ModelUnavailable, TransientModelError, is_transient
 from om_mcp.models.settings import (
-    AUTO, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MODEL, ByInputSize, CallPolicy, ModelChoice, ModelSettings, ModelTarget,
-    effective_max_output_tokens, is_default_selection, map_model_name, normalize_choice, parse_model_choice,
+    AUTO,
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    DEFAULT_MODEL,
+    ByInputSize,
+    CallPolicy,
+    ModelChoice,
+    ModelSettings,
+    ModelTarget,
+    effective_max_output_tokens,
+    is_default_selection,
+    map_model_name,
+    normalize_choice,
+    parse_model_choice,
     targets_for,
 )
+
 
 def __getattr__(name: str):
     # The router pulls in the breaker and the store's rows: imported when first used,
@@ -25,8 +35,27 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AUTO", "DEFAULT_MAX_OUTPUT_TOKENS", "DEFAULT_MODEL", "ByInputSize", "CallPolicy", "Completion", "ModelChoice",
-    "ModelClient", "ModelError", "ModelRouter", "ModelSelectionError", "ModelSettings", "ModelTarget",
-    "ModelUnavailable", "TransientModelError", "Usage", "effective_max_output_tokens", "is_default_selection",
-    "is_transient", "map_model_name", "normalize_choice", "parse_model_choice", "targets_for",
+    "AUTO",
+    "DEFAULT_MAX_OUTPUT_TOKENS",
+    "DEFAULT_MODEL",
+    "ByInputSize",
+    "CallPolicy",
+    "Completion",
+    "ModelChoice",
+    "ModelClient",
+    "ModelError",
+    "ModelRouter",
+    "ModelSelectionError",
+    "ModelSettings",
+    "ModelTarget",
+    "ModelUnavailable",
+    "TransientModelError",
+    "Usage",
+    "effective_max_output_tokens",
+    "is_default_selection",
+    "is_transient",
+    "map_model_name",
+    "normalize_choice",
+    "parse_model_choice",
+    "targets_for",
 ]

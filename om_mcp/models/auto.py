@@ -68,9 +68,7 @@ def is_real_key(value: str | None) -> bool:
     return not _PLACEHOLDER.match(value)
 
 
-def resolve_auto(
-    env: Mapping[str, str] | None = None, which: Callable[[str], str | None] = shutil.which,
-) -> AutoChoice:
+def resolve_auto(env: Mapping[str, str] | None = None, which: Callable[[str], str | None] = shutil.which) -> AutoChoice:
     env = os.environ if env is None else env
     for name, model in PROVIDER_KEYS:
         if is_real_key(env.get(name)):
@@ -78,6 +76,8 @@ def resolve_auto(
             return AutoChoice(({"model": model, "api_key_env": name},), f"{model} (auto: {name} is set)")
     claude = which("claude")
     if claude:
-        return AutoChoice(({"model": CLAUDE_CLI_MODEL}, {"model": SAMPLING_MODEL}),
-                          f"{CLAUDE_CLI_MODEL} (auto: the Claude Code CLI is at {claude})")
+        return AutoChoice(
+            ({"model": CLAUDE_CLI_MODEL}, {"model": SAMPLING_MODEL}),
+            f"{CLAUDE_CLI_MODEL} (auto: the Claude Code CLI is at {claude})",
+        )
     return AutoChoice(({"model": SAMPLING_MODEL},), NO_MODEL_REASON)

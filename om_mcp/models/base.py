@@ -44,9 +44,5 @@ class ModelClient(Protocol):
     """
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        target: ModelTarget,
-        settings: ModelSettings,
-        timeout: float,
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion: ...

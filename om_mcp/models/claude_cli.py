@@ -58,7 +58,9 @@ NESTED_ENV = {
 }
 NO_HOOKS_SETTINGS = '{"disableAllHooks": true}'
 
-_AUTH = re.compile(r"not logged in|/login|invalid api key|authenticat|oauth|unauthori[sz]ed|forbidden|credit balance", re.I)
+_AUTH = re.compile(
+    r"not logged in|/login|invalid api key|authenticat|oauth|unauthori[sz]ed|forbidden|credit balance", re.I
+)
 _TRANSIENT = re.compile(
     r"unable to connect|connection|timed? ?out|overloaded|rate.?limit|econnreset|socket hang up|network|temporarily|try again",
     re.I,
@@ -79,18 +81,15 @@ class ClaudeCliClient:
         self.executable = executable
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        target: ModelTarget,
-        settings: ModelSettings,
-        timeout: float,
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion:
         path = shutil.which(self.executable)
         if path is None:
             raise ModelError(
                 f"the claude CLI ({self.executable}) is not on PATH; install Claude Code "
                 "(npm install -g @anthropic-ai/claude-code) or choose another model",
-                transient=False, model=target.model,
+                transient=False,
+                model=target.model,
             )
         system, prompt = split_prompt(messages)
         with tempfile.TemporaryDirectory(prefix="om-mcp-claude-") as workdir:
@@ -108,18 +107,28 @@ class ClaudeCliClient:
 
 
 def cli_model(model: str) -> str | None:
-    """"claude-cli/haiku" -> "haiku"; "claude-cli" alone -> None (the CLI's default)."""
+    """ "claude-cli/haiku" -> "haiku"; "claude-cli" alone -> None (the CLI's default)."""
     name = model.strip()
     if name == PREFIX:
         return None
-    if not name.startswith(PREFIX + "/") or not name[len(PREFIX) + 1:].strip():
+    if not name.startswith(PREFIX + "/") or not name[len(PREFIX) + 1 :].strip():
         raise ModelError(f"not a claude-cli model string: {model!r} (expected claude-cli/<model>)", model=model)
-    return name[len(PREFIX) + 1:].strip()
+    return name[len(PREFIX) + 1 :].strip()
 
 
 def command(executable: str, model: str | None, system: str, workdir: str) -> list[str]:
-    args = [executable, "-p", "--output-format", "json", "--tools", "", "--strict-mcp-config",
-            "--no-session-persistence", "--settings", NO_HOOKS_SETTINGS]
+    args = [
+        executable,
+        "-p",
+        "--output-format",
+        "json",
+        "--tools",
+        "",
+        "--strict-mcp-config",
+        "--no-session-persistence",
+        "--settings",
+        NO_HOOKS_SETTINGS,
+    ]
     if model:
         args += ["--model", model]
     if len(system) > MAX_ARG_CHARS:
@@ -164,8 +173,13 @@ async def run_process(args: list[str], stdin: bytes, env: dict[str, str], cwd: s
     """Run `args` with `stdin`, in its own process group; on timeout kill the
     whole group (the CLI may have children) and raise TimeoutError."""
     process = await anyio.open_process(
-        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env, cwd=cwd, start_new_session=True,
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
     )
     out: list[bytes] = []
     err: list[bytes] = []
@@ -229,7 +243,8 @@ def parse_output(done: ProcessResult, target: ModelTarget) -> Completion:
         text=text,
         model=target.model,
         usage=Usage(
-            input_tokens=int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
+            input_tokens=int(usage.get("input_tokens") or 0)
+            + int(usage.get("cache_creation_input_tokens") or 0)
             + int(usage.get("cache_read_input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
             cost=float(data["total_cost_usd"]) if isinstance(data.get("total_cost_usd"), (int, float)) else None,
@@ -255,7 +270,9 @@ def _error(data: dict[str, Any], text: str, target: ModelTarget) -> ModelError:
     if status in (401, 403) or _AUTH.search(message):
         return ModelError(
             f"claude CLI is not usable: {message} (log in by running `claude` once, or set ANTHROPIC_API_KEY)",
-            transient=False, status_code=status, model=target.model,
+            transient=False,
+            status_code=status,
+            model=target.model,
         )
     transient = is_transient_status(status) or (status is None and bool(_TRANSIENT.search(message)))
     return ModelError(f"claude -p: {message}", transient=transient, status_code=status, model=target.model)

@@ -12,7 +12,7 @@ SAMPLING = "sampling"
 
 
 def backend_of(model: str) -> str:
-    """"claude-cli", "sampling" or "litellm"."""
+    """ "claude-cli", "sampling" or "litellm"."""
     for prefix in (CLAUDE_CLI, SAMPLING):
         if model == prefix or model.startswith(prefix + "/"):
             return prefix
@@ -22,8 +22,13 @@ def backend_of(model: str) -> str:
 class Clients:
     """One client per kind of target, made on first use (litellm is imported only if needed)."""
 
-    def __init__(self, broker: SamplingBroker | None = None, *, litellm: ModelClient | None = None,
-                 claude_cli: ModelClient | None = None):
+    def __init__(
+        self,
+        broker: SamplingBroker | None = None,
+        *,
+        litellm: ModelClient | None = None,
+        claude_cli: ModelClient | None = None,
+    ):
         self.broker = broker or SamplingBroker()
         self._made: dict[str, ModelClient] = {}
         if litellm is not None:

@@ -16,7 +16,7 @@ import hashlib
 import os
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 from om_mcp.models.settings import ModelTarget
@@ -50,8 +50,11 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
     if health.state == "paused":
         if health.config_hash != fingerprint(target):
             return True, ""  # the configuration changed since it failed
-        return False, f"{target.model} is paused after a permanent error ({health.last_error}); fix the setting" \
-            " or run `om-mcp doctor --model` (a successful test call resumes it)"
+        return (
+            False,
+            f"{target.model} is paused after a permanent error ({health.last_error}); fix the setting"
+            " or run `om-mcp doctor --model` (a successful test call resumes it)",
+        )
     now = time.time() if now is None else now
     if now >= health.next_attempt_at:
         return True, ""
@@ -60,19 +63,33 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
 
 
 def after_failure(
-    health: ModelHealth | None, target: ModelTarget, error: str, *, transient: bool, now: float | None = None,
+    health: ModelHealth | None, target: ModelTarget, error: str, *, transient: bool, now: float | None = None
 ) -> ModelHealth:
     now = time.time() if now is None else now
     base = health or ModelHealth(model=target.model)
     failures = base.failures + 1
-    stamp = datetime.fromtimestamp(now, timezone.utc).isoformat()
+    stamp = datetime.fromtimestamp(now, UTC).isoformat()
     text = " ".join(error.split())[:ERROR_CHARS]
     if not transient:
-        return replace(base, state="paused", failures=failures, next_attempt_at=0.0, last_error=text,
-                       last_failure_at=stamp, config_hash=fingerprint(target))
+        return replace(
+            base,
+            state="paused",
+            failures=failures,
+            next_attempt_at=0.0,
+            last_error=text,
+            last_failure_at=stamp,
+            config_hash=fingerprint(target),
+        )
     delay = min(BACKOFF_INITIAL_SECONDS * 2 ** (failures - 1), BACKOFF_MAX_SECONDS)
-    return replace(base, state="backoff", failures=failures, next_attempt_at=now + delay, last_error=text,
-                   last_failure_at=stamp, config_hash=None)
+    return replace(
+        base,
+        state="backoff",
+        failures=failures,
+        next_attempt_at=now + delay,
+        last_error=text,
+        last_failure_at=stamp,
+        config_hash=None,
+    )
 
 
 def after_success(health: ModelHealth | None, target: ModelTarget) -> ModelHealth | None:

@@ -8,14 +8,13 @@ offline settings in place, and never at module import.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 from typing import Any
 
 import anyio
-
-import logging
 
 from om_mcp import heap
 from om_mcp.models.base import Completion, Usage
@@ -29,10 +28,18 @@ DUMMY_API_KEY = "sk-no-key-required"
 # litellm providers that talk the OpenAI wire protocol to a configured api_base.
 OPENAI_COMPATIBLE_PREFIXES = ("openai/", "text-completion-openai/")
 
-PERMANENT_ERRORS = frozenset({
-    "AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
-    "ContextWindowExceededError", "UnsupportedParamsError", "InvalidRequestError", "ContentPolicyViolationError",
-})
+PERMANENT_ERRORS = frozenset(
+    {
+        "AuthenticationError",
+        "PermissionDeniedError",
+        "NotFoundError",
+        "BadRequestError",
+        "ContextWindowExceededError",
+        "UnsupportedParamsError",
+        "InvalidRequestError",
+        "ContentPolicyViolationError",
+    }
+)
 
 _import_lock = threading.Lock()
 _litellm: Any = None
@@ -76,11 +83,7 @@ class LiteLLMClient:
                 raise ModelError(f"litellm could not be imported: {exc}") from exc
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        target: ModelTarget,
-        settings: ModelSettings,
-        timeout: float,
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion:
         kwargs = call_arguments(messages, target, settings, timeout)
         litellm = load_litellm()
@@ -119,8 +122,7 @@ def _api_key(target: ModelTarget) -> str | None:
         value = os.environ.get(target.api_key_env)
         if not value:
             raise ModelError(
-                f"environment variable {target.api_key_env} (api_key_env of model "
-                f"{target.model}) is not set or empty",
+                f"environment variable {target.api_key_env} (api_key_env of model {target.model}) is not set or empty",
                 transient=False,
                 model=target.model,
             )
@@ -154,7 +156,7 @@ _PREFIX = re.compile(r"^(?:litellm\.)?\w*(?:Error|Exception|Timeout)(?::| -)\s*"
 def _plain(text: str) -> str:
     text = " ".join(text.split())
     while match := _PREFIX.match(text):
-        text = text[match.end():]
+        text = text[match.end() :]
     return text
 
 

@@ -9,8 +9,8 @@ answers is the circuit breaker's business, not this one's.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from om_mcp.models.auto import is_real_key
 from om_mcp.models.settings import ModelTarget
@@ -35,6 +35,7 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 }
 # Providers that run locally or borrow the host's model: no key to check.
 KEYLESS = ("ollama", "ollama_chat", "hosted_vllm", "lm_studio", "llamafile", "claude-cli", "sampling")
+
 
 @dataclass(frozen=True)
 class Readiness:
@@ -70,8 +71,8 @@ def check(target: ModelTarget, env: Mapping[str, str] | None = None) -> Readines
     if any(is_real_key(env.get(name)) for name in names):
         return Readiness(True, target.model)
     return Readiness(
-        False, f"{target.model} needs {names[0]} in the server's environment (set it, or choose another model"
-        " with OM_MODEL)",
+        False,
+        f"{target.model} needs {names[0]} in the server's environment (set it, or choose another model with OM_MODEL)",
     )
 
 

@@ -57,9 +57,7 @@ class ModelRouter:
         self.policy = policy or CallPolicy()
         base = settings or ModelSettings()
         # Resolved once: MD-11 depends on the choice, not on the tier picked.
-        self.settings = base.model_copy(
-            update={"max_output_tokens": effective_max_output_tokens(choice, base)}
-        )
+        self.settings = base.model_copy(update={"max_output_tokens": effective_max_output_tokens(choice, base)})
         # One client for every target (tests pass a scripted one), else one per kind of target.
         self.client = client
         self.clients = clients
@@ -81,9 +79,7 @@ class ModelRouter:
     def describe(self) -> str:
         """Model names for logs and events, e.g. 'a -> b' or 'by size: <=8000 a, <=64000 b'."""
         if isinstance(self.choice, ByInputSize):
-            tiers = ", ".join(
-                f"<={n} {_name(self.choice.up_to[n])}" for n in self.choice.thresholds()
-            )
+            tiers = ", ".join(f"<={n} {_name(self.choice.up_to[n])}" for n in self.choice.thresholds())
             return f"by size: {tiers}"
         names = [t.model + ("" if t.enabled else " (disabled)") for t in self.choice]
         return " -> ".join(names)
@@ -174,13 +170,18 @@ class ModelRouter:
                 except ModelError as exc:
                     last = failure = exc
                 except Exception as exc:  # a timeout, or a client bug: the cycle fails cleanly
-                    text = f"timed out after {timeout:.1f}s" if isinstance(exc, TimeoutError) else (
-                        f"{type(exc).__name__}: {exc}"
+                    text = (
+                        f"timed out after {timeout:.1f}s"
+                        if isinstance(exc, TimeoutError)
+                        else (f"{type(exc).__name__}: {exc}")
                     )
                     last = failure = ModelError(text, transient=is_transient(exc), model=target.model)
                 log.debug(
                     "model call failed (model=%s attempt=%d transient=%s): %s",
-                    target.model, attempts, last.transient, last.message,
+                    target.model,
+                    attempts,
+                    last.transient,
+                    last.message,
                 )
                 if not last.transient or retry == retries:
                     break  # next entry
@@ -193,7 +194,9 @@ class ModelRouter:
                 await anyio.sleep(pause)
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
             if failure is not None and self.health:
-                await self.health.put(breaker.after_failure(state, target, failure.message, transient=failure.transient))
+                await self.health.put(
+                    breaker.after_failure(state, target, failure.message, transient=failure.transient)
+                )
             if deadline is not None and deadline - anyio.current_time() <= 0:
                 break
 

@@ -96,11 +96,7 @@ class SamplingClient:
         self.broker = broker
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        target: ModelTarget,
-        settings: ModelSettings,
-        timeout: float,
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion:
         system, sampling_messages = to_sampling(messages)
         kwargs: dict[str, Any] = {
@@ -120,25 +116,28 @@ class SamplingClient:
                 self.broker.unregister(session)  # that client went away; try the next
                 continue
             except TimeoutError:
-                raise ModelError(f"the client did not answer the sampling request within {timeout:.1f}s",
-                                 transient=True, model=target.model) from None
+                raise ModelError(
+                    f"the client did not answer the sampling request within {timeout:.1f}s",
+                    transient=True,
+                    model=target.model,
+                ) from None
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     self.broker.unregister(session)
                     continue
                 # A person may decline one request: try again later, do not pause for good.
-                raise ModelError(f"the client refused the sampling request: {exc}", transient=True,
-                                 model=target.model) from exc
+                raise ModelError(
+                    f"the client refused the sampling request: {exc}", transient=True, model=target.model
+                ) from exc
             return _completion(result, target)
         raise ModelUnavailable(NO_CLIENT, model=target.model)
 
 
 def preferences(model: str) -> ModelPreferences:
     """Memory work favours a fast, cheap model; `sampling/<name>` adds a hint."""
-    hint = model[len(PREFIX) + 1:].strip() if model.startswith(PREFIX + "/") else ""
+    hint = model[len(PREFIX) + 1 :].strip() if model.startswith(PREFIX + "/") else ""
     return ModelPreferences(
-        hints=[ModelHint(name=hint)] if hint else None,
-        cost_priority=0.7, speed_priority=0.7, intelligence_priority=0.4,
+        hints=[ModelHint(name=hint)] if hint else None, cost_priority=0.7, speed_priority=0.7, intelligence_priority=0.4
     )
 
 
@@ -182,6 +181,7 @@ def _completion(result: CreateMessageResult, target: ModelTarget) -> Completion:
     text = "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", None) == "text")
     metadata = {"provider": "sampling", "response_model": result.model, "stop_reason": result.stop_reason}
     return Completion(
-        text=text, model=target.model,
+        text=text,
+        model=target.model,
         usage=Usage(provider_metadata={k: v for k, v in metadata.items() if v is not None}),
     )

@@ -40,8 +40,19 @@ PROVIDER_ALIASES = {"google": "gemini"}
 # Keys the client sets itself; letting provider_options override them would
 # silently defeat timeouts, retries or key handling.
 RESERVED_PROVIDER_OPTIONS = frozenset(
-    {"model", "messages", "timeout", "num_retries", "max_retries", "api_key", "api_base",
-     "base_url", "stream", "temperature", "max_tokens"}
+    {
+        "model",
+        "messages",
+        "timeout",
+        "num_retries",
+        "max_retries",
+        "api_key",
+        "api_base",
+        "base_url",
+        "stream",
+        "temperature",
+        "max_tokens",
+    }
 )
 
 
@@ -72,9 +83,7 @@ class ModelTarget(_Config):
 
     model: ModelName = Field(description="litellm 'provider/model'; 'google/' becomes 'gemini/'")
     api_base: str | None = Field(default=None, description="endpoint URL, e.g. http://127.0.0.1:8080/v1")
-    api_key_env: str | None = Field(
-        default=None, description="name of the environment variable that holds the API key"
-    )
+    api_key_env: str | None = Field(default=None, description="name of the environment variable that holds the API key")
     max_retries: int = Field(default=2, ge=0, description="retries of transient errors for this entry")
     enabled: bool = True
 
@@ -158,18 +167,15 @@ def _choice_kind(value: Any) -> str | None:
 FallbackList = Annotated[list[ModelEntry], Field(min_length=1)]
 
 ModelChoice = Annotated[
-    Union[
-        Annotated[ModelName, Tag("name")],
-        Annotated[ModelTarget, Tag("target")],
-        Annotated[FallbackList, Tag("fallbacks")],
-        Annotated[ByInputSize, Tag("by_input_size")],
-    ],
+    Annotated[ModelName, Tag("name")]
+    | Annotated[ModelTarget, Tag("target")]
+    | Annotated[FallbackList, Tag("fallbacks")]
+    | Annotated[ByInputSize, Tag("by_input_size")],
     Discriminator(
         _choice_kind,
         custom_error_type="model_choice",
         custom_error_message=(
-            "a model choice is a model string, a table with 'model', "
-            "a list of those, or a table with 'up_to'"
+            "a model choice is a model string, a table with 'model', a list of those, or a table with 'up_to'"
         ),
     ),
 ]
@@ -224,9 +230,7 @@ class ModelSettings(_Config):
     def _no_reserved_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
         clash = sorted(set(value) & RESERVED_PROVIDER_OPTIONS)
         if clash:
-            raise ValueError(
-                f"provider_options may not set {', '.join(clash)}; use the dedicated settings"
-            )
+            raise ValueError(f"provider_options may not set {', '.join(clash)}; use the dedicated settings")
         return value
 
 

@@ -12,12 +12,16 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
 from om_mcp.server.app import app_of
 from om_mcp.server.http.auth import (
-    ResourceNotAllowed, allowed_resources, check_resource, check_thread, default_resource,
+    ResourceNotAllowed,
+    allowed_resources,
+    check_resource,
+    check_thread,
+    default_resource,
 )
 
 
 async def authorize(
-    ctx: Context, thread_id: str | None = None, resource_id: str | None = None, target_thread_id: str | None = None,
+    ctx: Context, thread_id: str | None = None, resource_id: str | None = None, target_thread_id: str | None = None
 ) -> str | None:
     """Refuse what the caller's token does not grant; returns the resource_id to use."""
     if allowed_resources() is None:

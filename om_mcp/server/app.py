@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
-
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
@@ -44,7 +44,7 @@ class App:
     The engine opens in the background, so the handshake never waits for it; a
     request that needs it awaits `ready()` (at most the engine's start-up, once)."""
 
-    def __init__(self, notifier: Notifier, broker: "SamplingBroker", memory: "Memory | None" = None):
+    def __init__(self, notifier: Notifier, broker: SamplingBroker, memory: Memory | None = None):
         self.notifier = notifier
         self.broker = broker
         self.memory: Memory = memory  # type: ignore[assignment] - set before `ready()` returns
@@ -53,11 +53,11 @@ class App:
         if memory is not None:
             self._ready.set()
 
-    def opened(self, memory: "Memory | None", failure: str | None = None) -> None:
+    def opened(self, memory: Memory | None, failure: str | None = None) -> None:
         self.memory, self.failure = memory, failure  # type: ignore[assignment]
         self._ready.set()
 
-    async def ready(self) -> "Memory":
+    async def ready(self) -> Memory:
         await self._ready.wait()
         if self.failure is not None:
             raise ToolError(f"om-mcp could not open its memory: {self.failure}")
@@ -80,8 +80,9 @@ class MemoryServer(MCPServer):
 
     live: App | None = None  # set while the lifespan runs
 
-    async def call_tool(self, name: str, arguments: dict[str, Any],
-                        context: Context | None = None) -> CallToolResult | InputRequiredResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as error:
@@ -90,8 +91,10 @@ class MemoryServer(MCPServer):
                 cause = cause.exceptions[0]
             log.warning("tool %s failed: %s", name, one_line(cause or error))
             log.debug("tool %s failed", name, exc_info=cause)
-            raise ToolError(f"{name} failed inside om-mcp ({type(cause).__name__}: {one_line(cause or '')});"
-                            " nothing was changed, see the server log") from None
+            raise ToolError(
+                f"{name} failed inside om-mcp ({type(cause).__name__}: {one_line(cause or '')});"
+                " nothing was changed, see the server log"
+            ) from None
         except ToolError as error:
             if isinstance(error.__cause__, ValidationError):
                 raise ToolError(f"invalid arguments: {describe_validation(error.__cause__)}") from None
@@ -113,8 +116,12 @@ async def _serve_memory(config: Config, app: App) -> None:
         return
     opened.events.listeners.append(app.notifier.on_event)
     readiness = opened.observation.readiness
-    log.info("om-mcp %s ready; database %s; observation: %s", __version__, opened.store.location,
-             readiness.reason if opened.config.observational_memory.enabled else "off")
+    log.info(
+        "om-mcp %s ready; database %s; observation: %s",
+        __version__,
+        opened.store.location,
+        readiness.reason if opened.config.observational_memory.enabled else "off",
+    )
     try:
         async with opened.running(), app.notifier.relaying(opened.store):
             await opened.worker.submit("tokens", "recount", lambda: _warm_up(opened))
@@ -125,7 +132,7 @@ async def _serve_memory(config: Config, app: App) -> None:
             await opened.close()
 
 
-async def _warm_up(memory: "Memory") -> None:
+async def _warm_up(memory: Memory) -> None:
     """Load the tokenizer (in a thread) and refresh counts an older tokenizer made, in the
     background, once the handshake has had its moment: loading competes for the GIL."""
     await anyio.sleep(WARM_UP_DELAY_SECONDS)
@@ -138,7 +145,7 @@ def _live(server: MCPServer, app: App) -> App:
     return app
 
 
-def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool = False) -> MemoryServer:
+def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = False) -> MemoryServer:
     """An MCP server over `memory`, or over one opened from `config` for the server's lifespan.
     `hooks`: the host's hooks record the conversations (the Claude Code plugin), so the agent is told
     not to store or fetch them itself."""
@@ -165,8 +172,9 @@ def build_server(config: Config, memory: "Memory | None" = None, *, hooks: bool 
                 group.cancel_scope.cancel()
 
     instructions = text.SERVER_INSTRUCTIONS_HOOKS if hooks else text.SERVER_INSTRUCTIONS
-    server = MemoryServer("om-mcp", version=__version__, instructions=instructions, lifespan=lifespan,
-                          subscriptions=notifier.bus)
+    server = MemoryServer(
+        "om-mcp", version=__version__, instructions=instructions, lifespan=lifespan, subscriptions=notifier.bus
+    )
     from om_mcp.server import resources, tools
     from om_mcp.server.listen import install_scoped_listen
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError

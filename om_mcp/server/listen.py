@@ -33,10 +33,12 @@ RESOURCE_VIEWS = ("observations/history", "working-memory", "observations", "thr
 
 def parse_uri(uri: str) -> tuple[str, str] | None:
     """("thread" | "resource", id) for one of our URIs, else None."""
-    for prefix, kind, views in (("om://threads/", "thread", THREAD_VIEWS),
-                                ("om://resources/", "resource", RESOURCE_VIEWS)):
+    for prefix, kind, views in (
+        ("om://threads/", "thread", THREAD_VIEWS),
+        ("om://resources/", "resource", RESOURCE_VIEWS),
+    ):
         if uri.startswith(prefix):
-            rest = uri[len(prefix):]
+            rest = uri[len(prefix) :]
             for view in views:
                 if rest.endswith("/" + view) and len(rest) > len(view) + 1:
                     return kind, rest[: -len(view) - 1]
@@ -55,16 +57,18 @@ async def may_hear(memory: Memory, uri: str, allowed: frozenset[str]) -> bool:
 
 
 class ScopedListenHandler(ListenHandler):
-    async def __call__(self, ctx: ServerRequestContext[Any, Any],
-                       params: SubscriptionsListenRequestParams) -> SubscriptionsListenResult:
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
         allowed = allowed_resources()
         asked = params.notifications.resource_subscriptions or []
         if allowed is not None and asked:
             memory = await ctx.lifespan_context.ready()
             kept = [uri for uri in asked if await may_hear(memory, uri, allowed)]
             if len(kept) < len(asked):
-                log.debug("subscriptions/listen: %d of %d URIs not allowed for this token", len(asked) - len(kept),
-                          len(asked))
+                log.debug(
+                    "subscriptions/listen: %d of %d URIs not allowed for this token", len(asked) - len(kept), len(asked)
+                )
                 notifications = params.notifications.model_copy(update={"resource_subscriptions": kept or None})
                 params = params.model_copy(update={"notifications": notifications})
         return await super().__call__(ctx, params)
@@ -73,4 +77,5 @@ class ScopedListenHandler(ListenHandler):
 def install_scoped_listen(server: MCPServer, bus: SubscriptionBus) -> None:
     """Serve `subscriptions/listen` with the token check in front of the SDK's handler."""
     server._lowlevel_server.add_request_handler(
-        "subscriptions/listen", SubscriptionsListenRequestParams, ScopedListenHandler(bus))
+        "subscriptions/listen", SubscriptionsListenRequestParams, ScopedListenHandler(bus)
+    )

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated

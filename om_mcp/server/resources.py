@@ -4,7 +4,8 @@ events and status, all JSON."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from om_mcp.engine import Memory
 
 
-async def _json(ctx: Context, read: Callable[["Memory"], Awaitable[Any]]) -> str:
+async def _json(ctx: Context, read: Callable[[Memory], Awaitable[Any]]) -> str:
     try:
         data = await read(await app_of(ctx).ready())
     except EngineError as error:
@@ -41,7 +42,8 @@ def register(server: MCPServer) -> None:
     @resource("om://resources/{resource_id}/working-memory", "Resource-scoped working memory.")
     async def resource_working_memory(resource_id: str, ctx: Context) -> str:
         await authorize_read(ctx, resource_id=resource_id)
-        async def read(m: "Memory") -> dict[str, Any]:
+
+        async def read(m: Memory) -> dict[str, Any]:
             return {"resource_id": resource_id, "memory": await m.resource_working_memory(resource_id)}
 
         return await _json(ctx, read)
@@ -79,7 +81,8 @@ def register(server: MCPServer) -> None:
     @resource("om://threads/{thread_id}/status", "Memory status: windows, buffered work, model readiness.")
     async def thread_status(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
-        async def read(m: "Memory"):
+
+        async def read(m: Memory):
             await m.messages(thread_id, limit=1)  # unknown thread -> not found
             return await m.status(thread_id)
 
@@ -88,7 +91,8 @@ def register(server: MCPServer) -> None:
     @resource("om://threads/{thread_id}/working-memory", "The working memory a thread sees.")
     async def thread_working_memory(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
-        async def read(m: "Memory"):
+
+        async def read(m: Memory):
             await m.messages(thread_id, limit=1)  # unknown thread -> not found
             return await m.get_working_memory(thread_id)
 

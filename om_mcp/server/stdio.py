@@ -21,8 +21,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -184,14 +185,15 @@ async def serve_stdio(
     answers = server_writes.clone()  # our error replies; the SDK closes its own end when it stops
     lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async serves too
     reader = threading.Thread(
-        target=_reader, args=(wire.read_fd, to_server, answers, token, max_line_bytes),
-        name="om-mcp stdin", daemon=True,
+        target=_reader, args=(wire.read_fd, to_server, answers, token, max_line_bytes), name="om-mcp stdin", daemon=True
     )
     try:
         async with anyio.create_task_group() as group:
             writer = threading.Thread(
-                target=_writer, args=(wire.write_fd, to_client, token, to_server.close),
-                name="om-mcp stdout", daemon=True,
+                target=_writer,
+                args=(wire.write_fd, to_client, token, to_server.close),
+                name="om-mcp stdout",
+                daemon=True,
             )
             writer.start()
             reader.start()
@@ -272,7 +274,7 @@ def _writer(
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         except OSError as error:
             log.info("stdout closed by the client (%s); stopping", error.strerror or error)
             # Ending the input stops the server the ordinary way.

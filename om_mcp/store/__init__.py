@@ -11,13 +11,33 @@ from __future__ import annotations
 from pathlib import Path
 
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
+from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.rows import (
-    AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, IngestState, Message,
-    ModelHealth, NewGroup, NewMessage, Record, RecordState, ResourceSummary, Scope, SearchHit, SettledThread, Snapshot,
-    Stats, Thread,
+    AppendResult,
+    BufferedReflection,
+    Chunk,
+    ContextRead,
+    DueWork,
+    Event,
+    Group,
+    GroupHit,
+    Hints,
+    IngestState,
+    Message,
+    ModelHealth,
+    NewGroup,
+    NewMessage,
+    Record,
+    RecordState,
+    ResourceSummary,
+    Scope,
+    SearchHit,
+    SettledThread,
+    Snapshot,
+    Stats,
+    Thread,
 )
-from om_mcp.store.interface import Store
 
 
 def is_postgres(location: str | Path) -> bool:
@@ -48,8 +68,39 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AppendResult", "BufferedReflection", "Chunk", "ContextRead", "DatabaseRefused", "DueWork", "Event", "Group",
-    "GroupHit", "Hints", "IngestState", "Message", "ModelHealth", "NewGroup", "NewMessage", "NotFound", "Record",
-    "RecordState", "ResourceSummary", "Scope", "SearchHit", "SettledThread", "Snapshot", "Stats", "Store", "StoreError", "SQLiteStore",
-    "StoreUnavailable", "Thread", "is_postgres", "open_store", "parse_key", "record_key", "resource_key", "thread_key",
+    "AppendResult",
+    "BufferedReflection",
+    "Chunk",
+    "ContextRead",
+    "DatabaseRefused",
+    "DueWork",
+    "Event",
+    "Group",
+    "GroupHit",
+    "Hints",
+    "IngestState",
+    "Message",
+    "ModelHealth",
+    "NewGroup",
+    "NewMessage",
+    "NotFound",
+    "Record",
+    "RecordState",
+    "ResourceSummary",
+    "Scope",
+    "SearchHit",
+    "SettledThread",
+    "Snapshot",
+    "Stats",
+    "Store",
+    "StoreError",
+    "SQLiteStore",
+    "StoreUnavailable",
+    "Thread",
+    "is_postgres",
+    "open_store",
+    "parse_key",
+    "record_key",
+    "resource_key",
+    "thread_key",
 ]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import sqlite3
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
@@ -39,33 +40,146 @@ class Table:
 # copied: they belong to the processes of the source.
 TABLES = [
     Table("resources", ("id",), ("id", "working_memory", "created_at", "updated_at")),
-    Table("threads", ("id",), ("id", "resource_id", "title", "title_pinned", "metadata", "working_memory",
-                               "created_at", "updated_at", "message_count", "last_assistant_at", "last_assistant_id",
-                               "last_model", "previous_model")),
+    Table(
+        "threads",
+        ("id",),
+        (
+            "id",
+            "resource_id",
+            "title",
+            "title_pinned",
+            "metadata",
+            "working_memory",
+            "created_at",
+            "updated_at",
+            "message_count",
+            "last_assistant_at",
+            "last_assistant_id",
+            "last_model",
+            "previous_model",
+        ),
+    ),
     Table("om_tokenizers", ("id",), ("id", "name")),
-    Table("messages", ("seq",), ("seq", "id", "thread_id", "resource_id", "role", "body", "parts", "created_at",
-                                 "metadata", "tokens", "part_tokens", "counted_by", "observable")),
-    Table("om_records", ("key",), ("key", "scope", "resource_id", "thread_id", "generation", "extracted",
-                                   "last_observed_at", "last_reflection_at", "reflection_blocked_at",
-                                   "last_buffered_at_tokens", "version", "created_at", "updated_at",
-                                   "observation_tokens")),
-    Table("om_cursors", ("record_key", "thread_id"), ("record_key", "thread_id", "seq", "pending_tokens",
-                                                      "pending_messages", "counted_seq", "current_task",
-                                                      "suggested_response")),
-    Table("om_groups", ("id",), ("id", "record_key", "generation", "position", "kind", "thread_id", "first_seq",
-                                 "last_seq", "first_message_id", "last_message_id", "text", "tokens", "observed_at",
-                                 "created_at")),
-    Table("om_buffered_reflections", ("record_key",), ("record_key", "cycle_id", "generation", "covered",
-                                                       "input_tokens", "text", "tokens", "hints", "created_at")),
-    Table("om_chunks", ("id",), ("id", "record_key", "cycle_id", "thread_id", "first_seq", "last_seq",
-                                 "message_tokens", "text", "tokens", "hints", "last_message_at", "created_at",
-                                 "first_message_id", "last_message_id", "message_count")),
-    Table("om_events", ("id",), ("id", "type", "cycle_id", "record_key", "resource_id", "thread_id",
-                                 "anchor_message_id", "payload", "created_at")),
-    Table("embeddings", ("kind", "ref", "embedder"), ("kind", "ref", "resource_id", "thread_id", "embedder",
-                                                      "vector")),
-    Table("model_health", ("model",), ("model", "state", "failures", "next_attempt_at", "last_error",
-                                       "last_failure_at", "config_hash")),
+    Table(
+        "messages",
+        ("seq",),
+        (
+            "seq",
+            "id",
+            "thread_id",
+            "resource_id",
+            "role",
+            "body",
+            "parts",
+            "created_at",
+            "metadata",
+            "tokens",
+            "part_tokens",
+            "counted_by",
+            "observable",
+        ),
+    ),
+    Table(
+        "om_records",
+        ("key",),
+        (
+            "key",
+            "scope",
+            "resource_id",
+            "thread_id",
+            "generation",
+            "extracted",
+            "last_observed_at",
+            "last_reflection_at",
+            "reflection_blocked_at",
+            "last_buffered_at_tokens",
+            "version",
+            "created_at",
+            "updated_at",
+            "observation_tokens",
+        ),
+    ),
+    Table(
+        "om_cursors",
+        ("record_key", "thread_id"),
+        (
+            "record_key",
+            "thread_id",
+            "seq",
+            "pending_tokens",
+            "pending_messages",
+            "counted_seq",
+            "current_task",
+            "suggested_response",
+        ),
+    ),
+    Table(
+        "om_groups",
+        ("id",),
+        (
+            "id",
+            "record_key",
+            "generation",
+            "position",
+            "kind",
+            "thread_id",
+            "first_seq",
+            "last_seq",
+            "first_message_id",
+            "last_message_id",
+            "text",
+            "tokens",
+            "observed_at",
+            "created_at",
+        ),
+    ),
+    Table(
+        "om_buffered_reflections",
+        ("record_key",),
+        ("record_key", "cycle_id", "generation", "covered", "input_tokens", "text", "tokens", "hints", "created_at"),
+    ),
+    Table(
+        "om_chunks",
+        ("id",),
+        (
+            "id",
+            "record_key",
+            "cycle_id",
+            "thread_id",
+            "first_seq",
+            "last_seq",
+            "message_tokens",
+            "text",
+            "tokens",
+            "hints",
+            "last_message_at",
+            "created_at",
+            "first_message_id",
+            "last_message_id",
+            "message_count",
+        ),
+    ),
+    Table(
+        "om_events",
+        ("id",),
+        (
+            "id",
+            "type",
+            "cycle_id",
+            "record_key",
+            "resource_id",
+            "thread_id",
+            "anchor_message_id",
+            "payload",
+            "created_at",
+        ),
+    ),
+    Table("embeddings", ("kind", "ref", "embedder"), ("kind", "ref", "resource_id", "thread_id", "embedder", "vector")),
+    Table(
+        "model_health",
+        ("model",),
+        ("model", "state", "failures", "next_attempt_at", "last_error", "last_failure_at", "config_hash"),
+    ),
     Table("ingest_state", ("source",), ("source", "offset", "last_id", "fingerprint", "updated_at")),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
@@ -108,17 +222,16 @@ class SqliteSource:
 
     async def count(self, table: Table) -> int:
         return await anyio.to_thread.run_sync(
-            lambda: self.conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0])
+            lambda: self.conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0]
+        )
 
     async def batch(self, table: Table, after: tuple | None) -> list[tuple]:
         where = f"WHERE ({_quoted(table.key)}) > ({', '.join('?' * len(table.key))})" if after else ""
-        sql = (f"SELECT {_quoted(table.columns)} FROM {table.name} {where}"
-               f" ORDER BY {_quoted(table.key)} LIMIT {BATCH}")
+        sql = f"SELECT {_quoted(table.columns)} FROM {table.name} {where} ORDER BY {_quoted(table.key)} LIMIT {BATCH}"
         rows = await anyio.to_thread.run_sync(lambda: self.conn.execute(sql, after or ()).fetchall())
         if table.name == "embeddings":
             rows = [(*r[:5], list(_floats(r[5]))) for r in rows]
-        return [tuple(bool(v) if (table.name, c) in BOOLEANS else v for c, v in zip(table.columns, r))
-                for r in rows]
+        return [tuple(bool(v) if (table.name, c) in BOOLEANS else v for c, v in zip(table.columns, r)) for r in rows]
 
     async def close(self) -> None:
         self.conn.close()
@@ -131,7 +244,7 @@ class PostgresSource:
         self.conn, self.transaction = conn, transaction
 
     @classmethod
-    async def open(cls, url: str) -> "PostgresSource":
+    async def open(cls, url: str) -> PostgresSource:
         import asyncpg
 
         from om_mcp.store.postgres.database import SETTINGS
@@ -149,7 +262,8 @@ class PostgresSource:
         marks = ", ".join(f"${i}" for i in range(1, len(table.key) + 1))
         where = f"WHERE ({_quoted(table.key)}) > ({marks})" if after else ""
         rows = await self.conn.fetch(
-            f"SELECT {columns} FROM {table.name} {where} ORDER BY {_quoted(table.key)} LIMIT {BATCH}", *(after or ()))
+            f"SELECT {columns} FROM {table.name} {where} ORDER BY {_quoted(table.key)} LIMIT {BATCH}", *(after or ())
+        )
         return [tuple(r) for r in rows]
 
     async def close(self) -> None:
@@ -200,8 +314,9 @@ async def _sqlite_write(store: Any, table: Table, rows: list[tuple]) -> None:
     if table.name == "embeddings":
         rows = [(*r[:5], array("f", r[5]).tobytes()) for r in rows]
     rows = [tuple(int(v) if isinstance(v, bool) else v for v in r) for r in rows]
-    sql = (f"INSERT OR IGNORE INTO {table.name} ({_quoted(table.columns)})"
-           f" VALUES ({', '.join('?' * len(table.columns))})")
+    sql = (
+        f"INSERT OR IGNORE INTO {table.name} ({_quoted(table.columns)}) VALUES ({', '.join('?' * len(table.columns))})"
+    )
     await store.db.write(lambda conn: conn.executemany(sql, rows))
 
 
@@ -229,12 +344,16 @@ async def _finish_postgres(store: Any, advance: Callable[[int], None] | None) ->
         for table, column in (("messages", "seq"), ("om_tokenizers", "id")):
             await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
-                f" GREATEST((SELECT MAX({column}) FROM {table}), 1), (SELECT MAX({column}) FROM {table}) IS NOT NULL)")
-        await conn.execute("UPDATE om_counters SET value = GREATEST(value, (SELECT COALESCE(MAX(id), 0)"
-                           " FROM om_events)) WHERE name = 'events'")
+                f" GREATEST((SELECT MAX({column}) FROM {table}), 1), (SELECT MAX({column}) FROM {table}) IS NOT NULL)"
+            )
+        await conn.execute(
+            "UPDATE om_counters SET value = GREATEST(value, (SELECT COALESCE(MAX(id), 0)"
+            " FROM om_events)) WHERE name = 'events'"
+        )
         rows = await conn.fetch(
             "SELECT DISTINCT m.thread_id, m.resource_id FROM messages m WHERE m.body <> ''"
-            " AND NOT EXISTS (SELECT 1 FROM messages_fts f WHERE f.seq = m.seq) ORDER BY 1")
+            " AND NOT EXISTS (SELECT 1 FROM messages_fts f WHERE f.seq = m.seq) ORDER BY 1"
+        )
         return [(r[0], r[1]) for r in rows]
 
     missing = await store.db.write(counters)
@@ -268,8 +387,9 @@ async def _count(store: Any, table: Table) -> int:
     return await store.db.read(lambda conn: conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0])
 
 
-async def copy(source: str, target: str, *, progress: Callable[[str, int], Callable[[int], None]] | None = None
-               ) -> Report:
+async def copy(
+    source: str, target: str, *, progress: Callable[[str, int], Callable[[int], None]] | None = None
+) -> Report:
     """Copy the memory at `source` into `target` (a file path, sqlite:///path or postgresql://...).
     `progress(description, total)` returns the `advance(n)` of a progress bar."""
     if describe(source) == describe(target):
@@ -298,8 +418,9 @@ async def copy(source: str, target: str, *, progress: Callable[[str, int], Calla
             report.rows[table.name] = await _count(store, table) - before
         if store.backend == "postgres":
             threads = await store.db.read(lambda conn: conn.fetchval("SELECT COUNT(*) FROM threads"))
-            report.indexed_threads = await _finish_postgres(store, progress("search index", threads)
-                                                            if progress else None)
+            report.indexed_threads = await _finish_postgres(
+                store, progress("search index", threads) if progress else None
+            )
         else:
             await store.db.write(_finish_sqlite)
     finally:

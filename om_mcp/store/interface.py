@@ -8,14 +8,34 @@ knows nothing else about them.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable, Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from om_mcp.store.search import SearchPlan, TermStats, TextHit
 from om_mcp.store.rows import (
-    AppendResult, BufferedReflection, Chunk, ContextRead, DueWork, Event, Group, GroupHit, Hints, Hit, IngestState,
-    Message, ModelHealth, NewGroup, NewMessage, Pending, Record, RecordState, ResourceSummary, Scope, Snapshot, Stats,
+    AppendResult,
+    BufferedReflection,
+    Chunk,
+    ContextRead,
+    DueWork,
+    Event,
+    Group,
+    GroupHit,
+    Hints,
+    IngestState,
+    Message,
+    ModelHealth,
+    NewGroup,
+    NewMessage,
+    Pending,
+    Record,
+    RecordState,
+    ResourceSummary,
+    Scope,
+    Snapshot,
+    Stats,
     Thread,
 )
+from om_mcp.store.search import SearchPlan, TermStats, TextHit
 
 Lease = tuple[str, str]  # (op, owner)
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
@@ -33,26 +53,50 @@ class Store(Protocol):
 
     # -- threads and resources ------------------------------------------------------------
     async def get_thread(self, thread_id: str) -> Thread | None: ...
-    async def list_threads(self, resource_id: str, *, before: str | None = None, after: str | None = None,
-                           limit: int = 20, offset: int = 0) -> tuple[list[Thread], bool]: ...
+    async def list_threads(
+        self, resource_id: str, *, before: str | None = None, after: str | None = None, limit: int = 20, offset: int = 0
+    ) -> tuple[list[Thread], bool]: ...
     async def list_resources(self) -> list[ResourceSummary]: ...
-    async def update_thread(self, thread_id: str, *, title: str | None = None,
-                            metadata: dict[str, Any] | None = None, pin_title: bool | None = None) -> Thread: ...
+    async def update_thread(
+        self,
+        thread_id: str,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        pin_title: bool | None = None,
+    ) -> Thread: ...
     async def set_generated_title(self, thread_id: str, title: str) -> tuple[str | None, bool]: ...
     async def set_thread_metadata_paths(self, thread_id: str, values: dict[str, Any]) -> None: ...
     async def get_working_memory(self, scope: Scope, key: str) -> str | None: ...
-    async def update_working_memory(self, scope: Scope, key: str,
-                                    update: Callable[[str | None], str | None]) -> tuple[str | None, bool]: ...
+    async def update_working_memory(
+        self, scope: Scope, key: str, update: Callable[[str | None], str | None]
+    ) -> tuple[str | None, bool]: ...
     async def delete_thread(self, thread_id: str) -> int: ...
     async def delete_resource(self, resource_id: str) -> tuple[int, int]: ...
 
     # -- messages -----------------------------------------------------------------------------
-    async def append_messages(self, thread_id: str, resource_id: str, record_key: str, messages: list[NewMessage], *,
-                              counted_by: int = 0, thread_metadata: dict[str, Any] | None = None,
-                              working_memory: WorkingMemorySeed | None = None) -> AppendResult: ...
-    async def message_page(self, thread_id: str, *, after_seq: int | None = None, before_seq: int | None = None,
-                           limit: int = 20, offset: int = 0, newest_first: bool = False,
-                           part_filter: tuple[str | None, str | None] = (None, None)) -> list[Message]: ...
+    async def append_messages(
+        self,
+        thread_id: str,
+        resource_id: str,
+        record_key: str,
+        messages: list[NewMessage],
+        *,
+        counted_by: int = 0,
+        thread_metadata: dict[str, Any] | None = None,
+        working_memory: WorkingMemorySeed | None = None,
+    ) -> AppendResult: ...
+    async def message_page(
+        self,
+        thread_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        newest_first: bool = False,
+        part_filter: tuple[str | None, str | None] = (None, None),
+    ) -> list[Message]: ...
     async def count_messages_before(self, thread_id: str, seq: int) -> int: ...
     async def find_message(self, resource_id: str, message_id: str, thread_id: str | None = None) -> Message | None: ...
     async def messages_by_seq(self, seqs: list[int]) -> dict[int, Message]: ...
@@ -65,34 +109,64 @@ class Store(Protocol):
     async def record(self, key: str) -> Record | None: ...
     async def record_state(self, key: str, thread_id: str) -> RecordState: ...
     async def snapshot(self, key: str, thread_id: str) -> Snapshot | None: ...
-    async def context(self, key: str, thread_id: str, budget: int,
-                      working_memory: tuple[str, str] | None) -> ContextRead | None: ...
+    async def context(
+        self, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None
+    ) -> ContextRead | None: ...
     async def groups(self, key: str, generation: int | None = None) -> list[Group]: ...
     async def generations(self, key: str) -> list[tuple[int, list[Group]]]: ...
     async def chunks(self, key: str) -> list[Chunk]: ...
-    async def unobserved(self, key: str, thread_id: str, *, after_seq: int | None = None,
-                         max_tokens: int | None = None) -> list[Message]: ...
+    async def unobserved(
+        self, key: str, thread_id: str, *, after_seq: int | None = None, max_tokens: int | None = None
+    ) -> list[Message]: ...
     async def busy_threads(self, key: str) -> list[tuple[str, int, int]]: ...
     async def thread_hints(self, key: str, thread_ids: list[str]) -> dict[str, Hints]: ...
     async def due_work(self, min_pending: int, min_observation_tokens: int) -> list[DueWork]: ...
     async def tail(self, key: str, thread_id: str) -> int: ...
 
     # -- the conditional commits that end a cycle ---------------------------------------------
-    async def commit_observation(self, key: str, *, lease: Lease | None, expected_cursors: dict[str, int],
-                                 new_cursors: dict[str, int], groups: list[NewGroup],
-                                 hints: dict[str, dict[str, Any]], extracted: dict[str, Any] | None,
-                                 observed_at: str | None, events: Iterable[dict[str, Any]] = ()) -> bool: ...
-    async def append_chunks(self, key: str, *, lease: Lease | None, expected_tails: dict[str, int],
-                            chunks: list[Chunk], extracted: dict[str, Any] | None, buffered_at_tokens: int | None,
-                            events: Iterable[dict[str, Any]] = ()) -> bool: ...
-    async def activate_chunks(self, key: str, chunk_ids: list[str], *, lease: Lease | None = None,
-                              events: Iterable[dict[str, Any]] = ()) -> bool: ...
-    async def commit_reflection(self, key: str, *, lease: Lease | None, generation: int, covered: int,
-                                groups: list[NewGroup], extracted: dict[str, Any] | None, blocked_at: int | None,
-                                events: Iterable[dict[str, Any]] = (),
-                                hints: dict[str, dict[str, Any]] | None = None) -> bool: ...
-    async def store_buffered_reflection(self, key: str, reflection: BufferedReflection, *, lease: Lease | None,
-                                        events: Iterable[dict[str, Any]] = ()) -> bool: ...
+    async def commit_observation(
+        self,
+        key: str,
+        *,
+        lease: Lease | None,
+        expected_cursors: dict[str, int],
+        new_cursors: dict[str, int],
+        groups: list[NewGroup],
+        hints: dict[str, dict[str, Any]],
+        extracted: dict[str, Any] | None,
+        observed_at: str | None,
+        events: Iterable[dict[str, Any]] = (),
+    ) -> bool: ...
+    async def append_chunks(
+        self,
+        key: str,
+        *,
+        lease: Lease | None,
+        expected_tails: dict[str, int],
+        chunks: list[Chunk],
+        extracted: dict[str, Any] | None,
+        buffered_at_tokens: int | None,
+        events: Iterable[dict[str, Any]] = (),
+    ) -> bool: ...
+    async def activate_chunks(
+        self, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
+    ) -> bool: ...
+    async def commit_reflection(
+        self,
+        key: str,
+        *,
+        lease: Lease | None,
+        generation: int,
+        covered: int,
+        groups: list[NewGroup],
+        extracted: dict[str, Any] | None,
+        blocked_at: int | None,
+        events: Iterable[dict[str, Any]] = (),
+        hints: dict[str, dict[str, Any]] | None = None,
+    ) -> bool: ...
+    async def store_buffered_reflection(
+        self, key: str, reflection: BufferedReflection, *, lease: Lease | None, events: Iterable[dict[str, Any]] = ()
+    ) -> bool: ...
     async def discard_buffered_reflection(self, key: str) -> None: ...
 
     # -- coordination between processes --------------------------------------------------------
@@ -101,22 +175,38 @@ class Store(Protocol):
     async def lease_holder(self, key: str, op: str) -> str | None: ...
     async def expire_leases(self) -> int: ...
     async def add_events(self, events: Iterable[dict[str, Any]]) -> None: ...
-    async def events(self, *, thread_id: str | None = None, record_key: str | None = None,
-                     cycle_id: str | None = None, after_id: int = 0, limit: int = 100) -> list[Event]: ...
+    async def events(
+        self,
+        *,
+        thread_id: str | None = None,
+        record_key: str | None = None,
+        cycle_id: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+    ) -> list[Event]: ...
     async def model_health(self, model: str) -> ModelHealth | None: ...
     async def put_model_health(self, health: ModelHealth) -> None: ...
     async def ingest_state(self, source: str) -> IngestState: ...
     async def put_ingest_state(self, state: IngestState) -> None: ...
 
     # -- search and vectors ------------------------------------------------------------------
-    async def search_messages(self, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None,
-                              limit: int = 50) -> tuple[list[TextHit], TermStats]: ...
-    async def search_groups(self, resource_id: str, match: str, *, thread_id: str | None = None,
-                            limit: int = 20) -> list[GroupHit]: ...
+    async def search_messages(
+        self, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None, limit: int = 50
+    ) -> tuple[list[TextHit], TermStats]: ...
+    async def search_groups(
+        self, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
+    ) -> list[GroupHit]: ...
     async def pending_vectors(self, resource_id: str, embedder: str, limit: int = 64) -> list[Pending]: ...
     async def put_vectors(self, resource_id: str, embedder: str, items: list[tuple[Pending, list[float]]]) -> None: ...
-    async def nearest_vectors(self, resource_id: str, embedder: str, query: list[float], *,
-                              thread_id: str | None = None, limit: int | None = None) -> list[tuple[str, str, float]]: ...
+    async def nearest_vectors(
+        self,
+        resource_id: str,
+        embedder: str,
+        query: list[float],
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[str, str, float]]: ...
     async def groups_by_id(self, ids: list[str]) -> dict[str, Group]: ...
 
     # -- looking after the database ------------------------------------------------------------

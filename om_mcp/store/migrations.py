@@ -11,8 +11,9 @@ Never edit a migration that has shipped: append a new one, with both sides.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from om_mcp.store.postgres import schema as postgres
 from om_mcp.store.sqlite import migrations as sqlite

@@ -75,8 +75,7 @@ def settle(tail: list[Message], last_id: str | None, messages: list[NewMessage])
 
 
 def chained_id(previous: str | None, message: NewMessage) -> str:
-    payload = json.dumps([previous, message.role, message.parts, message.metadata], sort_keys=True,
-                         ensure_ascii=False)
+    payload = json.dumps([previous, message.role, message.parts, message.metadata], sort_keys=True, ensure_ascii=False)
     return "m-" + hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:20]
 
 

@@ -43,8 +43,12 @@ class Message:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "thread_id": self.thread_id, "role": self.role, "parts": self.parts,
-            "created_at": self.created_at, "metadata": self.metadata,
+            "id": self.id,
+            "thread_id": self.thread_id,
+            "role": self.role,
+            "parts": self.parts,
+            "created_at": self.created_at,
+            "metadata": self.metadata,
         }
 
 
@@ -189,7 +193,7 @@ class Snapshot:
     chunks: list[Chunk]
     buffered_reflection: BufferedReflection | None
     thread: Thread | None
-    hints: "Hints"
+    hints: Hints
 
 
 @dataclass(slots=True)

@@ -6,8 +6,9 @@ back; a store finds the candidates in its index and returns them with the messag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)

@@ -55,18 +55,14 @@ def request_text(request: dict[str, Any]) -> str:
         if isinstance(content, str):
             parts.append(content)
         elif isinstance(content, list):
-            parts.extend(
-                str(item.get("text", "")) for item in content if isinstance(item, dict)
-            )
+            parts.extend(str(item.get("text", "")) for item in content if isinstance(item, dict))
     return "\n".join(parts)
 
 
 def default_responder(request: dict[str, Any]) -> str:
     """A valid Observer answer: one observation line per `[id:X]` in the request."""
     ids = list(dict.fromkeys(_ID_PATTERN.findall(request_text(request))))
-    lines = [f"* 🔴 (10:00) observed message {i}" for i in ids] or [
-        "* 🔴 (10:00) placeholder observation"
-    ]
+    lines = [f"* 🔴 (10:00) observed message {i}" for i in ids] or ["* 🔴 (10:00) placeholder observation"]
     return "<observations>\nDate: Jan 1, 2026\n" + "\n".join(lines) + "\n</observations>"
 
 
@@ -78,12 +74,7 @@ class FakeLLMServer:
     """Context manager running the fake server in a daemon thread on a free loopback port."""
 
     def __init__(
-        self,
-        responder: Responder | None = None,
-        *,
-        delay: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
+        self, responder: Responder | None = None, *, delay: float = 0.0, host: str = "127.0.0.1", port: int = 0
     ) -> None:
         self.responder: Responder = responder or default_responder
         self.delay = delay  # seconds before every reply, on top of FakeReply.delay_seconds
@@ -112,10 +103,7 @@ class FakeLLMServer:
         self._httpd.daemon_threads = True
         # A short poll interval keeps close() fast (shutdown waits for one poll).
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-llm-server",
-            daemon=True,
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-llm-server", daemon=True
         )
         self._thread.start()
         return self
@@ -208,7 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {
-                "id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
 
@@ -216,10 +207,16 @@ class _Handler(BaseHTTPRequestHandler):
         events += [chunk({"content": reply.text[i : i + 24]}) for i in range(0, len(reply.text), 24)]
         events.append(chunk({}, "stop"))
         if (request.get("stream_options") or {}).get("include_usage"):
-            events.append({
-                "id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [], "usage": _usage(request, reply),
-            })
+            events.append(
+                {
+                    "id": ident,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": _usage(request, reply),
+                }
+            )
         for event in events:
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
@@ -246,9 +243,7 @@ def _ident() -> str:
 def _usage(request: dict[str, Any], reply: FakeReply) -> dict[str, int]:
     if reply.usage:
         usage = dict(reply.usage)
-        usage.setdefault(
-            "total_tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-        )
+        usage.setdefault("total_tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
         return usage
     prompt = rough_tokens(request_text(request)) + 4 * len(request.get("messages") or [])
     completion = rough_tokens(reply.text)
@@ -261,13 +256,7 @@ def _completion_body(request: dict[str, Any], reply: FakeReply) -> dict[str, Any
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "fake-model"),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.text},
-                "finish_reason": "stop",
-            }
-        ],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}],
         "usage": _usage(request, reply),
     }
 

@@ -21,9 +21,19 @@ from pathlib import Path
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-extensions", "--no-first-run",
-    "--no-default-browser-check", "--hide-scrollbars", "--mute-audio", "--force-device-scale-factor=1",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--force-device-scale-factor=1",
 )
 
 
@@ -81,16 +91,26 @@ def serve(app, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
 
 
 def run_chromium(
-    url: str, *, screenshot: Path | None = None, size: tuple[int, int] = (1400, 1000), budget_ms: int = 5000,
-    binary: str | None = None, timeout: float = 60,
+    url: str,
+    *,
+    screenshot: Path | None = None,
+    size: tuple[int, int] = (1400, 1000),
+    budget_ms: int = 5000,
+    binary: str | None = None,
+    timeout: float = 60,
 ) -> str:
     """Load `url`; return the DOM after `budget_ms` of virtual time, or write a PNG to `screenshot`."""
     binary = binary or find_chromium()
     if binary is None:
         raise FileNotFoundError("no Chromium binary (install Debian's chromium package, or set CHROMIUM)")
     with tempfile.TemporaryDirectory(prefix="om-chromium-") as profile:
-        command = [binary, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
-                   f"--window-size={size[0]},{size[1]}"]
+        command = [
+            binary,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--virtual-time-budget={budget_ms}",
+            f"--window-size={size[0]},{size[1]}",
+        ]
         command += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
         done = subprocess.run([*command, url], capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:

@@ -32,8 +32,8 @@ import os
 import re
 import shutil
 import signal
-import stat
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -211,8 +211,13 @@ def _die_with_parent() -> None:
 class PostgresServer:
     """One postgres process over one temporary data directory."""
 
-    def __init__(self, install: Install | None = None, *, settings: dict[str, str] | None = None,
-                 parent_dir: str | Path | None = None):
+    def __init__(
+        self,
+        install: Install | None = None,
+        *,
+        settings: dict[str, str] | None = None,
+        parent_dir: str | Path | None = None,
+    ):
         self.install = install
         self.settings = {**FAST_SETTINGS, **(settings or {})}
         self.parent_dir = Path(parent_dir or tempfile.gettempdir())
@@ -224,7 +229,7 @@ class PostgresServer:
 
     # -- life cycle ---------------------------------------------------------------
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         if self._process is not None:
             raise RuntimeError("server already started")
         self.install = self.install or find_install()
@@ -272,7 +277,7 @@ class PostgresServer:
             self.root = None
         atexit.unregister(self.stop)
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -296,9 +301,29 @@ class PostgresServer:
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL with the bundled psql client; unaligned, tuples only. Raises on error."""
         out = subprocess.run(
-            [self.install.tool("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-             "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database, "-c", sql],
-            capture_output=True, text=True, timeout=60, env={**os.environ, "PGCONNECT_TIMEOUT": "10"},
+            [
+                self.install.tool("psql"),
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                SUPERUSER,
+                "-d",
+                database,
+                "-c",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PGCONNECT_TIMEOUT": "10"},
         )
         if out.returncode != 0:
             raise RuntimeError(f"psql failed: {out.stderr.strip()}")
@@ -338,12 +363,22 @@ class PostgresServer:
         return {"env": env, "user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
 
     def _initdb(self) -> None:
-        base = [self.install.tool("initdb"), "-D", str(self.root / "data"), "-U", SUPERUSER, "--auth=trust",
-                "--encoding=UTF8", "--no-sync", "--no-instructions"]
+        base = [
+            self.install.tool("initdb"),
+            "-D",
+            str(self.root / "data"),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ]
         # C.UTF-8 so the text-search parser sees non-ASCII letters as letters; plain C where it is missing.
         for locale in ("C.UTF-8", "C"):
-            out = subprocess.run([*base, f"--locale={locale}"], capture_output=True, text=True, timeout=120,
-                                 **self._as_service())
+            out = subprocess.run(
+                [*base, f"--locale={locale}"], capture_output=True, text=True, timeout=120, **self._as_service()
+            )
             if out.returncode == 0:
                 break
             shutil.rmtree(self.root / "data", ignore_errors=True)
@@ -355,15 +390,28 @@ class PostgresServer:
 
     def _launch(self, port: int) -> bool:
         self.port = port
-        args = [self.install.tool("postgres"), "-D", str(self.root / "data"), "-p", str(port),
-                "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="]
+        args = [
+            self.install.tool("postgres"),
+            "-D",
+            str(self.root / "data"),
+            "-p",
+            str(port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "unix_socket_directories=",
+        ]
         for key, value in self.settings.items():
             args += ["-c", f"{key}={value}"]
         with open(self.root / "postgres.log", "ab") as log:
             self._process = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C is for us; we stop it in order
-                preexec_fn=_die_with_parent, **self._as_service(),
+                preexec_fn=_die_with_parent,
+                **self._as_service(),
             )
         deadline = time.monotonic() + START_TIMEOUT
         status = self.root / "data" / "postmaster.pid"
@@ -388,8 +436,11 @@ def main() -> None:
     try:
         with PostgresServer() as server:
             print(server.url, flush=True)
-            print(f"PostgreSQL {server.install.version} ({server.install.source}) in {server.root};"
-                  " Ctrl-C stops it", file=sys.stderr, flush=True)
+            print(
+                f"PostgreSQL {server.install.version} ({server.install.source}) in {server.root}; Ctrl-C stops it",
+                file=sys.stderr,
+                flush=True,
+            )
             while server.running:
                 time.sleep(0.5)
     except PostgresUnavailable as error:

@@ -48,11 +48,7 @@ class ScriptedModel:
         self.calls: list[ScriptedCall] = []
 
     async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        target: ModelTarget,
-        settings: ModelSettings,
-        timeout: float,
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion:
         self.calls.append(ScriptedCall(messages, target, settings, timeout))
         if self.delay:
@@ -68,10 +64,7 @@ class ScriptedModel:
             return Completion(
                 text=reply,
                 model=target.model,
-                usage=Usage(
-                    input_tokens=_rough_tokens(_messages_text(messages)),
-                    output_tokens=_rough_tokens(reply),
-                ),
+                usage=Usage(input_tokens=_rough_tokens(_messages_text(messages)), output_tokens=_rough_tokens(reply)),
             )
         raise TypeError(f"scripted reply must be str, Completion or exception, not {type(reply)!r}")
 

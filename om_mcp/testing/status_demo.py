@@ -16,13 +16,13 @@ import random
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-START = datetime(2025, 10, 2, 8, 30, tzinfo=timezone.utc)
+START = datetime(2025, 10, 2, 8, 30, tzinfo=UTC)
 MODEL = "gemini/gemini-2.5-flash"
 OBSERVATIONS = [
     "🔴 User is vegetarian and does not eat fish; every restaurant suggestion must respect it.",
@@ -55,13 +55,18 @@ REFLECTION = [
     "🟡 Preferences: walking and trams, sunset viewpoints for Sam's photography, fado at Tasca do Chico.",
 ]
 SENTENCES = [
-    "The castle opens at nine, and the first hour is the quietest.", "Tram 28 fills up by ten in the morning.",
+    "The castle opens at nine, and the first hour is the quietest.",
+    "Tram 28 fills up by ten in the morning.",
     "Most tascas in Alfama serve fish, so it is worth checking the menu before sitting down.",
     "A Navigator card covers the metro, the trams and the Santa Justa lift.",
-    "From Rossio the Sintra train takes about forty minutes.", "Pena palace asks for a timed ticket.",
-    "The miradouros are free and open late.", "October evenings are mild but it can rain in the afternoon.",
-    "Belém is a short ride on the 15E tram from Praça da Figueira.", "The monastery closes on Mondays.",
-    "A fado house usually has a minimum spend rather than a cover charge.", "Bookshops in Chiado stay open late.",
+    "From Rossio the Sintra train takes about forty minutes.",
+    "Pena palace asks for a timed ticket.",
+    "The miradouros are free and open late.",
+    "October evenings are mild but it can rain in the afternoon.",
+    "Belém is a short ride on the 15E tram from Praça da Figueira.",
+    "The monastery closes on Mondays.",
+    "A fado house usually has a minimum spend rather than a cover charge.",
+    "Bookshops in Chiado stay open late.",
 ]
 THREADS = [  # (thread id, resource, title, messages, start offset)
     ("t-lisbon", "alice", "Lisbon trip planning", 96, timedelta(0)),
@@ -69,8 +74,10 @@ THREADS = [  # (thread id, resource, title, messages, start offset)
     ("t-sourdough", "alice", "Sourdough starter schedule", 8, timedelta(days=-9)),
     ("t-deploy", "team-infra", "Blue-green deploy runbook", 30, timedelta(days=-1)),
 ]
-WORKING_MEMORY = ("# Alice\n- Diet: vegetarian, no fish\n- Travels with: Sam (partner, photography)\n"
-                  "- Time zone: Europe/Paris\n\n# Lisbon packing list\n- light rain jacket\n- walking shoes")
+WORKING_MEMORY = (
+    "# Alice\n- Diet: vegetarian, no fish\n- Travels with: Sam (partner, photography)\n"
+    "- Time zone: Europe/Paris\n\n# Lisbon packing list\n- light rain jacket\n- walking shoes"
+)
 
 
 class Clock:
@@ -84,8 +91,11 @@ class Clock:
 @contextmanager
 def simulated(clock: Clock) -> Iterator[Clock]:
     """Every om_mcp module's `now_iso` reads `clock` while the block runs."""
-    patched = [m for name, m in list(sys.modules.items())
-               if name.startswith("om_mcp.") and callable(getattr(m, "now_iso", None))]
+    patched = [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("om_mcp.") and callable(getattr(m, "now_iso", None))
+    ]
     saved = [m.now_iso for m in patched]
     for module in patched:
         module.now_iso = clock.iso
@@ -99,12 +109,19 @@ def simulated(clock: Clock) -> Iterator[Clock]:
 def demo_config(db_path: str | Path):
     from om_mcp.config import Config
 
-    return Config.model_validate({
-        "db_path": str(db_path), "default_resource_id": "alice",
-        "observational_memory": {"scope": "thread", "model": MODEL, "observation": {"message_tokens": 8000},
-                                 "reflection": {"observation_tokens": 1200}},
-        "working_memory": {"scope": "resource"},
-    })
+    return Config.model_validate(
+        {
+            "db_path": str(db_path),
+            "default_resource_id": "alice",
+            "observational_memory": {
+                "scope": "thread",
+                "model": MODEL,
+                "observation": {"message_tokens": 8000},
+                "reflection": {"observation_tokens": 1200},
+            },
+            "working_memory": {"scope": "resource"},
+        }
+    )
 
 
 def _model(clock: Clock, rng: random.Random, latency: tuple[float, float]):
@@ -123,12 +140,20 @@ def _model(clock: Clock, rng: random.Random, latency: tuple[float, float]):
         else:
             stamp = clock.now.strftime("%H:%M")
             picked = [next(lines) for _ in range(rng.randint(2, 4))]
-            text = ("<observations>\nDate: Oct 2, 2025\n" + "\n".join(f"* {p[0]} ({stamp}){p[1:]}" for p in picked)
-                    + "\n</observations>\n<current-task>Finalising day 3 (Sintra) and the packing list</current-task>"
-                    "\n<suggested-response>Confirm the Pena time slot, then update the packing list.</suggested-response>")
+            text = (
+                "<observations>\nDate: Oct 2, 2025\n"
+                + "\n".join(f"* {p[0]} ({stamp}){p[1:]}" for p in picked)
+                + "\n</observations>\n<current-task>Finalising day 3 (Sintra) and the packing list</current-task>"
+                "\n<suggested-response>Confirm the Pena time slot, then update the packing list.</suggested-response>"
+            )
         tokens_in, tokens_out = len(prompt) // 4, len(text) // 4
-        return Completion(text=text, model=MODEL, usage=Usage(
-            input_tokens=tokens_in, output_tokens=tokens_out, cost=round(tokens_in * 3e-7 + tokens_out * 2.5e-6, 6)))
+        return Completion(
+            text=text,
+            model=MODEL,
+            usage=Usage(
+                input_tokens=tokens_in, output_tokens=tokens_out, cost=round(tokens_in * 3e-7 + tokens_out * 2.5e-6, 6)
+            ),
+        )
 
     return ScriptedModel(reply)
 
@@ -154,9 +179,19 @@ async def fill(db_path: str | Path, *, seed: int = 7, latency: tuple[float, floa
                     clock.now += timedelta(seconds=rng.randint(40, 150))
                     if role == "assistant":
                         await memory.get_context(thread_id, resource)  # the agent's turn
-                    await memory.append_messages(thread_id, [{
-                        "id": f"{thread_id}-{n}", "role": role, "content": _text(rng, role),
-                        "created_at": clock.iso()}], resource, thread_metadata={"title": title})
+                    await memory.append_messages(
+                        thread_id,
+                        [
+                            {
+                                "id": f"{thread_id}-{n}",
+                                "role": role,
+                                "content": _text(rng, role),
+                                "created_at": clock.iso(),
+                            }
+                        ],
+                        resource,
+                        thread_metadata={"title": title},
+                    )
                 if thread_id == "t-lisbon":
                     await memory.update_working_memory(thread_id, WORKING_MEMORY, resource)
         finally:
@@ -184,8 +219,22 @@ def main(argv: list[str] | None = None) -> int:
         if not db.exists():
             anyio.run(fill, db)
         port = args.port or free_port()
-        server = subprocess.Popen([sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port),
-                                   "--db", str(db), "--config", str(_config_file(Path(folder)))])
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "om_mcp",
+                "serve",
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+                "--db",
+                str(db),
+                "--config",
+                str(_config_file(Path(folder))),
+            ]
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_for(f"{url}/ui")
@@ -207,10 +256,12 @@ def main(argv: list[str] | None = None) -> int:
 def _config_file(folder: Path) -> Path:
     """The demo's thresholds and scope for the server (its model is never called: nothing is pending)."""
     path = folder / "demo.toml"
-    path.write_text(f'default_resource_id = "alice"\n[observational_memory]\nscope = "thread"\nenabled = false\n'
-                    f'model = "{MODEL}"\n'
-                    "[observational_memory.observation]\nmessage_tokens = 8000\n"
-                    "[observational_memory.reflection]\nobservation_tokens = 1200\n")
+    path.write_text(
+        f'default_resource_id = "alice"\n[observational_memory]\nscope = "thread"\nenabled = false\n'
+        f'model = "{MODEL}"\n'
+        "[observational_memory.observation]\nmessage_tokens = 8000\n"
+        "[observational_memory.reflection]\nobservation_tokens = 1200\n"
+    )
     return path
 
 

@@ -17,19 +17,27 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 
 class ClaudeTranscript:
-    def __init__(self, path: str | Path, session_id: str, cwd: str, *, start: datetime | None = None,
-                 model: str = "claude-sonnet-4-5", step: timedelta = timedelta(seconds=7)):
+    def __init__(
+        self,
+        path: str | Path,
+        session_id: str,
+        cwd: str,
+        *,
+        start: datetime | None = None,
+        model: str = "claude-sonnet-4-5",
+        step: timedelta = timedelta(seconds=7),
+    ):
         self.path = Path(path)
         self.session_id = session_id
         self.cwd = cwd
         self.model = model
-        self.clock = start or datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+        self.clock = start or datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
         self.step = step
         self.parent: str | None = None
         self._message = 0
@@ -72,16 +80,35 @@ class ClaudeTranscript:
     # -- lines -------------------------------------------------------------------------
 
     def _assistant(self, content: list[dict[str, Any]], stop: str | None) -> str:
-        message = {"id": f"msg_{self._message:04d}", "type": "message", "role": "assistant", "model": self.model,
-                   "content": content, "stop_reason": stop, "stop_sequence": None,
-                   "usage": {"input_tokens": 50, "output_tokens": 20}}
+        message = {
+            "id": f"msg_{self._message:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 50, "output_tokens": 20},
+        }
         return self._entry("assistant", message)
 
     def _entry(self, kind: str, message: dict[str, Any]) -> str:
         ident = str(uuid.uuid4())
-        self._write({"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": self.cwd,
-                     "sessionId": self.session_id, "version": "2.1.197", "gitBranch": "main", "type": kind,
-                     "message": message, "uuid": ident, "timestamp": self._tick()})
+        self._write(
+            {
+                "parentUuid": self.parent,
+                "isSidechain": False,
+                "userType": "external",
+                "cwd": self.cwd,
+                "sessionId": self.session_id,
+                "version": "2.1.197",
+                "gitBranch": "main",
+                "type": kind,
+                "message": message,
+                "uuid": ident,
+                "timestamp": self._tick(),
+            }
+        )
         self.parent = ident
         return ident
 

@@ -78,8 +78,12 @@ async def _empty(url: str) -> None:
 
     conn = await asyncpg.connect(url, server_settings={"lock_timeout": "2000"})
     try:
-        tables = [r[0] for r in await conn.fetch(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'om' AND tablename <> 'om_meta'")]
+        tables = [
+            r[0]
+            for r in await conn.fetch(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'om' AND tablename <> 'om_meta'"
+            )
+        ]
         async with conn.transaction():
             await conn.execute("SET LOCAL session_replication_role = replica")
             for table in tables:

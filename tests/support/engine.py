@@ -5,21 +5,22 @@ by their system prompt."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
-
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
+from typing import Any
 
 from om_mcp.config import Config, load_config
 from om_mcp.engine import Memory as _Memory
-from om_mcp.engine.prompts import agent as _agent_prompts, observer as _observer_prompts
+from om_mcp.engine.prompts import agent as _agent_prompts
+from om_mcp.engine.prompts import observer as _observer_prompts
 from om_mcp.engine.prompts import reflector as _reflector_prompts
 from om_mcp.engine.prompts.observer import EXTRACT_SYSTEM
 from om_mcp.testing import ScriptedModel
 
 PREFIX = "OM_OBSERVATIONAL_MEMORY__"
 ID_RE = re.compile(r"\bm(\d+)\b")
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def om_env(**options: Any) -> dict[str, str]:
@@ -106,7 +107,9 @@ def tracing_observer(messages: list[dict[str, Any]]) -> str:
     for label, body in sections:
         ids = [f"m{n}" for n in dict.fromkeys(ID_RE.findall(body))]
         lines = "\n".join(f"* 🔴 (10:00) saw {i}" for i in ids) or "* 🟡 (10:00) nothing new"
-        out.append(f'<thread id="{label}">\nDate: Mar 2, 2026\n{lines}\n<current-task>answer {label}</current-task>\n</thread>')
+        out.append(
+            f'<thread id="{label}">\nDate: Mar 2, 2026\n{lines}\n<current-task>answer {label}</current-task>\n</thread>'
+        )
     return "<observations>\n" + "\n".join(out) + "\n</observations>"
 
 
@@ -176,10 +179,14 @@ class Memory(_Memory):
 
 
 # Every prompt constant in one namespace, for assertions on what a model was shown.
-prompts = SimpleNamespace(**{
-    name: value for module in (_observer_prompts, _reflector_prompts, _agent_prompts)
-    for name, value in vars(module).items() if name.isupper()
-})
+prompts = SimpleNamespace(
+    **{
+        name: value
+        for module in (_observer_prompts, _reflector_prompts, _agent_prompts)
+        for name, value in vars(module).items()
+        if name.isupper()
+    }
+)
 
 
 async def stored_events(mem: _Memory, thread_id: str = "t", type_: str | None = None) -> list[dict]:

@@ -24,10 +24,13 @@ def make_database(path: Path, messages: int = 40, marker: str = "filler") -> Pat
     async def fill() -> None:
         config = Config.model_validate({"db_path": str(path), "observational_memory": {"enabled": False}})
         async with await Memory.open(config) as memory:
-            await memory.append_messages("t", [
-                {"role": "user" if n % 2 == 0 else "assistant", "content": f"{marker} message {n} " + "words " * 40}
-                for n in range(messages)
-            ])
+            await memory.append_messages(
+                "t",
+                [
+                    {"role": "user" if n % 2 == 0 else "assistant", "content": f"{marker} message {n} " + "words " * 40}
+                    for n in range(messages)
+                ],
+            )
 
     anyio.run(fill)
     return path

@@ -38,12 +38,22 @@ class Box:
 
     def hook(self, event: dict | str, *args: str, host: str = "claude-code") -> subprocess.CompletedProcess:
         data = event if isinstance(event, str) else json.dumps(event)
-        return subprocess.run([PYTHON, "-m", "om_mcp", "hook", host, *args], input=data.encode(),
-                              capture_output=True, env=self.env, timeout=60)
+        return subprocess.run(
+            [PYTHON, "-m", "om_mcp", "hook", host, *args],
+            input=data.encode(),
+            capture_output=True,
+            env=self.env,
+            timeout=60,
+        )
 
     def event(self, name: str, transcript: Path | None, session: str = SESSION_ID, **extra: str) -> dict:
-        return {"session_id": session, "transcript_path": str(transcript) if transcript else None,
-                "cwd": str(self.project / "src"), "hook_event_name": name, **extra}
+        return {
+            "session_id": session,
+            "transcript_path": str(transcript) if transcript else None,
+            "cwd": str(self.project / "src"),
+            "hook_event_name": name,
+            **extra,
+        }
 
     def query(self, sql: str, *params: object) -> list[tuple]:
         conn = sqlite3.connect(self.db)
@@ -67,8 +77,10 @@ class Box:
         pid = self.worker_pid()
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGTERM)  # the worker this test started, by its id
-        raise AssertionError("the worker did not finish:\n" + (self.worker_log.read_text() if
-                                                             self.worker_log.exists() else "(no worker log)"))
+        raise AssertionError(
+            "the worker did not finish:\n"
+            + (self.worker_log.read_text() if self.worker_log.exists() else "(no worker log)")
+        )
 
     def wait_for_worker_log(self, text: str, timeout: float = 120.0) -> str:
         deadline = time.monotonic() + timeout
@@ -104,10 +116,14 @@ def decisions_observer(request: dict) -> str:
     if "<conversation>" not in text:
         return "<observations>\nDate: Mar 2, 2026\n* 🟡 (09:00) reflected\n</observations>"
     conversation = text.split("<conversation>", 1)[1]
-    lines = [f"* 🔴 (09:{n:02d}) User decided: {d.strip()}" for n, d in
-             enumerate(dict.fromkeys(DECISION.findall(conversation)))] or ["* 🟡 (09:00) small talk"]
-    return ("<observations>\nDate: Mar 2, 2026\n" + "\n".join(lines) + "\n</observations>\n"
-            "<current-task>wire the hook into CI</current-task>")
+    lines = [
+        f"* 🔴 (09:{n:02d}) User decided: {d.strip()}"
+        for n, d in enumerate(dict.fromkeys(DECISION.findall(conversation)))
+    ] or ["* 🟡 (09:00) small talk"]
+    return (
+        "<observations>\nDate: Mar 2, 2026\n" + "\n".join(lines) + "\n</observations>\n"
+        "<current-task>wire the hook into CI</current-task>"
+    )
 
 
 FAKE_CLAUDE = """#!{python}

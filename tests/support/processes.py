@@ -18,8 +18,12 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home.mkdir(exist_ok=True)
     data.mkdir(exist_ok=True)
     env.update(
-        HOME=str(home), XDG_DATA_HOME=str(data), PYTHONUNBUFFERED="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
-        LITELLM_OFFLINE_MODE="true", PATH=os.environ.get("PATH", ""),
+        HOME=str(home),
+        XDG_DATA_HOME=str(data),
+        PYTHONUNBUFFERED="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_OFFLINE_MODE="true",
+        PATH=os.environ.get("PATH", ""),
     )
     env.update(extra)
     return env

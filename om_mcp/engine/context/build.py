@@ -9,9 +9,10 @@ working memory, and the preamble and recall guidance come with observations.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from om_mcp.config import Config
 from om_mcp.engine.context.escape import neutralise
@@ -49,10 +50,19 @@ class Blocks:
     continuation: str = ""
 
     def system_text(self) -> str:
-        return "\n\n".join(b for b in (
-            self.preamble, self.other_threads, self.observations, self.hints, self.extracted, self.working_memory,
-            self.continuation,
-        ) if b)
+        return "\n\n".join(
+            b
+            for b in (
+                self.preamble,
+                self.other_threads,
+                self.observations,
+                self.hints,
+                self.extracted,
+                self.working_memory,
+                self.continuation,
+            )
+            if b
+        )
 
 
 def fit_groups(groups: list[Group], budget: int) -> tuple[list[Group], int]:
@@ -69,8 +79,14 @@ def fit_groups(groups: list[Group], budget: int) -> tuple[list[Group], int]:
 
 
 def compose(
-    config: Config, groups: list[Group], hints: Hints, extracted: dict[str, Any], working_memory: str,
-    other_threads: dict[str, list[Message]], budget: int, count: Callable[[str], int],
+    config: Config,
+    groups: list[Group],
+    hints: Hints,
+    extracted: dict[str, Any],
+    working_memory: str,
+    other_threads: dict[str, list[Message]],
+    budget: int,
+    count: Callable[[str], int],
     now: datetime | None = None,
 ) -> tuple[Blocks, int]:
     """The blocks within `budget` tokens, and how many older groups were left out."""
@@ -85,8 +101,7 @@ def compose(
     blocks.hints = blocks.hints.strip()
     if extracted:
         blocks.extracted = "\n".join(
-            f"<{slug}>\n{neutralise(_text(value), (slug,))}\n</{slug}>"
-            for slug, value in sorted(extracted.items())
+            f"<{slug}>\n{neutralise(_text(value), (slug,))}\n</{slug}>" for slug, value in sorted(extracted.items())
         )
     if other_threads:
         sections = [
@@ -94,20 +109,22 @@ def compose(
             f"{neutralise(format_history([_clip(m) for m in msgs]))}\n</other-conversation>"
             for t, msgs in other_threads.items()
         ]
-        blocks.other_threads = "\n".join([prompts.OTHER_CONVERSATIONS_INTRO, "<other-conversations>", *sections,
-                                          "</other-conversations>"])
+        blocks.other_threads = "\n".join(
+            [prompts.OTHER_CONVERSATIONS_INTRO, "<other-conversations>", *sections, "</other-conversations>"]
+        )
     if not groups:
         return blocks, 0
     blocks.preamble = prompts.CONTEXT_PREAMBLE
     if retrieval is not None:
-        guidance = prompts.RECALL_INSTRUCTIONS if retrieval.scope == "resource" else \
-            prompts.RECALL_INSTRUCTIONS_THREAD_SCOPE
+        guidance = (
+            prompts.RECALL_INSTRUCTIONS if retrieval.scope == "resource" else prompts.RECALL_INSTRUCTIONS_THREAD_SCOPE
+        )
         blocks.preamble += "\n\n" + guidance + (f"\n\n{retrieval.instructions}" if retrieval.instructions else "")
     blocks.continuation = f"<system-reminder>\n{prompts.CONTINUATION_HINT}\n</system-reminder>"
     fixed = count(blocks.system_text())
     kept, dropped = fit_groups(groups, max(int((budget - fixed) * OBSERVATION_SHARE), 0))
     text = render_groups(kept, ranges=retrieval is not None, scope=om.scope, obscure=obscure)
-    text = prepare_observations_for_context(text, now or datetime.now(timezone.utc))
+    text = prepare_observations_for_context(text, now or datetime.now(UTC))
     if dropped:
         text = f"[{dropped} older observation groups omitted to fit max_tokens; raise max_tokens to see them]\n{text}"
     blocks.observations = f"<observations>\n{text}\n</observations>"
@@ -148,13 +165,22 @@ async def observation_log(store: Store, record: Record, om: Any, *, history: boo
         return {
             "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
             "tokens": sum(g.tokens for g in groups),
-            "groups": [{"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id,
-                        "tokens": g.tokens} for g in groups],
+            "groups": [
+                {"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id, "tokens": g.tokens}
+                for g in groups
+            ],
         }
 
     key = record.key
     if history:
-        return {"record_id": key, "generations": [
-            {"generation": n, **view(groups)} for n, groups in await store.generations(key)]}
-    return {"record_id": key, "generation": record.generation, "last_observed_at": record.last_observed_at,
-            "extracted": record.extracted, **view(await store.groups(key))}
+        return {
+            "record_id": key,
+            "generations": [{"generation": n, **view(groups)} for n, groups in await store.generations(key)],
+        }
+    return {
+        "record_id": key,
+        "generation": record.generation,
+        "last_observed_at": record.last_observed_at,
+        "extracted": record.extracted,
+        **view(await store.groups(key)),
+    }

@@ -11,15 +11,28 @@ from __future__ import annotations
 import re
 
 SECTION_TAGS = (
-    "observations", "current-task", "suggested-response", "working-memory", "working_memory", "schema",
-    "other-conversations", "other-conversation", "system-reminder", "thread", "extracted",
+    "observations",
+    "current-task",
+    "suggested-response",
+    "working-memory",
+    "working_memory",
+    "schema",
+    "other-conversations",
+    "other-conversation",
+    "system-reminder",
+    "thread",
+    "extracted",
 )
 _TAG = re.compile(r"<(/?)\s*(" + "|".join(re.escape(t) for t in SECTION_TAGS) + r")\b", re.IGNORECASE)
 
 
 def neutralise(text: str, extra_tags: tuple[str, ...] = ()) -> str:
     """Replace the `<` of our section tags (and `extra_tags`) with a look-alike that no parser reads as a tag."""
-    pattern = _TAG if not extra_tags else re.compile(
-        r"<(/?)\s*(" + "|".join(re.escape(t) for t in (*SECTION_TAGS, *extra_tags)) + r")\b", re.IGNORECASE
+    pattern = (
+        _TAG
+        if not extra_tags
+        else re.compile(
+            r"<(/?)\s*(" + "|".join(re.escape(t) for t in (*SECTION_TAGS, *extra_tags)) + r")\b", re.IGNORECASE
+        )
     )
     return pattern.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)

@@ -89,7 +89,7 @@ def _span(earlier: date, later: date) -> str:
 
 
 def relative_phrase(then: date, now: date) -> str:
-    """"today", "yesterday", "5 days ago", "3 weeks ago", "in 2 months", ..."""
+    """ "today", "yesterday", "5 days ago", "3 weeks ago", "in 2 months", ..."""
     if isinstance(then, datetime):
         then = then.date()
     if isinstance(now, datetime):

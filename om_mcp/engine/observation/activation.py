@@ -26,8 +26,13 @@ if TYPE_CHECKING:
 # Prompt-cache lifetimes by provider, for "auto": activating buffered work once the
 # actor's cache has expired anyway costs no extra cache misses.
 CACHE_TTL_MS = {
-    "anthropic": 5 * 60_000, "openai": 60 * 60_000, "deepseek": 60 * 60_000, "groq": 2 * 3_600_000,
-    "gemini": 24 * 3_600_000, "google": 24 * 3_600_000, "vertex_ai": 24 * 3_600_000,
+    "anthropic": 5 * 60_000,
+    "openai": 60 * 60_000,
+    "deepseek": 60 * 60_000,
+    "groq": 2 * 3_600_000,
+    "gemini": 24 * 3_600_000,
+    "google": 24 * 3_600_000,
+    "vertex_ai": 24 * 3_600_000,
 }
 DEFAULT_CACHE_TTL_MS = 5 * 60_000
 
@@ -59,9 +64,7 @@ def actor_model(thread: Thread | None, given: str | None) -> str | None:
     return given or (thread.last_model if thread else None)
 
 
-def trigger_for(
-    thread: Thread | None, idle_setting: Any, provider_change: bool, given_model: str | None
-) -> str | None:
+def trigger_for(thread: Thread | None, idle_setting: Any, provider_change: bool, given_model: str | None) -> str | None:
     """'ttl' when the conversation went idle past the setting, 'provider_change' when the
     actor's model differs from the previous assistant message's, else None."""
     limit = idle_ms(idle_setting, actor_model(thread, given_model))
@@ -77,7 +80,7 @@ def trigger_for(
     return None
 
 
-def chunk_trigger(engine: "ObservationEngine", snap: Snapshot, given_model: str | None) -> str | None:
+def chunk_trigger(engine: ObservationEngine, snap: Snapshot, given_model: str | None) -> str | None:
     if not snap.chunks:
         return None
     threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
@@ -90,9 +93,7 @@ def chunk_trigger(engine: "ObservationEngine", snap: Snapshot, given_model: str 
     return trigger_for(snap.thread, setting, change, given_model)
 
 
-async def activate_chunks(
-    engine: "ObservationEngine", snap: Snapshot, thread_id: str, trigger: str
-) -> CycleOutcome:
+async def activate_chunks(engine: ObservationEngine, snap: Snapshot, thread_id: str, trigger: str) -> CycleOutcome:
     """Move a prefix of the buffered chunks into the log (all of them for trigger 'all')."""
     chunks, pending = snap.chunks, snap.state.pending_tokens
     threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
@@ -107,23 +108,34 @@ async def activate_chunks(
     if snap.thread is not None and snap.thread.last_assistant_id:
         base["anchor_message_id"] = snap.thread.last_assistant_id
     events = [
-        {**base, "type": EventType.ACTIVATION, "cycle_id": c.cycle_id, "operation_type": "observation",
-         "activated_at": now_iso(), "chunk_id": c.id, "chunks_activated": len(prefix),
-         "tokens_activated": c.message_tokens, "observation_tokens": c.tokens, "messages_activated": c.message_count,
-         "activated_thread_id": c.thread_id, "seq_ranges": {c.thread_id: [c.first_seq, c.last_seq]},
-         "generation_count": snap.record.generation,
-         "triggered_by": "threshold" if trigger == "all" else trigger,
-         "windows": windows(engine.limits, engine.om.share_token_budget)}
+        {
+            **base,
+            "type": EventType.ACTIVATION,
+            "cycle_id": c.cycle_id,
+            "operation_type": "observation",
+            "activated_at": now_iso(),
+            "chunk_id": c.id,
+            "chunks_activated": len(prefix),
+            "tokens_activated": c.message_tokens,
+            "observation_tokens": c.tokens,
+            "messages_activated": c.message_count,
+            "activated_thread_id": c.thread_id,
+            "seq_ranges": {c.thread_id: [c.first_seq, c.last_seq]},
+            "generation_count": snap.record.generation,
+            "triggered_by": "threshold" if trigger == "all" else trigger,
+            "windows": windows(engine.limits, engine.om.share_token_budget),
+        }
         for c in prefix
     ]
     if not await engine.store.activate_chunks(snap.record.key, [c.id for c in prefix], events=events):
         return CycleOutcome("activation", False, reason="the buffered chunks changed meanwhile")
     await engine.events.emit(events, persisted=True)
-    return CycleOutcome("activation", True, prefix[0].cycle_id, tokens_in=sum(c.message_tokens for c in prefix),
-                        events=events)
+    return CycleOutcome(
+        "activation", True, prefix[0].cycle_id, tokens_in=sum(c.message_tokens for c in prefix), events=events
+    )
 
 
-def reflection_trigger(engine: "ObservationEngine", snap: Snapshot, given_model: str | None) -> str | None:
+def reflection_trigger(engine: ObservationEngine, snap: Snapshot, given_model: str | None) -> str | None:
     buffered = snap.buffered_reflection
     if buffered is None or buffered.generation != snap.record.generation:
         return None
@@ -133,7 +145,7 @@ def reflection_trigger(engine: "ObservationEngine", snap: Snapshot, given_model:
     return trigger_for(snap.thread, refl.activate_after_idle, refl.activate_on_provider_change, given_model)
 
 
-async def activate_reflection(engine: "ObservationEngine", snap: Snapshot, thread_id: str, trigger: str) -> bool:
+async def activate_reflection(engine: ObservationEngine, snap: Snapshot, thread_id: str, trigger: str) -> bool:
     """Swap a buffered reflection in for the groups it covered; False if the log moved on."""
     buffered = snap.buffered_reflection
     if buffered is None:
@@ -145,14 +157,25 @@ async def activate_reflection(engine: "ObservationEngine", snap: Snapshot, threa
         return False
     groups = reflection_groups(buffered.text, covered, buffered.hints.get("labels") or {}, engine.counter)
     event = {
-        **engine.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id), "type": EventType.ACTIVATION,
-        "operation_type": "reflection", "activated_at": now_iso(), "tokens_activated": buffered.tokens,
-        "observation_tokens": buffered.tokens, "generation_count": snap.record.generation + 1, "triggered_by": trigger,
+        **engine.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id),
+        "type": EventType.ACTIVATION,
+        "operation_type": "reflection",
+        "activated_at": now_iso(),
+        "tokens_activated": buffered.tokens,
+        "observation_tokens": buffered.tokens,
+        "generation_count": snap.record.generation + 1,
+        "triggered_by": trigger,
         "windows": windows(engine.limits, engine.om.share_token_budget),
     }
     if await store.commit_reflection(
-        key, lease=None, generation=buffered.generation, covered=buffered.covered, groups=groups,
-        extracted=buffered.hints.get("extracted"), blocked_at=None, events=[event],
+        key,
+        lease=None,
+        generation=buffered.generation,
+        covered=buffered.covered,
+        groups=groups,
+        extracted=buffered.hints.get("extracted"),
+        blocked_at=None,
+        events=[event],
     ):
         await engine.events.emit([event], persisted=True)
         return True

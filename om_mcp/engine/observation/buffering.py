@@ -22,13 +22,20 @@ def previous_with_chunks(groups_text: str, chunks: list[Chunk]) -> str:
 def chunk_for(cycle_id: str, thread_id: str, messages: list[Message], produced: Produced) -> Chunk:
     parsed = produced.result.parsed
     return Chunk(
-        id=f"chunk-{uuid.uuid4().hex[:12]}", cycle_id=cycle_id, thread_id=thread_id,
-        first_seq=messages[0].seq, last_seq=messages[-1].seq,
-        first_message_id=first_visible(messages).id, last_message_id=last_visible(messages).id,
-        message_count=len(messages), message_tokens=sum(m.tokens for m in messages),
-        text=parsed.observations.strip(), tokens=produced.result.output_tokens,
+        id=f"chunk-{uuid.uuid4().hex[:12]}",
+        cycle_id=cycle_id,
+        thread_id=thread_id,
+        first_seq=messages[0].seq,
+        last_seq=messages[-1].seq,
+        first_message_id=first_visible(messages).id,
+        last_message_id=last_visible(messages).id,
+        message_count=len(messages),
+        message_tokens=sum(m.tokens for m in messages),
+        text=parsed.observations.strip(),
+        tokens=produced.result.output_tokens,
         hints={"current_task": parsed.current_task, "suggested_response": parsed.suggested_response},
-        last_message_at=messages[-1].created_at, created_at=now_iso(),
+        last_message_at=messages[-1].created_at,
+        created_at=now_iso(),
     )
 
 
@@ -59,10 +66,18 @@ class BufferStep(ObserverStep):
             return None
         groups = await store.groups(self.key)
         mine = [c for c in snap.chunks if c.thread_id == self.thread_id]
-        hints = Hints(**{k: mine[-1].hints.get(k) for k in ("current_task", "suggested_response")}) if mine \
-            else snap.hints
-        return Selection(snap.record, messages, previous_with_chunks(render_plain(groups), snap.chunks), hints,
-                         snap.thread, tail=tail, pending_tokens=snap.state.pending_tokens)
+        hints = (
+            Hints(**{k: mine[-1].hints.get(k) for k in ("current_task", "suggested_response")}) if mine else snap.hints
+        )
+        return Selection(
+            snap.record,
+            messages,
+            previous_with_chunks(render_plain(groups), snap.chunks),
+            hints,
+            snap.thread,
+            tail=tail,
+            pending_tokens=snap.state.pending_tokens,
+        )
 
     def end_fields(self, selection: Selection, produced: Produced) -> dict[str, Any]:
         fields = super().end_fields(selection, produced)
@@ -72,7 +87,11 @@ class BufferStep(ObserverStep):
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         cycle_id = events[0]["cycle_id"]
         return await self.engine.store.append_chunks(
-            self.key, lease=(self.lease_op, self.engine.owner), expected_tails={self.thread_id: selection.tail},
+            self.key,
+            lease=(self.lease_op, self.engine.owner),
+            expected_tails={self.thread_id: selection.tail},
             chunks=[chunk_for(cycle_id, self.thread_id, selection.messages, produced)],
-            extracted=produced.extracted, buffered_at_tokens=selection.pending_tokens, events=events,
+            extracted=produced.extracted,
+            buffered_at_tokens=selection.pending_tokens,
+            events=events,
         )

@@ -12,15 +12,14 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
 from om_mcp.engine.observation.events import EventType, windows
-from om_mcp.logs import one_line
 from om_mcp.engine.observation.observer import CycleFailed
-from om_mcp.logs import warn_once
+from om_mcp.logs import one_line, warn_once
 from om_mcp.models import ModelError, ModelUnavailable
 from om_mcp.models.router import probe
 
@@ -77,15 +76,21 @@ class Step(Protocol, Generic[S, O]):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_lease: bool = True,
-                    progress: Any = None, base_extra: dict[str, Any] | None = None) -> CycleOutcome:
+async def run_cycle(
+    engine: ObservationEngine,
+    step: Step[Any, Any],
+    *,
+    take_lease: bool = True,
+    progress: Any = None,
+    base_extra: dict[str, Any] | None = None,
+) -> CycleOutcome:
     """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
     store = engine.store
     if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
@@ -100,17 +105,28 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
         cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
-        base = {**engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id), "trigger": step.trigger,
-                **(base_extra or {})}
+        base = {
+            **engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
+            "trigger": step.trigger,
+            **(base_extra or {}),
+        }
         # Events anchor to the turn's last assistant message, never a user message (EV-02).
         thread = await store.get_thread(step.thread_id)
         if thread is not None and thread.last_assistant_id:
             base["anchor_message_id"] = thread.last_assistant_id
         start_type = EventType.BUFFERING_START if step.buffered else EventType.OBSERVATION_START
-        await engine.events.emit([{
-            **base, "type": start_type, "operation_type": step.operation, "started_at": now_iso(),
-            "tokens_to_observe": tokens_in, "config": engine.config_snapshot(),
-        }])
+        await engine.events.emit(
+            [
+                {
+                    **base,
+                    "type": start_type,
+                    "operation_type": step.operation,
+                    "started_at": now_iso(),
+                    "tokens_to_observe": tokens_in,
+                    "config": engine.config_snapshot(),
+                }
+            ]
+        )
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
         model = engine.reflector if step.operation == "reflection" else engine.observer
@@ -127,18 +143,28 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
             return await failed(engine, step, base, error, tokens_in, started)
         end_type = EventType.BUFFERING_END if step.buffered else EventType.OBSERVATION_END
         end = {
-            **base, "type": end_type, "operation_type": step.operation, "completed_at": now_iso(),
-            "duration_ms": elapsed_ms(started), **step.end_fields(selection, produced),
+            **base,
+            "type": end_type,
+            "operation_type": step.operation,
+            "completed_at": now_iso(),
+            "duration_ms": elapsed_ms(started),
+            **step.end_fields(selection, produced),
             "windows": windows(engine.limits, engine.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
             return await failed(
-                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started,
+                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started
             )
         extra = await step.after_commit(selection, produced, base)
         await engine.events.emit([end, *extra], persisted=True)
-        return CycleOutcome(step.kind, True, cycle_id, tokens_in=tokens_in,
-                            tokens_out=end.get("observation_tokens", 0), events=[end, *extra])
+        return CycleOutcome(
+            step.kind,
+            True,
+            cycle_id,
+            tokens_in=tokens_in,
+            tokens_out=end.get("observation_tokens", 0),
+            events=[end, *extra],
+        )
     finally:
         probe.reset(token)
         if take_lease:
@@ -147,15 +173,24 @@ async def run_cycle(engine: "ObservationEngine", step: Step[Any, Any], *, take_l
 
 
 async def failed(
-    engine: "ObservationEngine", step: Step[Any, Any], base: dict[str, Any], error: BaseException, tokens: int,
+    engine: ObservationEngine,
+    step: Step[Any, Any],
+    base: dict[str, Any],
+    error: BaseException,
+    tokens: int,
     started: float,
 ) -> CycleOutcome:
     """The one failure path: nothing was committed, the messages stay unobserved."""
     text = one_line(getattr(error, "message", None) or error)
     event_type = EventType.BUFFERING_FAILED if step.buffered else EventType.OBSERVATION_FAILED
     event = {
-        **base, "type": event_type, "operation_type": step.operation, "failed_at": now_iso(),
-        "duration_ms": elapsed_ms(started), "tokens_attempted": tokens, "error": text,
+        **base,
+        "type": event_type,
+        "operation_type": step.operation,
+        "failed_at": now_iso(),
+        "duration_ms": elapsed_ms(started),
+        "tokens_attempted": tokens,
+        "error": text,
         "windows": windows(engine.limits, engine.om.share_token_budget),
     }
     if not isinstance(error, ModelUnavailable):  # a paused model is a state, already reported
@@ -169,10 +204,10 @@ class LeaseRenewal:
     """Keeps a lease alive while a model call runs, so a slow call is not mistaken for
     a dead process; a crash stops renewal and the lease expires."""
 
-    def __init__(self, engine: "ObservationEngine", key: str, op: str, cycle_id: str):
+    def __init__(self, engine: ObservationEngine, key: str, op: str, cycle_id: str):
         self.engine, self.key, self.op, self.cycle_id = engine, key, op, cycle_id
 
-    async def __aenter__(self) -> "LeaseRenewal":
+    async def __aenter__(self) -> LeaseRenewal:
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
         self._group.start_soon(self._renew)

@@ -14,25 +14,28 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from om_mcp.config import Config
-from om_mcp.engine.observation import activation, status as status_view, turn
+from om_mcp.engine.observation import activation, turn
+from om_mcp.engine.observation import status as status_view
 from om_mcp.engine.observation.buffering import BufferStep
 from om_mcp.engine.observation.cycle import CycleOutcome, LeaseRenewal, Trigger, run_cycle
 from om_mcp.engine.observation.events import Events, Hooks
-from om_mcp.logs import one_line
 from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflection import ReflectStep
+from om_mcp.engine.observation.reflector import Reflector
 from om_mcp.engine.observation.resource import run_resource
 from om_mcp.engine.observation.side_effects import working_memory_extractor
 from om_mcp.engine.observation.sync import ObserveStep
-from om_mcp.engine.observation.reflector import Reflector
 from om_mcp.engine.results import Status
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.engine.worker import Worker
-from om_mcp.models import ModelClient, ModelRouter, ModelTarget, health as breaker, readiness
+from om_mcp.logs import one_line
+from om_mcp.models import ModelClient, ModelRouter, readiness
+from om_mcp.models import health as breaker
 from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
 from om_mcp.models.sampling import SamplingBroker
@@ -70,8 +73,15 @@ class StoreHealthBook:
 
 class ObservationEngine:
     def __init__(
-        self, store: Store, config: Config, counter: TokenCounter, *, client: ModelClient | None = None,
-        hooks: Hooks | None = None, worker: Worker | None = None, sampling: SamplingBroker | None = None,
+        self,
+        store: Store,
+        config: Config,
+        counter: TokenCounter,
+        *,
+        client: ModelClient | None = None,
+        hooks: Hooks | None = None,
+        worker: Worker | None = None,
+        sampling: SamplingBroker | None = None,
     ):
         self.store = store
         self.config = config
@@ -92,13 +102,18 @@ class ObservationEngine:
         obs, refl = self.om.observation, self.om.reflection
         self.observer = Observer(
             ModelRouter(observer_choice, obs.model_settings, self.om.call_policy, client, health, self.clients),
-            counter, instruction=obs.instruction, thread_title=obs.thread_title,
+            counter,
+            instruction=obs.instruction,
+            thread_title=obs.thread_title,
             extractors=self.extractors.inline("observation") + working_memory_extractor(self),
-            previous_tokens=obs.previous_observer_tokens, observe_attachments=obs.observe_attachments,
+            previous_tokens=obs.previous_observer_tokens,
+            observe_attachments=obs.observe_attachments,
         )
         self.reflector = Reflector(
             ModelRouter(reflector_choice, refl.model_settings, self.om.call_policy, client, health, self.clients),
-            counter, instruction=refl.instruction, extractors=self.extractors.inline("reflection"),
+            counter,
+            instruction=refl.instruction,
+            extractors=self.extractors.inline("reflection"),
             multi_thread=self.om.scope == "resource",
         )
         self.injected_client = client is not None
@@ -132,8 +147,11 @@ class ObservationEngine:
         return {"cycle_id": cycle_id, "record_id": key, "thread_id": thread_id, "resource_id": resource_id}
 
     def config_snapshot(self) -> dict[str, Any]:
-        return {"message_tokens": self.limits.message_tokens, "observation_tokens": self.limits.observation_tokens,
-                "scope": self.om.scope}
+        return {
+            "message_tokens": self.limits.message_tokens,
+            "observation_tokens": self.limits.observation_tokens,
+            "scope": self.om.scope,
+        }
 
     def renewing(self, key: str, op: str, cycle_id: str) -> LeaseRenewal:
         return LeaseRenewal(self, key, op, cycle_id)
@@ -175,8 +193,9 @@ class ObservationEngine:
                 return False
         return bool(targets)
 
-    async def on_extracted(self, values: dict[str, Any], failures: list[dict[str, str]],
-                           base: dict[str, Any]) -> dict[str, Any]:
+    async def on_extracted(
+        self, values: dict[str, Any], failures: list[dict[str, str]], base: dict[str, Any]
+    ) -> dict[str, Any]:
         """The on_extracted hook sees each value before it is stored (OM-66): a value it
         returns replaces the extracted one; an exception records a failure for that slug."""
         hook = self.events.hooks.on_extracted
@@ -196,8 +215,14 @@ class ObservationEngine:
 
     # -- operations -------------------------------------------------------------------
 
-    async def observe(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None,
-                      progress: Progress | None = None) -> CycleOutcome:
+    async def observe(
+        self,
+        thread_id: str,
+        resource_id: str,
+        trigger: Trigger,
+        instruction: str | None = None,
+        progress: Progress | None = None,
+    ) -> CycleOutcome:
         """One cycle; a manual run goes on, a cycle at a time, until nothing is left (or one fails)."""
         outcome = await self._observe_once(thread_id, resource_id, trigger, instruction, progress)
         for _ in range(MANUAL_CYCLES - 1):
@@ -214,11 +239,13 @@ class ObservationEngine:
             outcome.events += more.events
         return outcome
 
-    async def _observe_once(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None,
-                            progress: Progress | None) -> CycleOutcome:
+    async def _observe_once(
+        self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None, progress: Progress | None
+    ) -> CycleOutcome:
         if self.om.scope == "resource":
-            return await run_resource(self, thread_id, resource_id, trigger, buffered=False, instruction=instruction,
-                                      progress=progress)
+            return await run_resource(
+                self, thread_id, resource_id, trigger, buffered=False, instruction=instruction, progress=progress
+            )
         return await run_cycle(self, ObserveStep(self, thread_id, resource_id, trigger, instruction), progress=progress)
 
     async def buffer(self, thread_id: str, resource_id: str, on_idle: bool = False) -> CycleOutcome:
@@ -226,10 +253,15 @@ class ObservationEngine:
             return await run_resource(self, thread_id, resource_id, "async-buffer", buffered=True, on_idle=on_idle)
         return await run_cycle(self, BufferStep(self, thread_id, resource_id, "async-buffer", on_idle=on_idle))
 
-    async def reflect(self, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None,
-                      progress: Progress | None = None) -> CycleOutcome:
-        return await run_cycle(self, ReflectStep(self, thread_id, resource_id, trigger, instruction),
-                               progress=progress)
+    async def reflect(
+        self,
+        thread_id: str,
+        resource_id: str,
+        trigger: Trigger,
+        instruction: str | None = None,
+        progress: Progress | None = None,
+    ) -> CycleOutcome:
+        return await run_cycle(self, ReflectStep(self, thread_id, resource_id, trigger, instruction), progress=progress)
 
     async def activate(self, thread_id: str, resource_id: str, trigger: str = "threshold") -> CycleOutcome:
         snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)

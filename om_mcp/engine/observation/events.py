@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from om_mcp.config import HooksConfig
 from om_mcp.logs import one_line
@@ -61,7 +62,7 @@ class Hooks:
     on_extracted: Hook | None = None
 
     @classmethod
-    def from_config(cls, config: HooksConfig, given: "Hooks | None" = None) -> "Hooks":
+    def from_config(cls, config: HooksConfig, given: Hooks | None = None) -> Hooks:
         """Hooks passed in code win; the rest come from dotted paths in the config."""
         values = {}
         for spec in fields(cls):
@@ -92,7 +93,7 @@ def windows(limits: Any, share_token_budget: bool) -> dict[str, int]:
 
 
 class Events:
-    def __init__(self, store: "Store", hooks: Hooks):
+    def __init__(self, store: Store, hooks: Hooks):
         self.store = store
         self.hooks = hooks
         self.listeners: list[Listener] = []
@@ -129,8 +130,12 @@ class Events:
         role = "reflection" if operation == "reflection" else "observation"
         if kind in (EventType.OBSERVATION_START, EventType.BUFFERING_START):
             await self.call(f"on_{role}_start", event)
-        elif kind in (EventType.OBSERVATION_END, EventType.BUFFERING_END, EventType.OBSERVATION_FAILED,
-                      EventType.BUFFERING_FAILED) and not event.get("retrying"):
+        elif kind in (
+            EventType.OBSERVATION_END,
+            EventType.BUFFERING_END,
+            EventType.OBSERVATION_FAILED,
+            EventType.BUFFERING_FAILED,
+        ) and not event.get("retrying"):
             await self.call(f"on_{role}_end", event)
         await self.call("on_debug_event", event)
 

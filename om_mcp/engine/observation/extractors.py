@@ -52,7 +52,7 @@ class Extractors:
         return out
 
     async def run(
-        self, role: str, result: AgentResult, stored: dict[str, Any], router: ModelRouter,
+        self, role: str, result: AgentResult, stored: dict[str, Any], router: ModelRouter
     ) -> tuple[dict[str, Any], list[dict[str, str]]]:
         """Values to persist ({slug: value}) and failures ([{slug, error}])."""
         values: dict[str, Any] = {}

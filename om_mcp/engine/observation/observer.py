@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
@@ -124,8 +125,15 @@ def attachment_items(messages: Sequence[Message], policy: bool | str | list[str]
                 name = part.get("name") or mime
                 items.append({"type": "text", "text": f"[attachment {name}]\n{text[:TEXT_ATTACHMENT_CHARS]}"})
             elif data:
-                items.append({"type": "file", "file": {"file_data": f"data:{mime};base64,{data}",
-                                                       "filename": part.get("name") or "attachment"}})
+                items.append(
+                    {
+                        "type": "file",
+                        "file": {
+                            "file_data": f"data:{mime};base64,{data}",
+                            "filename": part.get("name") or "attachment",
+                        },
+                    }
+                )
     return items
 
 
@@ -162,7 +170,11 @@ class Observer:
             history = format_history([m.as_dict() for m in request.messages], count_text=self.counter.count_text)
         previous = truncate_previous(request.previous_observations, self.previous_tokens, self.counter.count_text)
         first, second = prompts.observer_user_messages(
-            previous, request.current_task, request.suggested_response, request.extracted, history,
+            previous,
+            request.current_task,
+            request.suggested_response,
+            request.extracted,
+            history,
             current_title=request.current_title if self.thread_title else None,
         )
         images = attachment_items(request.messages, self.observe_attachments)
@@ -194,11 +206,20 @@ def text_of(message: dict[str, Any]) -> str:
 
 
 def agent_result(
-    parsed: ParsedOutput, completion: Completion, input_tokens: int, attempts: int, counter: TokenCounter,
+    parsed: ParsedOutput,
+    completion: Completion,
+    input_tokens: int,
+    attempts: int,
+    counter: TokenCounter,
     level: int | None = None,
 ) -> AgentResult:
     return AgentResult(
-        parsed=parsed, text=completion.text, input_tokens=input_tokens, usage=completion.usage,
-        model=completion.model, attempts=attempts, level=level,
+        parsed=parsed,
+        text=completion.text,
+        input_tokens=input_tokens,
+        usage=completion.usage,
+        model=completion.model,
+        attempts=attempts,
+        level=level,
         output_tokens=counter.count_text("\n\n".join(p for p in (parsed.observations, parsed.unsectioned) if p)),
     )

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from om_mcp.config.extractors import BUILTIN_TAGS
 
@@ -121,11 +121,7 @@ def _stop_re(tags: Sequence[str]) -> re.Pattern[str]:
 
 
 def _find_blocks(
-    text: str,
-    open_re: re.Pattern[str],
-    close_re: re.Pattern[str],
-    stop_re: re.Pattern[str],
-    prefer_line_edge: bool,
+    text: str, open_re: re.Pattern[str], close_re: re.Pattern[str], stop_re: re.Pattern[str], prefer_line_edge: bool
 ) -> list[_Block]:
     """Every block whose opening tag starts a line.
 
@@ -177,8 +173,7 @@ def _cut(text: str, blocks: Sequence[_Block]) -> str:
 
 def _cap_lines(text: str) -> str:
     return "\n".join(
-        line[:MAX_LINE_CHARS] + TRUNCATION_NOTE if len(line) > MAX_LINE_CHARS else line
-        for line in text.split("\n")
+        line[:MAX_LINE_CHARS] + TRUNCATION_NOTE if len(line) > MAX_LINE_CHARS else line for line in text.split("\n")
     )
 
 
@@ -236,9 +231,7 @@ def _parse_body(text: str, slugs: Sequence[str], bare_is_log: bool) -> ParsedOut
             if value is not None:
                 extracted[slug] = value
 
-    obs_blocks = _find_blocks(
-        text, _open_re("observations"), _close_re("observations"), stop, prefer_line_edge=True
-    )
+    obs_blocks = _find_blocks(text, _open_re("observations"), _close_re("observations"), stop, prefer_line_edge=True)
     if obs_blocks:
         # Hints are sometimes written inside the observations block; lift them out.
         pieces = (_clean(_cut(b.content, _hints_in(b.content, hint_tags, stop))) for b in obs_blocks)
@@ -258,17 +251,11 @@ def _parse_body(text: str, slugs: Sequence[str], bare_is_log: bool) -> ParsedOut
 
 def _hints_in(text: str, hint_tags: Sequence[str], stop: re.Pattern[str]) -> list[_Block]:
     return [
-        b
-        for tag in hint_tags
-        for b in _find_blocks(text, _open_re(tag), _close_re(tag), stop, prefer_line_edge=False)
+        b for tag in hint_tags for b in _find_blocks(text, _open_re(tag), _close_re(tag), stop, prefer_line_edge=False)
     ]
 
 
-def parse_output(
-    text: str,
-    extractor_slugs: Sequence[str] = (),
-    multi_thread: bool = False,
-) -> ParsedOutput:
+def parse_output(text: str, extractor_slugs: Sequence[str] = (), multi_thread: bool = False) -> ParsedOutput:
     """Parse an Observer or Reflector reply.
 
     - Tags count only when the opening tag starts a line; case does not matter.
@@ -307,9 +294,7 @@ def parse_output(
             outside = _parse_body(_cut(text, sections), slugs, bare_is_log=False)
             outside.unsectioned = outside.observations
             outside.observations = "\n\n".join(
-                f'<thread id="{tid}">\n{p.observations}\n</thread>'
-                for tid, p in threads.items()
-                if p.observations
+                f'<thread id="{tid}">\n{p.observations}\n</thread>' for tid, p in threads.items() if p.observations
             )
             outside.threads = threads
             return outside

@@ -63,17 +63,23 @@ def log_text(parsed: ParsedOutput) -> str:
     return "\n\n".join(p for p in (parsed.observations.strip(), parsed.unsectioned.strip()) if p)
 
 
-def reflection_groups(
-    text: str, covered: list[Group], labels: dict[str, str], counter: TokenCounter
-) -> list[NewGroup]:
+def reflection_groups(text: str, covered: list[Group], labels: dict[str, str], counter: TokenCounter) -> list[NewGroup]:
     """The rewrite as groups: per thread section when the log had sections, else one group."""
+
     def spanning(text: str, groups: list[Group], thread_id: str | None) -> NewGroup:
         first = min(groups, key=lambda g: g.first_seq)
         last = max(groups, key=lambda g: g.last_seq)
-        return NewGroup(text=text, tokens=counter.count_text(text), first_seq=first.first_seq,
-                        last_seq=last.last_seq, first_message_id=first.first_message_id,
-                        last_message_id=last.last_message_id, thread_id=thread_id, kind="reflection",
-                        observed_at=last.observed_at)
+        return NewGroup(
+            text=text,
+            tokens=counter.count_text(text),
+            first_seq=first.first_seq,
+            last_seq=last.last_seq,
+            first_message_id=first.first_message_id,
+            last_message_id=last.last_message_id,
+            thread_id=thread_id,
+            kind="reflection",
+            observed_at=last.observed_at,
+        )
 
     if not labels:
         return [spanning(text, covered, None)]
@@ -95,8 +101,14 @@ class ReflectStep:
     operation = "reflection"
     skip_reason = "no observations to reflect"
 
-    def __init__(self, engine: "ObservationEngine", thread_id: str, resource_id: str, trigger: Trigger,
-                 instruction: str | None = None):
+    def __init__(
+        self,
+        engine: ObservationEngine,
+        thread_id: str,
+        resource_id: str,
+        trigger: Trigger,
+        instruction: str | None = None,
+    ):
         self.engine, self.thread_id, self.resource_id = engine, thread_id, resource_id
         self.trigger, self.instruction = trigger, instruction
         self.buffered = trigger == "async-buffer"
@@ -121,15 +133,25 @@ class ReflectStep:
         engine = self.engine
 
         async def attempt_failed(level: int, reason: str) -> None:
-            await engine.events.emit([{
-                **base, "type": EventType.OBSERVATION_FAILED, "operation_type": "reflection", "failed_at": now_iso(),
-                "error": f"compression level {level}: {reason}", "retrying": True,
-            }])
+            await engine.events.emit(
+                [
+                    {
+                        **base,
+                        "type": EventType.OBSERVATION_FAILED,
+                        "operation_type": "reflection",
+                        "failed_at": now_iso(),
+                        "error": f"compression level {level}: {reason}",
+                        "retrying": True,
+                    }
+                ]
+            )
 
         result = await engine.reflector.reflect(
-            selection.text, target_tokens=reflection_target(engine.limits, self.tokens_in(selection), self.buffered),
+            selection.text,
+            target_tokens=reflection_target(engine.limits, self.tokens_in(selection), self.buffered),
             start_level=start_level(self.trigger == "manual", engine.reflector.router.describe()),
-            guidance=self.instruction, extracted=engine.extractors.previous(selection.record.extracted, "reflection"),
+            guidance=self.instruction,
+            extracted=engine.extractors.previous(selection.record.extracted, "reflection"),
             on_attempt_failed=attempt_failed,
         )
         extracted, failures = await engine.extractors.run(
@@ -141,9 +163,14 @@ class ReflectStep:
     def end_fields(self, selection: Selection, produced: Reflected) -> dict[str, Any]:
         result = produced.result
         return {
-            "tokens_observed": self.tokens_in(selection), "observation_tokens": result.output_tokens,
-            "compression_level": result.level, "attempts": result.attempts, "usage": result.usage.model_dump(),
-            "extracted_values": produced.extracted, "extraction_failures": produced.failures, "model": result.model,
+            "tokens_observed": self.tokens_in(selection),
+            "observation_tokens": result.output_tokens,
+            "compression_level": result.level,
+            "attempts": result.attempts,
+            "usage": result.usage.model_dump(),
+            "extracted_values": produced.extracted,
+            "extraction_failures": produced.failures,
+            "model": result.model,
             "generation_count": selection.record.generation + (0 if self.buffered else 1),
         }
 
@@ -152,19 +179,35 @@ class ReflectStep:
         text = log_text(result.parsed)
         lease = (self.lease_op, engine.owner)
         if self.buffered:
-            hints = {"suggested_response": result.parsed.suggested_response, "extracted": produced.extracted,
-                     "labels": selection.labels}
+            hints = {
+                "suggested_response": result.parsed.suggested_response,
+                "extracted": produced.extracted,
+                "labels": selection.labels,
+            }
             return await engine.store.store_buffered_reflection(
-                self.key, BufferedReflection(events[0]["cycle_id"], selection.record.generation,
-                                             len(selection.groups), self.tokens_in(selection), text,
-                                             result.output_tokens, hints),
-                lease=lease, events=events,
+                self.key,
+                BufferedReflection(
+                    events[0]["cycle_id"],
+                    selection.record.generation,
+                    len(selection.groups),
+                    self.tokens_in(selection),
+                    text,
+                    result.output_tokens,
+                    hints,
+                ),
+                lease=lease,
+                events=events,
             )
         blocked = result.output_tokens if result.output_tokens >= engine.limits.observation_tokens else None
         return await engine.store.commit_reflection(
-            self.key, lease=lease, generation=selection.record.generation, covered=len(selection.groups),
+            self.key,
+            lease=lease,
+            generation=selection.record.generation,
+            covered=len(selection.groups),
             groups=reflection_groups(text, selection.groups, selection.labels, engine.counter),
-            extracted=produced.extracted, blocked_at=blocked, events=events,
+            extracted=produced.extracted,
+            blocked_at=blocked,
+            events=events,
             hints={self.thread_id: {"suggested_response": result.parsed.suggested_response}},
         )
 

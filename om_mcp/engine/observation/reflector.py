@@ -3,7 +3,8 @@ result is not below its target (OM-39..41). It touches no storage."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from om_mcp.engine.observation.observer import AgentResult, CycleFailed, agent_result, text_of
 from om_mcp.engine.observation.parsing import parse_output

@@ -11,8 +11,9 @@ unobserved for the next run. Nothing is dropped.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -52,8 +53,17 @@ class BatchStep:
 
     operation = "observation"
 
-    def __init__(self, engine: "ObservationEngine", key: str, resource_id: str, batch: Batch, *, buffered: bool,
-                 trigger: Trigger, instruction: str | None):
+    def __init__(
+        self,
+        engine: ObservationEngine,
+        key: str,
+        resource_id: str,
+        batch: Batch,
+        *,
+        buffered: bool,
+        trigger: Trigger,
+        instruction: str | None,
+    ):
         self.engine, self.key, self.resource_id, self.batch = engine, key, resource_id, batch
         self.buffered = buffered
         self.kind = "buffering" if buffered else "observation"
@@ -75,10 +85,13 @@ class BatchStep:
         engine = self.engine
         only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
         request = ObserverRequest(
-            messages=[m for msgs in batch.threads.values() for m in msgs], previous_observations=batch.previous,
-            current_task=only.current_task, suggested_response=only.suggested_response,
+            messages=[m for msgs in batch.threads.values() for m in msgs],
+            previous_observations=batch.previous,
+            current_task=only.current_task,
+            suggested_response=only.suggested_response,
             threads={label: batch.threads[t] for label, t in self.labels.items()},
-            extracted=engine.extractors.previous(batch.record.extracted, "observation"), instruction=self.instruction,
+            extracted=engine.extractors.previous(batch.record.extracted, "observation"),
+            instruction=self.instruction,
         )
         result = await engine.observer.observe(request)
         sections: dict[str, ParsedOutput] = {
@@ -93,8 +106,9 @@ class BatchStep:
             # Values written outside every section belong to each thread of the batch.
             parsed = replace(parsed, extracted={**result.parsed.extracted, **parsed.extracted})
             part = replace(result, parsed=parsed, output_tokens=engine.counter.count_text(parsed.observations))
-            extracted, failures = await engine.extractors.run("observation", part, batch.record.extracted,
-                                                              engine.observer.router)
+            extracted, failures = await engine.extractors.run(
+                "observation", part, batch.record.extracted, engine.observer.router
+            )
             extracted = await engine.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
             produced[thread_id] = Produced(part, extracted, failures)
         if not produced:
@@ -107,10 +121,12 @@ class BatchStep:
         return {
             "tokens_buffered" if self.buffered else "tokens_observed": self.tokens_in(batch),
             "observation_tokens": sum(p.result.output_tokens for p in produced.values()),
-            "observed_thread_ids": list(produced), "extracted_values": extracted,
+            "observed_thread_ids": list(produced),
+            "extracted_values": extracted,
             "seq_ranges": {t: [batch.threads[t][0].seq, batch.threads[t][-1].seq] for t in produced},
             "extraction_failures": [f for p in produced.values() for f in p.failures],
-            "usage": first.result.usage.model_dump(), "model": first.result.model,
+            "usage": first.result.usage.model_dump(),
+            "model": first.result.model,
         }
 
     async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
@@ -119,31 +135,54 @@ class BatchStep:
         if self.buffered:
             cycle_id = events[0]["cycle_id"]
             return await store.append_chunks(
-                self.key, lease=lease, expected_tails={t: batch.starts[t] for t in produced},
+                self.key,
+                lease=lease,
+                expected_tails={t: batch.starts[t] for t in produced},
                 chunks=[chunk_for(f"{cycle_id}:{t}", t, batch.threads[t], p) for t, p in produced.items()],
-                extracted=extracted, buffered_at_tokens=batch.pending_tokens, events=events,
+                extracted=extracted,
+                buffered_at_tokens=batch.pending_tokens,
+                events=events,
             )
-        groups = [group_for(p.result.parsed.observations.strip(), p.result.output_tokens, batch.threads[t], t)
-                  for t, p in produced.items()]
+        groups = [
+            group_for(p.result.parsed.observations.strip(), p.result.output_tokens, batch.threads[t], t)
+            for t, p in produced.items()
+        ]
         return await store.commit_observation(
-            self.key, lease=lease, expected_cursors={t: batch.starts[t] for t in produced},
-            new_cursors={t: batch.threads[t][-1].seq for t in produced}, groups=groups,
-            hints={t: {"current_task": p.result.parsed.current_task,
-                       "suggested_response": p.result.parsed.suggested_response} for t, p in produced.items()},
-            extracted=extracted, observed_at=max(batch.threads[t][-1].created_at for t in produced), events=events,
+            self.key,
+            lease=lease,
+            expected_cursors={t: batch.starts[t] for t in produced},
+            new_cursors={t: batch.threads[t][-1].seq for t in produced},
+            groups=groups,
+            hints={
+                t: {
+                    "current_task": p.result.parsed.current_task,
+                    "suggested_response": p.result.parsed.suggested_response,
+                }
+                for t, p in produced.items()
+            },
+            extracted=extracted,
+            observed_at=max(batch.threads[t][-1].created_at for t in produced),
+            events=events,
         )
 
     async def after_commit(self, batch: Batch, produced: dict[str, Produced], base: dict[str, Any]) -> list[dict]:
         events = []
         for thread_id, p in produced.items():
-            events += await side_effects.apply(self.engine, thread_id, self.resource_id, p.result.parsed,
-                                               p.extracted, base)
+            events += await side_effects.apply(
+                self.engine, thread_id, self.resource_id, p.result.parsed, p.extracted, base
+            )
         return events
 
 
 async def run_resource(
-    engine: "ObservationEngine", thread_id: str, resource_id: str, trigger: Trigger, *, buffered: bool,
-    instruction: str | None = None, on_idle: bool = False,
+    engine: ObservationEngine,
+    thread_id: str,
+    resource_id: str,
+    trigger: Trigger,
+    *,
+    buffered: bool,
+    instruction: str | None = None,
+    on_idle: bool = False,
     progress: Callable[[str], Awaitable[None]] | None = None,
 ) -> CycleOutcome:
     """Observe (or buffer) the resource's busiest threads, in parallel batches."""
@@ -186,10 +225,17 @@ async def run_resource(
         outcomes: list[CycleOutcome] = []
 
         async def run(threads: list[str]) -> None:
-            batch = Batch(snap.record, {t: per_thread[t] for t in threads}, {t: starts[t] for t in threads},
-                          {t: hints.get(t, Hints()) for t in threads}, previous, snap.state.pending_tokens)
-            step = BatchStep(engine, key, resource_id, batch, buffered=buffered, trigger=trigger,
-                             instruction=instruction)
+            batch = Batch(
+                snap.record,
+                {t: per_thread[t] for t in threads},
+                {t: starts[t] for t in threads},
+                {t: hints.get(t, Hints()) for t in threads},
+                previous,
+                snap.state.pending_tokens,
+            )
+            step = BatchStep(
+                engine, key, resource_id, batch, buffered=buffered, trigger=trigger, instruction=instruction
+            )
             outcomes.append(await run_cycle(engine, step, take_lease=False, base_extra={"thread_ids": threads}))
 
         async with anyio.create_task_group() as group:
@@ -197,10 +243,13 @@ async def run_resource(
                 group.start_soon(run, threads)
         ran = [o for o in outcomes if o.ran]
         return CycleOutcome(
-            kind, bool(ran), (ran or outcomes)[0].cycle_id if outcomes else None,
+            kind,
+            bool(ran),
+            (ran or outcomes)[0].cycle_id if outcomes else None,
             reason=None if ran else next((o.reason for o in outcomes if o.reason), None),
             error="; ".join(o.error for o in outcomes if o.error) or None,
-            tokens_in=sum(o.tokens_in for o in ran), tokens_out=sum(o.tokens_out for o in ran),
+            tokens_in=sum(o.tokens_in for o in ran),
+            tokens_out=sum(o.tokens_out for o in ran),
             events=[e for o in outcomes for e in o.events],
         )
     finally:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine import working_memory as wm
 from om_mcp.engine.observation.events import EventType
-from om_mcp.logs import one_line
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.prompts.observer import (
-    WORKING_MEMORY_AS_SCHEMA, WORKING_MEMORY_AS_TEMPLATE, WORKING_MEMORY_EXTRACTOR, WORKING_MEMORY_SLUG,
+    WORKING_MEMORY_AS_SCHEMA,
+    WORKING_MEMORY_AS_TEMPLATE,
+    WORKING_MEMORY_EXTRACTOR,
+    WORKING_MEMORY_SLUG,
 )
+from om_mcp.logs import one_line
 
 if TYPE_CHECKING:
     from om_mcp.engine.observation.engine import ObservationEngine
@@ -24,7 +27,7 @@ log = logging.getLogger(__name__)
 TITLE_CHARS = 120
 
 
-def working_memory_extractor(engine: "ObservationEngine") -> list[tuple[str, str]]:
+def working_memory_extractor(engine: ObservationEngine) -> list[tuple[str, str]]:
     """The inline extractor that lets the Observer keep working memory (WM-14), if configured."""
     config = engine.config.working_memory
     if not (engine.om.observation.manage_working_memory and config.enabled):
@@ -37,7 +40,11 @@ def working_memory_extractor(engine: "ObservationEngine") -> list[tuple[str, str
 
 
 async def apply(
-    engine: "ObservationEngine", thread_id: str, resource_id: str, parsed: ParsedOutput, extracted: dict[str, Any],
+    engine: ObservationEngine,
+    thread_id: str,
+    resource_id: str,
+    parsed: ParsedOutput,
+    extracted: dict[str, Any],
     base: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """Apply one thread's side effects; returns the events they made (already persisted)."""
@@ -58,23 +65,30 @@ async def apply(
     return events
 
 
-async def _retitle(engine: "ObservationEngine", thread_id: str, resource_id: str, parsed: ParsedOutput,
-                   base: dict[str, Any]) -> dict[str, Any] | None:
+async def _retitle(
+    engine: ObservationEngine, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
+) -> dict[str, Any] | None:
     title = (parsed.thread_title or "").strip()[:TITLE_CHARS]
     if not (engine.om.observation.thread_title and title):
         return None
     old, changed = await engine.store.set_generated_title(thread_id, title)
     if not changed:
         return None
-    event = {**base, "type": EventType.THREAD_UPDATE, "thread_id": thread_id, "new_title": title,
-             "timestamp": datetime.now(timezone.utc).isoformat()}
+    event = {
+        **base,
+        "type": EventType.THREAD_UPDATE,
+        "thread_id": thread_id,
+        "new_title": title,
+        "timestamp": datetime.now(UTC).isoformat(),
+    }
     if old:
         event["old_title"] = old
     return event
 
 
-async def _keep_working_memory(engine: "ObservationEngine", thread_id: str, resource_id: str, parsed: ParsedOutput,
-                               base: dict[str, Any]) -> dict[str, Any] | None:
+async def _keep_working_memory(
+    engine: ObservationEngine, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
+) -> dict[str, Any] | None:
     update = parsed.extracted.get(WORKING_MEMORY_SLUG)
     if not update or not working_memory_extractor(engine):
         return None

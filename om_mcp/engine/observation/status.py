@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold
 from om_mcp.engine.results import (
-    ActiveWindows, BufferedObservationWindow, BufferedReflectionWindow, BufferedWindows, ObservationState, Status,
-    Window, Windows,
+    ActiveWindows,
+    BufferedObservationWindow,
+    BufferedReflectionWindow,
+    BufferedWindows,
+    ObservationState,
+    Status,
+    Window,
+    Windows,
 )
 from om_mcp.store import ModelHealth, Snapshot
 
@@ -16,8 +22,9 @@ if TYPE_CHECKING:
     from om_mcp.engine.observation.engine import ObservationEngine
 
 
-def build(engine: "ObservationEngine", snap: Snapshot | None, thread_id: str, resource_id: str,
-          health: ModelHealth | None) -> Status:
+def build(
+    engine: ObservationEngine, snap: Snapshot | None, thread_id: str, resource_id: str, health: ModelHealth | None
+) -> Status:
     key = engine.record_key(thread_id, resource_id)
     limits = engine.limits
     if snap is None:
@@ -35,8 +42,12 @@ def build(engine: "ObservationEngine", snap: Snapshot | None, thread_id: str, re
     buffering = engine.worker.busy(key, "buffer")
     reflecting = engine.worker.busy(key, "reflect-buffer")
     return Status(
-        record_id=key, thread_id=thread_id, resource_id=resource_id, scope=engine.om.scope,
-        message_count=messages, unobserved_messages=unobserved,
+        record_id=key,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        scope=engine.om.scope,
+        message_count=messages,
+        unobserved_messages=unobserved,
         windows=Windows(
             active=ActiveWindows(
                 messages=Window(tokens=pending, threshold=threshold),
@@ -44,7 +55,8 @@ def build(engine: "ObservationEngine", snap: Snapshot | None, thread_id: str, re
             ),
             buffered=BufferedWindows(
                 observations=BufferedObservationWindow(
-                    chunks=len(chunks), message_tokens=chunks_tokens,
+                    chunks=len(chunks),
+                    message_tokens=chunks_tokens,
                     projected_message_removal=sum(
                         c.message_tokens for c in activation_prefix(limits, chunks, pending, threshold)
                     ),
@@ -58,23 +70,28 @@ def build(engine: "ObservationEngine", snap: Snapshot | None, thread_id: str, re
                 ),
             ),
         ),
-        generation_count=generation, last_observed_at=observed_at, observation=observation_state(engine, health),
+        generation_count=generation,
+        last_observed_at=observed_at,
+        observation=observation_state(engine, health),
     )
 
 
-def observation_state(engine: "ObservationEngine", health: ModelHealth | None) -> ObservationState:
+def observation_state(engine: ObservationEngine, health: ModelHealth | None) -> ObservationState:
     if not engine.om.enabled:
         return ObservationState(enabled=False, model_ready=False, reason="observation is off in the configuration")
     readiness = engine.readiness
-    state = ObservationState(model_ready=readiness.ready, model=engine.observer.router.describe(),
-                             reason=None if readiness.ready else readiness.reason)
+    state = ObservationState(
+        model_ready=readiness.ready,
+        model=engine.observer.router.describe(),
+        reason=None if readiness.ready else readiness.reason,
+    )
     if health is not None and health.state != "ok":
         state.last_failure = health.last_error
         if health.state == "paused":
             state.model_ready = False
             state.reason = f"paused after a permanent error: {health.last_error}; fix the setting, then restart"
         else:
-            state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, timezone.utc).isoformat()
+            state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
             state.reason = f"the model is failing; next attempt at {state.next_attempt_at}"
     elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
         state.model_ready = False

@@ -45,9 +45,14 @@ def render_plain(groups: list[Group]) -> str:
 
 def group_for(text: str, tokens: int, messages: list[Message], thread_id: str) -> NewGroup:
     return NewGroup(
-        text=text, tokens=tokens, first_seq=messages[0].seq, last_seq=messages[-1].seq,
-        first_message_id=first_visible(messages).id, last_message_id=last_visible(messages).id,
-        thread_id=thread_id, observed_at=messages[-1].created_at,
+        text=text,
+        tokens=tokens,
+        first_seq=messages[0].seq,
+        last_seq=messages[-1].seq,
+        first_message_id=first_visible(messages).id,
+        last_message_id=last_visible(messages).id,
+        thread_id=thread_id,
+        observed_at=messages[-1].created_at,
     )
 
 
@@ -56,8 +61,14 @@ class ObserverStep:
 
     operation = "observation"
 
-    def __init__(self, engine: "ObservationEngine", thread_id: str, resource_id: str, trigger: Trigger,
-                 instruction: str | None = None):
+    def __init__(
+        self,
+        engine: ObservationEngine,
+        thread_id: str,
+        resource_id: str,
+        trigger: Trigger,
+        instruction: str | None = None,
+    ):
         self.engine = engine
         self.thread_id = thread_id
         self.resource_id = resource_id
@@ -71,10 +82,13 @@ class ObserverStep:
     async def call(self, selection: Selection, base: dict[str, Any]) -> Produced:
         engine = self.engine
         request = ObserverRequest(
-            messages=selection.messages, previous_observations=selection.previous,
-            current_task=selection.hints.current_task, suggested_response=selection.hints.suggested_response,
+            messages=selection.messages,
+            previous_observations=selection.previous,
+            current_task=selection.hints.current_task,
+            suggested_response=selection.hints.suggested_response,
             extracted=engine.extractors.previous(selection.record.extracted, "observation"),
-            instruction=self.instruction, current_title=selection.thread.title if selection.thread else None,
+            instruction=self.instruction,
+            current_title=selection.thread.title if selection.thread else None,
         )
         result = await engine.observer.observe(request)
         if not result.parsed.observations.strip():
@@ -88,18 +102,23 @@ class ObserverStep:
     def end_fields(self, selection: Selection, produced: Produced) -> dict[str, Any]:
         parsed, messages = produced.result.parsed, selection.messages
         return {
-            "tokens_observed": self.tokens_in(selection), "observation_tokens": produced.result.output_tokens,
-            "messages_observed": len(messages), "seq_ranges": {self.thread_id: [messages[0].seq, messages[-1].seq]},
+            "tokens_observed": self.tokens_in(selection),
+            "observation_tokens": produced.result.output_tokens,
+            "messages_observed": len(messages),
+            "seq_ranges": {self.thread_id: [messages[0].seq, messages[-1].seq]},
             "first_message_id": messages[0].id,
-            "last_message_id": messages[-1].id, "current_task": parsed.current_task,
-            "suggested_response": parsed.suggested_response, "extracted_values": produced.extracted,
-            "extraction_failures": produced.failures, "usage": produced.result.usage.model_dump(),
+            "last_message_id": messages[-1].id,
+            "current_task": parsed.current_task,
+            "suggested_response": parsed.suggested_response,
+            "extracted_values": produced.extracted,
+            "extraction_failures": produced.failures,
+            "usage": produced.result.usage.model_dump(),
             "model": produced.result.model,
         }
 
     async def after_commit(self, selection: Selection, produced: Produced, base: dict[str, Any]) -> list[dict]:
         return await side_effects.apply(
-            self.engine, self.thread_id, self.resource_id, produced.result.parsed, produced.extracted, base,
+            self.engine, self.thread_id, self.resource_id, produced.result.parsed, produced.extracted, base
         )
 
 
@@ -128,10 +147,15 @@ class ObserveStep(ObserverStep):
         parsed, messages = produced.result.parsed, selection.messages
         group = group_for(parsed.observations.strip(), produced.result.output_tokens, messages, self.thread_id)
         return await self.engine.store.commit_observation(
-            self.key, lease=(self.lease_op, self.engine.owner),
+            self.key,
+            lease=(self.lease_op, self.engine.owner),
             expected_cursors={self.thread_id: selection.record.cursors.get(self.thread_id, 0)},
-            new_cursors={self.thread_id: messages[-1].seq}, groups=[group],
-            hints={self.thread_id: {"current_task": parsed.current_task,
-                                    "suggested_response": parsed.suggested_response}},
-            extracted=produced.extracted, observed_at=messages[-1].created_at, events=events,
+            new_cursors={self.thread_id: messages[-1].seq},
+            groups=[group],
+            hints={
+                self.thread_id: {"current_task": parsed.current_task, "suggested_response": parsed.suggested_response}
+            },
+            extracted=produced.extracted,
+            observed_at=messages[-1].created_at,
+            events=events,
         )

@@ -6,7 +6,7 @@ limits (`om_mcp.config.Limits`) and the current windows, and answers.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from om_mcp.config import Limits
 from om_mcp.store import Chunk

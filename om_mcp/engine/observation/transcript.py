@@ -21,8 +21,9 @@ sections its output is read by (<current-task>, <observations>, an extractor's t
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone, tzinfo
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -34,7 +35,7 @@ CONTINUATION_INDENT = "  "
 
 
 def date_header(day: datetime) -> str:
-    """"Date: Dec 4, 2025" (fixed English month names, whatever the locale)."""
+    """ "Date: Dec 4, 2025" (fixed English month names, whatever the locale)."""
     return f"Date: {MONTHS[day.month - 1]} {day.day}, {day.year}"
 
 
@@ -54,7 +55,7 @@ def _to_datetime(value: Any) -> datetime | None:
     else:
         return None
     # Naive times are stored as UTC elsewhere in the engine; read them the same way.
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _resolve_tz(tz: tzinfo | str | None) -> tzinfo | None:
@@ -72,11 +73,7 @@ def _json(value: Any) -> str:
         return str(value)
 
 
-def truncate_to_tokens(
-    text: str,
-    max_tokens: int | None,
-    count_text: Callable[[str], int] | None = None,
-) -> str:
+def truncate_to_tokens(text: str, max_tokens: int | None, count_text: Callable[[str], int] | None = None) -> str:
     """Cut `text` to about `max_tokens`, saying how much was left out."""
     if max_tokens is None or max_tokens <= 0:
         return text
@@ -105,10 +102,7 @@ def _attachment(part: Mapping[str, Any], number: int) -> str:
 
 
 def _entries(
-    message: Mapping[str, Any],
-    budget: int | None,
-    count_text: Callable[[str], int] | None,
-    counter: list[int],
+    message: Mapping[str, Any], budget: int | None, count_text: Callable[[str], int] | None, counter: list[int]
 ) -> list[tuple[str, str]]:
     """(label, content) pairs for one message's parts, in order."""
     role_label = ROLE_LABELS.get(message.get("role", ""), str(message.get("role", "")).title())

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 
 from om_mcp.engine.observation import activation
 from om_mcp.engine.observation.thresholds import (
-    message_threshold, past_block_after, reflection_buffer_due, reflection_due, reflection_must_block, should_buffer,
+    message_threshold,
+    past_block_after,
+    reflection_buffer_due,
+    reflection_due,
+    reflection_must_block,
+    should_buffer,
 )
 from om_mcp.store import RecordState, Snapshot
 
@@ -24,7 +29,7 @@ if TYPE_CHECKING:
 
 
 async def after_append(
-    engine: "ObservationEngine", thread_id: str, resource_id: str, state: RecordState, turn_ended: bool
+    engine: ObservationEngine, thread_id: str, resource_id: str, state: RecordState, turn_ended: bool
 ) -> None:
     """Schedule what the new messages make due; never waits for a model."""
     if not engine.om.enabled or not (await engine.model_available("observation"))[0]:
@@ -46,13 +51,17 @@ async def after_append(
     await schedule_reflection(engine, thread_id, resource_id, state)
 
 
-async def schedule_reflection(engine: "ObservationEngine", thread_id: str, resource_id: str, state: RecordState) -> None:
+async def schedule_reflection(engine: ObservationEngine, thread_id: str, resource_id: str, state: RecordState) -> None:
     """Background reflection ahead of the threshold, or the threshold's own, in the background."""
     limits, tokens = engine.limits, state.observation_tokens
     if not (await engine.model_available("reflection"))[0]:
         return
-    if reflection_buffer_due(limits, tokens) and state.buffered_reflection_generation != state.generation \
-            and not engine.worker.busy(state.key, "reflect-buffer") and tokens < limits.observation_tokens:
+    if (
+        reflection_buffer_due(limits, tokens)
+        and state.buffered_reflection_generation != state.generation
+        and not engine.worker.busy(state.key, "reflect-buffer")
+        and tokens < limits.observation_tokens
+    ):
         await engine.worker.submit(
             state.key, "reflect-buffer", lambda: engine.reflect(thread_id, resource_id, "async-buffer")
         )
@@ -62,9 +71,7 @@ async def schedule_reflection(engine: "ObservationEngine", thread_id: str, resou
         await engine.worker.submit(state.key, "reflect", lambda: engine.reflect(thread_id, resource_id, "turn-sync"))
 
 
-async def before_context(
-    engine: "ObservationEngine", thread_id: str, resource_id: str, actor_model: str | None
-) -> None:
+async def before_context(engine: ObservationEngine, thread_id: str, resource_id: str, actor_model: str | None) -> None:
     """Activate what is due; past block_after, let this turn wait once for a sync cycle."""
     if not engine.om.enabled:
         return
@@ -86,17 +93,24 @@ async def before_context(
     await _valve(engine, snap, thread_id, resource_id)
 
 
-async def _valve(engine: "ObservationEngine", snap: Snapshot, thread_id: str, resource_id: str) -> None:
+async def _valve(engine: ObservationEngine, snap: Snapshot, thread_id: str, resource_id: str) -> None:
     state, limits = snap.state, engine.limits
     key = state.key
     threshold = message_threshold(limits, state.observation_tokens, engine.om.share_token_budget)
     if past_block_after(limits, state.pending_tokens, threshold):
-        await _wait_once(engine, key, "observe", _crossing(snap),
-                         lambda: engine.observe(thread_id, resource_id, "turn-sync"))
-    elif reflection_due(limits, state.observation_tokens, state.reflection_blocked_at) and \
-            reflection_must_block(limits, state.observation_tokens):
-        await _wait_once(engine, key, "reflect", ("reflect", state.generation, state.observation_tokens),
-                         lambda: engine.reflect(thread_id, resource_id, "turn-sync"))
+        await _wait_once(
+            engine, key, "observe", _crossing(snap), lambda: engine.observe(thread_id, resource_id, "turn-sync")
+        )
+    elif reflection_due(limits, state.observation_tokens, state.reflection_blocked_at) and reflection_must_block(
+        limits, state.observation_tokens
+    ):
+        await _wait_once(
+            engine,
+            key,
+            "reflect",
+            ("reflect", state.generation, state.observation_tokens),
+            lambda: engine.reflect(thread_id, resource_id, "turn-sync"),
+        )
     else:
         await schedule_reflection(engine, thread_id, resource_id, state)
 
@@ -106,7 +120,7 @@ def _crossing(snap: Snapshot) -> tuple:
     return ("observe", tuple(sorted(snap.record.cursors.items())))
 
 
-async def _wait_once(engine: "ObservationEngine", key: str, op: str, crossing: tuple, run) -> None:
+async def _wait_once(engine: ObservationEngine, key: str, op: str, crossing: tuple, run) -> None:
     operation = "reflection" if op == "reflect" else "observation"
     if not (await engine.model_available(operation))[0]:
         return  # a model known to be failing never makes a turn wait

@@ -95,4 +95,3 @@ WORKING_MEMORY_SCHEMA_HOW = (
 )
 
 WORKING_MEMORY_READ_ONLY = "These notes are read-only for you."
-

@@ -9,7 +9,7 @@ format constants from here, so the two can never drift apart.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 # --------------------------------------------------------------------------------------
 # Observer: the pieces of the system prompt
@@ -327,4 +327,3 @@ WORKING_MEMORY_AS_SCHEMA = (
 )
 
 CURRENT_TITLE = "The conversation's current title: {title}"
-

@@ -6,11 +6,17 @@ was made, then adds its rewriting rules and the compression levels (OM-39/40).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from om_mcp.engine.prompts.observer import (
-    LOG_FORMAT, OBSERVER_RULES, PRIORITY_MARKERS, extracted_block, join_sections, custom_instructions_section,
-    extractors_section, fence,
+    LOG_FORMAT,
+    OBSERVER_RULES,
+    PRIORITY_MARKERS,
+    custom_instructions_section,
+    extracted_block,
+    extractors_section,
+    fence,
+    join_sections,
 )
 
 REFLECTOR_PERSONA = """\
@@ -49,17 +55,10 @@ WHAT TO WRITE
 from here."""
 
 
-def reflector_system_prompt(
-    instruction: str | None = None,
-    extractors: Sequence[tuple[str, str]] = (),
-) -> str:
+def reflector_system_prompt(instruction: str | None = None, extractors: Sequence[tuple[str, str]] = ()) -> str:
     """The Reflector's system prompt: the observer's rules for context, then its own."""
     observer_rules = "\n".join(
-        [
-            "<observer-rules>",
-            join_sections([OBSERVER_RULES, PRIORITY_MARKERS, LOG_FORMAT]),
-            "</observer-rules>",
-        ]
+        ["<observer-rules>", join_sections([OBSERVER_RULES, PRIORITY_MARKERS, LOG_FORMAT]), "</observer-rules>"]
     )
     return join_sections(
         [
@@ -111,10 +110,7 @@ memory from now on."""
 
 
 def reflector_user_message(
-    observations: str,
-    level: int = 0,
-    guidance: str | None = None,
-    prior_extracted: Mapping[str, str] | None = None,
+    observations: str, level: int = 0, guidance: str | None = None, prior_extracted: Mapping[str, str] | None = None
 ) -> str:
     """The Reflector's user message: the full log, the task and the size level."""
     level = max(0, min(4, int(level)))

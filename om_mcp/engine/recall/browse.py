@@ -4,7 +4,7 @@ its end, or a message id (a range's first or last id), at low or high detail."""
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from om_mcp.engine.errors import InputError, NotFound
 from om_mcp.engine.recall.query import RecallOut, RecallQuery
@@ -14,9 +14,7 @@ from om_mcp.store import Message, Store
 HINT_RESERVE_TOKENS = 40
 
 
-async def browse(
-    store: Store, q: RecallQuery, resource_id: str, budget: int, count: Callable[[str], int]
-) -> RecallOut:
+async def browse(store: Store, q: RecallQuery, resource_id: str, budget: int, count: Callable[[str], int]) -> RecallOut:
     thread_id = q.thread_id if q.target_thread_id in (None, "current") else q.target_thread_id
     if thread_id != q.thread_id:
         other = await store.get_thread(thread_id)
@@ -29,7 +27,8 @@ async def browse(
             start, _, end = q.cursor.partition(":")
             raise InputError(
                 f"cursor {q.cursor!r} looks like a range; pass one id: cursor={start!r} to read from its start"
-                f" or cursor={end!r} page=-1 to read back from its end", field="cursor",
+                f" or cursor={end!r} page=-1 to read back from its end",
+                field="cursor",
             )
         if anchor is None:
             raise NotFound(f"no message {q.cursor!r} in this resource", field="cursor")
@@ -56,21 +55,25 @@ async def browse(
     return RecallOut(mode="messages", text=text, count=len(kept), next=next_call, truncated=truncated)
 
 
-async def _page(store: Store, thread_id: str, anchor: Message | None, q: RecallQuery,
-                page: int) -> tuple[list[Message], bool]:
+async def _page(
+    store: Store, thread_id: str, anchor: Message | None, q: RecallQuery, page: int
+) -> tuple[list[Message], bool]:
     """A page in time order, and whether there is more in the direction of travel.
     The cursor message is included: page 1 starts with it, page -1 ends with it."""
     limit, skip = q.limit, (abs(page) - 1) * q.limit
     filters = (q.part_type, q.tool_name)
     if anchor is not None and page > 0:
-        rows = await store.message_page(thread_id, after_seq=anchor.seq - 1, limit=limit + 1, offset=skip,
-                                        part_filter=filters)
+        rows = await store.message_page(
+            thread_id, after_seq=anchor.seq - 1, limit=limit + 1, offset=skip, part_filter=filters
+        )
     elif anchor is not None:
-        rows = await store.message_page(thread_id, before_seq=anchor.seq + 1, limit=limit + 1, offset=skip,
-                                        newest_first=True, part_filter=filters)
+        rows = await store.message_page(
+            thread_id, before_seq=anchor.seq + 1, limit=limit + 1, offset=skip, newest_first=True, part_filter=filters
+        )
     else:
-        rows = await store.message_page(thread_id, limit=limit + 1, offset=skip, newest_first=q.anchor == "end",
-                                        part_filter=filters)
+        rows = await store.message_page(
+            thread_id, limit=limit + 1, offset=skip, newest_first=q.anchor == "end", part_filter=filters
+        )
     has_more = len(rows) > limit
     rows = rows[:limit]
     if anchor is not None and page < 0 or anchor is None and q.anchor == "end":
@@ -78,8 +81,9 @@ async def _page(store: Store, thread_id: str, anchor: Message | None, q: RecallQ
     return rows, has_more
 
 
-async def read_part(store: Store, message: Message, part_index: int, char_offset: int, budget: int,
-                    count: Callable[[str], int]) -> RecallOut:
+async def read_part(
+    store: Store, message: Message, part_index: int, char_offset: int, budget: int, count: Callable[[str], int]
+) -> RecallOut:
     """One part at full detail, a chunk at a time; past the last part, the next message."""
     if part_index >= len(message.parts):
         following = await store.message_page(message.thread_id, after_seq=message.seq, limit=1)
@@ -96,13 +100,20 @@ async def read_part(store: Store, message: Message, part_index: int, char_offset
         following = await store.message_page(message.thread_id, after_seq=message.seq, limit=1)
         next_call = f'cursor="{following[0].id}" page=1' if following else None
     text = part.rendered.text(indent_lines=False) + (
-        f"\n\n(next: recall {next_call})" if next_call else "\n\n(end of the thread)")
+        f"\n\n(next: recall {next_call})" if next_call else "\n\n(end of the thread)"
+    )
     return RecallOut(mode="messages", text=text, count=1, next=next_call)
 
 
 def arguments(q: RecallQuery, **changes: object) -> str:
     """The recall arguments that continue `q`: what it set that differs from the defaults, changed."""
     defaults = RecallQuery(thread_id=q.thread_id)
-    values = {**{k: v for k, v in q.model_dump().items()
-                 if k not in ("thread_id", "cursor", "page") and v != getattr(defaults, k)}, **changes}
+    values = {
+        **{
+            k: v
+            for k, v in q.model_dump().items()
+            if k not in ("thread_id", "cursor", "page") and v != getattr(defaults, k)
+        },
+        **changes,
+    }
     return " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in values.items() if v is not None)

@@ -8,9 +8,10 @@ cut never needs the tokenizer; only the final budget check counts exactly.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from om_mcp.store import Message
 
@@ -40,7 +41,7 @@ class RenderedMessage:
 
 
 def _utc_label(created_at: str) -> str:
-    dt = datetime.fromisoformat(created_at).astimezone(timezone.utc)
+    dt = datetime.fromisoformat(created_at).astimezone(UTC)
     return dt.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
@@ -75,9 +76,7 @@ def clip(text: str, tokens: int) -> tuple[str, bool]:
     return text[:limit].rstrip() + " …", True
 
 
-def render_low(
-    message: Message, part_type: str | None = None, tool_name: str | None = None
-) -> RenderedMessage:
+def render_low(message: Message, part_type: str | None = None, tool_name: str | None = None) -> RenderedMessage:
     """Every (matching) part, each clipped to a small budget with a hint to read it whole."""
     lines, kinds = [], []
     for index, part in enumerate(message.parts):
@@ -110,13 +109,18 @@ class PartSlice:
     next_char_offset: int | None
 
 
-def render_part(message: Message, part_index: int, char_offset: int = 0, chunk_tokens: int = HIGH_DETAIL_CHUNK_TOKENS,
-                count: Callable[[str], int] | None = None) -> PartSlice:
+def render_part(
+    message: Message,
+    part_index: int,
+    char_offset: int = 0,
+    chunk_tokens: int = HIGH_DETAIL_CHUNK_TOKENS,
+    count: Callable[[str], int] | None = None,
+) -> PartSlice:
     """One part at full detail, from a character offset, at most one chunk of tokens long
     (measured with `count` when given: CJK text has far fewer characters per token)."""
     body = part_body(message.parts[part_index])
     limit = chunk_tokens * CHARS_PER_TOKEN
-    piece = body[char_offset: char_offset + limit]
+    piece = body[char_offset : char_offset + limit]
     if count is not None:
         piece = shrink(piece, chunk_tokens, count).removesuffix(" …") if count(piece) > chunk_tokens else piece
     end = char_offset + len(piece)
@@ -125,14 +129,17 @@ def render_part(message: Message, part_index: int, char_offset: int = 0, chunk_t
     if char_offset:
         line = f"[p{part_index} from character {char_offset}] {piece}"
     rendered = RenderedMessage(
-        message.id, message.thread_id, message.role, message.created_at, [line], [message.parts[part_index].get("type", "")]
+        message.id,
+        message.thread_id,
+        message.role,
+        message.created_at,
+        [line],
+        [message.parts[part_index].get("type", "")],
     )
     return PartSlice(rendered, part_index, len(message.parts), char_offset, next_offset)
 
 
-def fit_to_budget(
-    blocks: list[str], budget_tokens: int, count: Callable[[str], int]
-) -> tuple[list[str], bool, int]:
+def fit_to_budget(blocks: list[str], budget_tokens: int, count: Callable[[str], int]) -> tuple[list[str], bool, int]:
     """Keep whole blocks while they fit; returns (kept, truncated, tokens_cut). A first
     block bigger than the whole budget is cut to fit rather than hidden."""
     kept, used, cut = [], 0, 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from om_mcp.engine.recall.query import RecallOut, RecallQuery
 from om_mcp.engine.recall.render import fit_to_budget
@@ -21,7 +21,7 @@ def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
     lowered = flat.lower()
     hits = [m.start() for t in terms for m in [re.search(rf"\b{re.escape(t)}", lowered)] if m]
     start = max(0, min(hits) - width // 4) if hits else 0
-    piece = flat[start:start + width]
+    piece = flat[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
 
 
@@ -46,5 +46,5 @@ async def search(
     footer = "\nRead around a match: recall cursor=<id> (add target_thread_id=<thread> for another thread)."
     kept, truncated, _ = fit_to_budget(lines, budget - count(footer), count)
     if not kept:
-        return RecallOut(mode="search", text="No matches. Try other distinctive words, or mode=\"threads\".")
+        return RecallOut(mode="search", text='No matches. Try other distinctive words, or mode="threads".')
     return RecallOut(mode="search", text="\n".join(kept) + footer, count=len(kept), truncated=truncated)

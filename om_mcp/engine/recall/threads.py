@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from om_mcp.engine.errors import InputError
 from om_mcp.engine.recall.browse import HINT_RESERVE_TOKENS
@@ -20,15 +20,19 @@ def iso_bound(value: str | None, field: str) -> str | None:
     except ValueError:
         raise InputError(f"{field} must be an ISO-8601 date or datetime, got {value!r}", field=field) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat()
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
 
 
-async def list_threads(store: Store, q: RecallQuery, resource_id: str, budget: int,
-                       count: Callable[[str], int]) -> RecallOut:
+async def list_threads(
+    store: Store, q: RecallQuery, resource_id: str, budget: int, count: Callable[[str], int]
+) -> RecallOut:
     page = max(q.page, 1)
     threads, has_more = await store.list_threads(
-        resource_id, before=iso_bound(q.before, "before"), after=iso_bound(q.after, "after"), limit=q.limit,
+        resource_id,
+        before=iso_bound(q.before, "before"),
+        after=iso_bound(q.after, "after"),
+        limit=q.limit,
         offset=(page - 1) * q.limit,
     )
     lines = [

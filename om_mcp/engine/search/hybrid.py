@@ -10,7 +10,7 @@ its dense z-score, so a clear semantic match can still rise into the top.
 from __future__ import annotations
 
 import statistics
-from typing import Hashable
+from collections.abc import Hashable
 
 DENSE_WEIGHT = 1.0
 

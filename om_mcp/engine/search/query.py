@@ -64,8 +64,11 @@ _VOWELS = frozenset("aeiou")
 def _doubles(lemma: str) -> bool:
     """One-syllable consonant-vowel-consonant words double their last letter (stop -> stopped)."""
     return (
-        len(lemma) >= 3 and len(re.findall(r"[aeiouy]+", lemma)) == 1 and lemma[-1] not in "aeiouwxy"
-        and lemma[-2] in _VOWELS and lemma[-3] not in _VOWELS
+        len(lemma) >= 3
+        and len(re.findall(r"[aeiouy]+", lemma)) == 1
+        and lemma[-1] not in "aeiouwxy"
+        and lemma[-2] in _VOWELS
+        and lemma[-3] not in _VOWELS
     )
 
 
@@ -188,7 +191,7 @@ def find_dates(query: str, now: datetime | None = None) -> tuple[list[DateSpan],
     taken = [False] * len(query)
     for form, pattern in _DATE_FORMS:
         for match in pattern.finditer(query):
-            if any(taken[match.start():match.end()]):
+            if any(taken[match.start() : match.end()]):
                 continue
             try:
                 span = _span(form, match.groups(), now)
@@ -211,7 +214,7 @@ class Term(str):
 
     forms: dict[str, float]
 
-    def __new__(cls, word: str, forms: dict[str, float]) -> "Term":
+    def __new__(cls, word: str, forms: dict[str, float]) -> Term:
         term = super().__new__(cls, word)
         term.forms = forms
         return term
@@ -230,9 +233,12 @@ ANSWER_SHAPES = {
     "time": re.compile(
         r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this (week|month|year|weekend)|weekend|since|until"
         r"|(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|september"
-        r"|october|november|december|\d{4}|\d{1,2}(st|nd|rd|th)|morning|evening|night|week|month|year)\b", re.I),
+        r"|october|november|december|\d{4}|\d{1,2}(st|nd|rd|th)|morning|evening|night|week|month|year)\b",
+        re.I,
+    ),
     "count": re.compile(
-        r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|several|few|many|dozen)\b", re.I),
+        r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|several|few|many|dozen)\b", re.I
+    ),
 }
 
 

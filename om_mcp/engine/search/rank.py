@@ -85,7 +85,7 @@ def _candidates(docs: list[_Doc]) -> list[tuple[_Doc, list[_Doc]]]:
         for i, doc in enumerate(rows):
             near_match = any(rows[j].hit.score > 0 for j in range(max(0, i - 2), i))
             if doc.hit.score > 0 or near_match:
-                out.append((doc, rows[max(0, i - 2):i][::-1]))
+                out.append((doc, rows[max(0, i - 2) : i][::-1]))
             elif any(rows[j].hit.score > 0 for j in range(i + 1, min(len(rows), i + 3))):
                 out.append((doc, []))  # fetched as a match's context: its own words only (what precedes it is unknown)
     return out
@@ -136,8 +136,7 @@ def rank(hits: list[TextHit], query: Query, stats: TermStats) -> list[Ranked]:
         return []
     rows = max(stats.rows, 1)
     term_weight = [
-        max((w * idf(stats.df[f], rows) for f, w in t.forms.items() if f in stats.df), default=0.0)
-        for t in query.terms
+        max((w * idf(stats.df[f], rows) for f, w in t.forms.items() if f in stats.df), default=0.0) for t in query.terms
     ]
     total_weight = sum(term_weight) or 1.0
     by_thread: dict[str, list[float]] = defaultdict(list)

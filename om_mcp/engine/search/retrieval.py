@@ -8,7 +8,7 @@ are built by the background worker, and a query only uses what is indexed.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from om_mcp.engine.messages import message_text
 from om_mcp.engine.results import SearchResult
@@ -54,15 +54,15 @@ class Retrieval:
             done += len(pending)
 
     async def search(
-        self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20,
-        now: datetime | None = None,
+        self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[SearchResult]:
         # "last June" needs today's date to name a year.
-        query = parse_query(text, now or datetime.now(timezone.utc))
+        query = parse_query(text, now or datetime.now(UTC))
         if not query.terms:
             return []
-        hits, stats = await self.store.search_messages(resource_id, query, thread_id=thread_id,
-                                                       limit=max(FTS_HITS, limit))
+        hits, stats = await self.store.search_messages(
+            resource_id, query, thread_id=thread_id, limit=max(FTS_HITS, limit)
+        )
         lexical = [(("message", r.hit.seq), r.score) for r in rank(hits, query, stats)]
         group_hits = await self.store.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit)
         group_rows = {h.group.id: h.group for h in group_hits}
@@ -71,8 +71,7 @@ class Retrieval:
         if self.embedder is not None:
             try:
                 [vector] = await self.embedder.embed([text], query=True)
-                nearest = await self.store.nearest_vectors(resource_id, self.embedder.name, vector,
-                                                           thread_id=thread_id)
+                nearest = await self.store.nearest_vectors(resource_id, self.embedder.name, vector, thread_id=thread_id)
                 cosines = {(kind, int(ref) if kind == "message" else ref): cos for kind, ref, cos in nearest}
             except Exception as error:  # noqa: BLE001 - search falls back to words alone
                 log.warning("semantic search unavailable: %s", one_line(error))
@@ -94,19 +93,32 @@ class Retrieval:
                 message = by_seq.get(ref)
                 if message is None:
                     continue
-                results.append(SearchResult(
-                    message_id=message.id, thread_id=message.thread_id, role=message.role,
-                    created_at=message.created_at, score=round(score, 6), snippet=message_text(message.parts),
-                ))
+                results.append(
+                    SearchResult(
+                        message_id=message.id,
+                        thread_id=message.thread_id,
+                        role=message.role,
+                        created_at=message.created_at,
+                        score=round(score, 6),
+                        snippet=message_text(message.parts),
+                    )
+                )
             else:
                 group = group_rows.get(ref)
                 if group is None:
                     continue
-                results.append(SearchResult(
-                    message_id=group.first_message_id or "", thread_id=group.thread_id or "", role="observation",
-                    created_at=group.observed_at or group.created_at, score=round(score, 6), snippet=group.text,
-                    source="observation", range=group.range,
-                ))
+                results.append(
+                    SearchResult(
+                        message_id=group.first_message_id or "",
+                        thread_id=group.thread_id or "",
+                        role="observation",
+                        created_at=group.observed_at or group.created_at,
+                        score=round(score, 6),
+                        snippet=group.text,
+                        source="observation",
+                        range=group.range,
+                    )
+                )
         return results
 
 

@@ -26,16 +26,23 @@ def render_for_context(config: WorkingMemoryConfig, value: str | dict | None, to
         how = agent.WORKING_MEMORY_READ_ONLY if config.read_only else agent.WORKING_MEMORY_SCHEMA_HOW
         body = neutralise(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
         schema = json.dumps(config.schema_, ensure_ascii=False, separators=(",", ":"))
-        return "\n".join([
-            agent.WORKING_MEMORY_INTRO, how.format(tool=tool_name), f"<schema>{schema}</schema>",
-            f"<working-memory>\n{body}\n</working-memory>",
-        ])
+        return "\n".join(
+            [
+                agent.WORKING_MEMORY_INTRO,
+                how.format(tool=tool_name),
+                f"<schema>{schema}</schema>",
+                f"<working-memory>\n{body}\n</working-memory>",
+            ]
+        )
     if isinstance(value, dict):
         body = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     else:
         body = value if value and value.strip() else (config.effective_template or "")
     how = agent.WORKING_MEMORY_READ_ONLY if config.read_only else agent.WORKING_MEMORY_TEMPLATE_HOW
-    return "\n".join([
-        agent.WORKING_MEMORY_INTRO, how.format(tool=tool_name),
-        f"<working-memory>\n{neutralise(body.rstrip())}\n</working-memory>",
-    ])
+    return "\n".join(
+        [
+            agent.WORKING_MEMORY_INTRO,
+            how.format(tool=tool_name),
+            f"<working-memory>\n{neutralise(body.rstrip())}\n</working-memory>",
+        ]
+    )

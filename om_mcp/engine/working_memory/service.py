@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from om_mcp.config import WorkingMemoryConfig
 from om_mcp.engine import intake
@@ -54,8 +55,9 @@ class WorkingMemory:
         scope, key = self.location(thread_id, resource_id)
         return self._out(thread_id, resource_id, self.value(await self.store.get_working_memory(scope, key)))
 
-    async def update(self, thread_id: str, resource_id: str, memory: Any, *, exists: bool,
-                     read_only: bool | None = None) -> WorkingMemoryOut:
+    async def update(
+        self, thread_id: str, resource_id: str, memory: Any, *, exists: bool, read_only: bool | None = None
+    ) -> WorkingMemoryOut:
         self._require()
         intake.check_text(memory, "memory", nul=True)
         config = self.config
@@ -86,7 +88,9 @@ class WorkingMemory:
         try:
             value = apply_update(config.model_copy(update={"read_only": False}), None, initial).value
         except WorkingMemoryError as error:
-            raise InputError(f"thread_metadata.working_memory: {error}", field="thread_metadata.working_memory") from None
+            raise InputError(
+                f"thread_metadata.working_memory: {error}", field="thread_metadata.working_memory"
+            ) from None
         encoded = encode(value)
 
         def seed(stored: str | None) -> str | None:
@@ -98,5 +102,12 @@ class WorkingMemory:
         return config.scope, seed
 
     def _out(self, thread_id: str, resource_id: str, memory: Any, **extra: Any) -> WorkingMemoryOut:
-        return WorkingMemoryOut(scope=self.config.scope, mode=self.config.mode, thread_id=thread_id,
-                                resource_id=resource_id, memory=memory, read_only=self.config.read_only, **extra)
+        return WorkingMemoryOut(
+            scope=self.config.scope,
+            mode=self.config.mode,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            memory=memory,
+            read_only=self.config.read_only,
+            **extra,
+        )

@@ -41,9 +41,7 @@ class UpdateResult(BaseModel):
 
     value: str | dict
     changed: bool
-    notice: str | None = Field(
-        default=None, description="Something the agent should be told, e.g. a skipped write."
-    )
+    notice: str | None = Field(default=None, description="Something the agent should be told, e.g. a skipped write.")
 
 
 def initial_value(config: WorkingMemoryConfig) -> str | dict:
@@ -54,10 +52,7 @@ def initial_value(config: WorkingMemoryConfig) -> str | dict:
 
 
 def apply_update(
-    config: WorkingMemoryConfig,
-    current: str | dict | None,
-    update: Any,
-    max_chars: int = DEFAULT_MAX_CHARS,
+    config: WorkingMemoryConfig, current: str | dict | None, update: Any, max_chars: int = DEFAULT_MAX_CHARS
 ) -> UpdateResult:
     """Apply one update to the current value and return the new value.
 
@@ -83,13 +78,10 @@ def _apply_template_update(
 ) -> UpdateResult:
     if not isinstance(update, str):
         raise WorkingMemoryError(
-            f"{MEMORY_FIELD}: expected the complete Markdown as a string, "
-            f"got {_json_type_name(update)}"
+            f"{MEMORY_FIELD}: expected the complete Markdown as a string, got {_json_type_name(update)}"
         )
     if len(update) > max_chars:
-        raise WorkingMemoryError(
-            f"{MEMORY_FIELD}: update is {len(update)} characters; the limit is {max_chars}"
-        )
+        raise WorkingMemoryError(f"{MEMORY_FIELD}: update is {len(update)} characters; the limit is {max_chars}")
     template = config.effective_template
     # Models often "reset" by echoing the blank template; with replace
     # semantics that would wipe everything learned so far, so refuse it.
@@ -139,10 +131,7 @@ def _apply_schema_update(
     _validate_against_schema(merged, schema)
     size = len(json.dumps(merged, ensure_ascii=False))
     if size > max_chars:
-        raise WorkingMemoryError(
-            f"{MEMORY_FIELD}: result would be {size} characters of JSON; "
-            f"the limit is {max_chars}"
-        )
+        raise WorkingMemoryError(f"{MEMORY_FIELD}: result would be {size} characters of JSON; the limit is {max_chars}")
     return UpdateResult(value=merged, changed=merged != base or notice is not None, notice=notice)
 
 
@@ -187,9 +176,7 @@ def _as_object(update: Any) -> dict:
         except ValueError as exc:
             raise WorkingMemoryError(f"{MEMORY_FIELD}: not valid JSON ({exc})") from None
     if not isinstance(update, dict):
-        raise WorkingMemoryError(
-            f"{MEMORY_FIELD}: expected a JSON object, got {_json_type_name(update)}"
-        )
+        raise WorkingMemoryError(f"{MEMORY_FIELD}: expected a JSON object, got {_json_type_name(update)}")
     return update
 
 

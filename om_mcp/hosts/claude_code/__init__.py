@@ -12,13 +12,26 @@ from om_mcp.hosts.context import render_session_context, session_start_output
 
 if TYPE_CHECKING:
     from om_mcp.hosts.claude_code.hooks import (
-        EVENT_MODELS, INGEST_EVENTS, SESSION_START_SOURCES, HookInput, SessionStartInput, parse_hook_input, plan_for,
+        EVENT_MODELS,
+        INGEST_EVENTS,
+        SESSION_START_SOURCES,
+        HookInput,
+        SessionStartInput,
+        parse_hook_input,
+        plan_for,
     )
 
 # The typed hook input is pydantic; it loads on first use, so the hook command,
 # which reads the transcript through this package, does not pay for it.
-_HOOK_NAMES = ("EVENT_MODELS", "INGEST_EVENTS", "SESSION_START_SOURCES", "HookInput", "SessionStartInput",
-               "parse_hook_input", "plan_for")
+_HOOK_NAMES = (
+    "EVENT_MODELS",
+    "INGEST_EVENTS",
+    "SESSION_START_SOURCES",
+    "HookInput",
+    "SessionStartInput",
+    "parse_hook_input",
+    "plan_for",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -30,9 +43,7 @@ def __getattr__(name: str) -> Any:
 
 
 def read_messages(
-    path: str | os.PathLike[str],
-    state: TranscriptState | None = None,
-    options: ConvertOptions | None = None,
+    path: str | os.PathLike[str], state: TranscriptState | None = None, options: ConvertOptions | None = None
 ) -> tuple[list[dict[str, Any]], TranscriptState]:
     """The new messages of a transcript since `state`, and the state to keep.
 

@@ -65,7 +65,7 @@ UNKNOWN_TOOL = "unknown_tool"
 
 _LOCAL_MARKUP = re.compile(
     r"^\s*<(command-message|command-args|local-command-stdout|local-command-stderr|"
-    r"local-command-caveat|bash-input|bash-stdout|bash-stderr|user-memory-input)>",
+    r"local-command-caveat|bash-input|bash-stdout|bash-stderr|user-memory-input)>"
 )
 _COMMAND = re.compile(r"<command-name>\s*(/?[^<]*?)\s*</command-name>")
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
@@ -162,14 +162,18 @@ def entry_to_message(
     return _message(uuid, role, parts, entry, metadata)
 
 
-def _message(uuid: str, role: str, parts: list[dict[str, Any]], entry: Mapping[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+def _message(
+    uuid: str, role: str, parts: list[dict[str, Any]], entry: Mapping[str, Any], metadata: dict[str, Any]
+) -> dict[str, Any]:
     out: dict[str, Any] = {"id": uuid, "role": role, "content": parts, "metadata": metadata}
     if isinstance(entry.get("timestamp"), str):
         out["created_at"] = entry["timestamp"]
     return out
 
 
-def _assistant_parts(content: Any, options: ConvertOptions, tools: dict[str, str], trimmed: list) -> list[dict[str, Any]]:
+def _assistant_parts(
+    content: Any, options: ConvertOptions, tools: dict[str, str], trimmed: list
+) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content.strip() else []
     parts: list[dict[str, Any]] = []
@@ -191,7 +195,9 @@ def _assistant_parts(content: Any, options: ConvertOptions, tools: dict[str, str
                 part["tool_call_id"] = block["id"]
             parts.append(part)
         elif isinstance(kind, str) and kind.endswith("_tool_result"):  # server tools (web search)
-            parts.append(_tool_result(block, options, tools, trimmed, len(parts), default_name=kind[: -len("_tool_result")]))
+            parts.append(
+                _tool_result(block, options, tools, trimmed, len(parts), default_name=kind[: -len("_tool_result")])
+            )
         # thinking, redacted_thinking and unknown blocks are skipped
     return parts
 
@@ -235,7 +241,14 @@ def _user_text(text: str) -> str:
     return text
 
 
-def _tool_result(block: dict[str, Any], options: ConvertOptions, tools: dict[str, str], trimmed: list, index: int, default_name: str = UNKNOWN_TOOL) -> dict[str, Any]:
+def _tool_result(
+    block: dict[str, Any],
+    options: ConvertOptions,
+    tools: dict[str, str],
+    trimmed: list,
+    index: int,
+    default_name: str = UNKNOWN_TOOL,
+) -> dict[str, Any]:
     call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None
     name = (tools.pop(call_id, None) if call_id else None) or default_name or UNKNOWN_TOOL
     cuts: list[dict[str, Any]] = []
@@ -293,11 +306,17 @@ def _plain_text(content: Any) -> str:
     if isinstance(content, str):
         return content.strip()
     if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text").strip()
+        return "\n".join(
+            str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+        ).strip()
     return ""
 
 
 def _remember_tools(content: Any, tools: dict[str, str]) -> None:
     for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
+        if (
+            isinstance(block, dict)
+            and block.get("type") in ("tool_use", "server_tool_use")
+            and isinstance(block.get("id"), str)
+        ):
             tools[block["id"]] = str(block.get("name") or UNKNOWN_TOOL)

@@ -16,10 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
+
 # The events the om-mcp plugin registers, and the SessionStart sources it matches.
 from om_mcp.hosts.events import CLAUDE_CODE, plan
-from om_mcp.hosts.events import CLAUDE_INGEST_EVENTS as INGEST_EVENTS
-from om_mcp.hosts.events import CLAUDE_SESSION_START_SOURCES as SESSION_START_SOURCES
 
 
 class HookInput(BaseModel):

@@ -62,7 +62,9 @@ class ReadResult:
     bad_lines: list[int] = field(default_factory=list)  # byte offsets of lines that were not JSON
 
 
-def read_new(path: str | os.PathLike[str], state: TranscriptState | None = None) -> tuple[list[dict[str, Any]], TranscriptState]:
+def read_new(
+    path: str | os.PathLike[str], state: TranscriptState | None = None
+) -> tuple[list[dict[str, Any]], TranscriptState]:
     """The entries appended to `path` since `state`, and the state to keep.
 
     A missing file (Claude Code creates it lazily) yields no entries and the

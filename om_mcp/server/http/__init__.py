@@ -13,9 +13,14 @@ from typing import Any
 
 _HOMES = {
     "build_http_app": "app",
-    "ResourceNotAllowed": "auth", "allowed_resources": "auth", "check_resource": "auth", "check_thread": "auth",
+    "ResourceNotAllowed": "auth",
+    "allowed_resources": "auth",
+    "check_resource": "auth",
+    "check_thread": "auth",
     "default_resource": "auth",
-    "bind_refusal": "run", "run_http": "run", "serve_http": "run",
+    "bind_refusal": "run",
+    "run_http": "run",
+    "serve_http": "run",
 }
 __all__ = sorted(_HOMES)
 

@@ -157,11 +157,16 @@ class Gate:
         }
         if self.config.server.auth.authorization_servers:
             document["authorization_servers"] = self.config.server.auth.authorization_servers
-        await _respond(send, 200, document, [
-            (b"access-control-allow-origin", b"*"),
-            (b"access-control-allow-methods", b"GET, OPTIONS"),
-            (b"cache-control", b"public, max-age=3600"),
-        ])
+        await _respond(
+            send,
+            200,
+            document,
+            [
+                (b"access-control-allow-origin", b"*"),
+                (b"access-control-allow-methods", b"GET, OPTIONS"),
+                (b"cache-control", b"public, max-age=3600"),
+            ],
+        )
 
     async def _too_many(self, send: Send, retry_after: int, user: object) -> None:
         who = f"token {user.access_token.client_id!r}" if isinstance(user, AuthenticatedUser) else "this client"
@@ -179,9 +184,11 @@ def _client(scope: Scope) -> str:
 
 async def _respond(send: Send, status: int, body: dict, headers: list[tuple[bytes, bytes]]) -> None:
     data = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": data})

@@ -3,7 +3,8 @@ errors named and its events sent as notifications."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -24,8 +25,9 @@ CYCLE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
-async def invoke(ctx: Context, call: Callable[[App], Awaitable[T]],
-                 changed: Callable[[T], list[str]] | None = None) -> T:
+async def invoke(
+    ctx: Context, call: Callable[[App], Awaitable[T]], changed: Callable[[T], list[str]] | None = None
+) -> T:
     """Run `call`; engine errors become tool errors naming the field, a database that cannot
     take a write (read-only, full) one that says so; the events it caused and the resources
     it changed are notified."""
@@ -65,9 +67,11 @@ def status_view(status: Any) -> dict[str, Any]:
     """The status a model can act on, in few tokens."""
     windows = status.windows
     view = {
-        "unobserved_tokens": windows.active.messages.tokens, "threshold": windows.active.messages.threshold,
+        "unobserved_tokens": windows.active.messages.tokens,
+        "threshold": windows.active.messages.threshold,
         "observation_tokens": windows.active.observations.tokens,
-        "buffered_chunks": windows.buffered.observations.chunks, "generation": status.generation_count,
+        "buffered_chunks": windows.buffered.observations.chunks,
+        "generation": status.generation_count,
         "model_ready": status.observation.model_ready,
     }
     if status.observation.reason:

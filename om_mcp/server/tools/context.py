@@ -8,10 +8,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from om_mcp.server import descriptions as text
-from om_mcp.server.output import compact, message_view
-from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.access import authorize
 from om_mcp.server.app import app_of
+from om_mcp.server.output import compact, message_view
+from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import STEP, invoke, status_view
 
 
@@ -21,13 +21,16 @@ def register(server: MCPServer) -> None:
         thread_id: ThreadId,
         ctx: Context,
         resource_id: ResourceId = None,
-        max_tokens: Annotated[int | None, Field(None, ge=100, le=1_000_000, description="budget for the result")] = None,
+        max_tokens: Annotated[
+            int | None, Field(None, ge=100, le=1_000_000, description="budget for the result")
+        ] = None,
         include_status: bool = False,
     ) -> str:
         app = app_of(ctx)
         resource = await authorize(ctx, thread_id, resource_id)
-        out = await invoke(ctx, lambda app: app.memory.get_context(thread_id, resource, max_tokens,
-                                                                    with_status=include_status))
+        out = await invoke(
+            ctx, lambda app: app.memory.get_context(thread_id, resource, max_tokens, with_status=include_status)
+        )
         messages = [message_view(m) for m in out.messages]
         omitted = out.omitted_messages
 

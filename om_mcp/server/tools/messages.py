@@ -9,8 +9,8 @@ from pydantic import Field
 
 from om_mcp.engine import InputError
 from om_mcp.server import descriptions as text
-from om_mcp.server.output import compact
 from om_mcp.server.access import authorize
+from om_mcp.server.output import compact
 from om_mcp.server.schemas import Message, ResourceId, ThreadId, message_dicts
 from om_mcp.server.tools.base import APPEND, invoke, status_view
 
@@ -24,8 +24,9 @@ def register(server: MCPServer) -> None:
         assistant: Annotated[str | None, Field(None, description="your reply")] = None,
         messages: Annotated[list[Message] | None, Field(None, description="messages in order")] = None,
         resource_id: ResourceId = None,
-        thread_metadata: Annotated[dict[str, Any] | None, Field(None, description="new thread: title,"
-                                                                " working_memory")] = None,
+        thread_metadata: Annotated[
+            dict[str, Any] | None, Field(None, description="new thread: title, working_memory")
+        ] = None,
         include_status: bool = False,
     ) -> str:
         resource = await authorize(ctx, thread_id, resource_id)
@@ -35,13 +36,19 @@ def register(server: MCPServer) -> None:
         async def call(app):
             if not batch:
                 raise InputError("give user, assistant or messages", field="messages")
-            return await app.memory.append_messages(thread_id, batch, resource, thread_metadata,
-                                                    with_status=include_status)
+            return await app.memory.append_messages(
+                thread_id, batch, resource, thread_metadata, with_status=include_status
+            )
 
-        outcome = await invoke(ctx, call, changed=lambda o: [
-            f"om://threads/{thread_id}/messages", f"om://threads/{thread_id}/status",
-            *([f"om://resources/{o.resource_id}/threads"] if o.thread_created else []),
-        ])
+        outcome = await invoke(
+            ctx,
+            call,
+            changed=lambda o: [
+                f"om://threads/{thread_id}/messages",
+                f"om://threads/{thread_id}/status",
+                *([f"om://resources/{o.resource_id}/threads"] if o.thread_created else []),
+            ],
+        )
         result: dict[str, Any] = {"stored": outcome.appended, "skipped": outcome.skipped_duplicates}
         if outcome.status is not None:
             result["status"] = status_view(outcome.status)

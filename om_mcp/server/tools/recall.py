@@ -39,10 +39,24 @@ def register(server: MCPServer) -> None:
     ) -> str:
         resource_id = await authorize(ctx, thread_id, resource_id, target_thread_id)
         query_model = RecallQuery(
-            thread_id=thread_id, mode=mode, resource_id=resource_id, query=query, cursor=cursor,
-            target_thread_id=target_thread_id, anchor=anchor, page=page, limit=limit, detail=detail,
-            part_type=part_type, tool_name=tool_name, part_index=part_index, char_offset=char_offset, before=before,
-            after=after, scope=scope, max_tokens=max_tokens,
+            thread_id=thread_id,
+            mode=mode,
+            resource_id=resource_id,
+            query=query,
+            cursor=cursor,
+            target_thread_id=target_thread_id,
+            anchor=anchor,
+            page=page,
+            limit=limit,
+            detail=detail,
+            part_type=part_type,
+            tool_name=tool_name,
+            part_index=part_index,
+            char_offset=char_offset,
+            before=before,
+            after=after,
+            scope=scope,
+            max_tokens=max_tokens,
         )
         out = await invoke(ctx, lambda app: app.memory.recall(query_model))
         return out.text

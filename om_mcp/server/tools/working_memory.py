@@ -8,9 +8,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from om_mcp.server import descriptions as text
+from om_mcp.server.access import authorize
 from om_mcp.server.notify import working_memory_uris
 from om_mcp.server.output import compact
-from om_mcp.server.access import authorize
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import READ, UPDATE, invoke
 
@@ -32,7 +32,8 @@ def register(server: MCPServer) -> None:
     ) -> str:
         resource = await authorize(ctx, thread_id, resource_id)
         out = await invoke(
-            ctx, lambda app: app.memory.update_working_memory(thread_id, memory, resource, read_only=read_only),
+            ctx,
+            lambda app: app.memory.update_working_memory(thread_id, memory, resource, read_only=read_only),
             changed=lambda o: working_memory_uris(thread_id, o.resource_id) if o.updated else [],
         )
         return compact({"updated": bool(out.updated), "notice": out.notice})

@@ -19,9 +19,19 @@ async def stats(conn: Any, location: str, vectors: str) -> Stats:
     )
     size, version, resources, threads, messages, groups, chunks, events, pending = row
     return Stats(
-        path=location, bytes=size, wal_bytes=0, schema_version=int(version or 0), resources=resources,
-        threads=threads, messages=int(messages), groups=groups, chunks=chunks, events=events,
-        pending_tokens=int(pending), backend="postgres", vectors=vectors,
+        path=location,
+        bytes=size,
+        wal_bytes=0,
+        schema_version=int(version or 0),
+        resources=resources,
+        threads=threads,
+        messages=int(messages),
+        groups=groups,
+        chunks=chunks,
+        events=events,
+        pending_tokens=int(pending),
+        backend="postgres",
+        vectors=vectors,
     )
 
 
@@ -35,7 +45,8 @@ async def integrity(conn: Any) -> list[str]:
     counted = await conn.fetchval(
         "SELECT COUNT(*) FROM (SELECT resource_id, COUNT(*) AS n, SUM(doclen) AS len FROM messages_fts"
         " GROUP BY resource_id) f FULL JOIN search_stats s USING (resource_id)"
-        " WHERE s.n_docs IS DISTINCT FROM f.n OR s.total_len IS DISTINCT FROM f.len")
+        " WHERE s.n_docs IS DISTINCT FROM f.n OR s.total_len IS DISTINCT FROM f.len"
+    )
     if counted:
         problems.append(f"{counted} resources' search counters disagree with the index")
     drift = await conn.fetchval(

@@ -12,11 +12,13 @@ in every transaction: thread row, record row, lease row, counters.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Any, Iterable
+from typing import Any
 
 from om_mcp.store.postgres.coordination import add_events, holds
-from om_mcp.store.postgres.observations import groups as read_groups, insert_groups
+from om_mcp.store.postgres.observations import groups as read_groups
+from om_mcp.store.postgres.observations import insert_groups
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
 from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
 
@@ -45,7 +47,9 @@ async def _move_cursor(conn: Any, key: str, thread_id: str, seq: int) -> None:
     tokens, count = await conn.fetchrow(
         "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3"
         " AND observable",
-        thread_id, old, seq,
+        thread_id,
+        old,
+        seq,
     )
     await conn.execute(
         "INSERT INTO om_cursors (record_key, thread_id, seq, counted_seq) VALUES ($1, $2, $3, $3)"
@@ -53,7 +57,11 @@ async def _move_cursor(conn: Any, key: str, thread_id: str, seq: int) -> None:
         " pending_tokens = GREATEST(0, om_cursors.pending_tokens - $4),"
         " pending_messages = GREATEST(0, om_cursors.pending_messages - $5),"
         " counted_seq = GREATEST(om_cursors.counted_seq, excluded.seq)",
-        key, thread_id, seq, int(tokens), count,
+        key,
+        thread_id,
+        seq,
+        int(tokens),
+        count,
     )
 
 
@@ -61,12 +69,17 @@ async def _set_hints(conn: Any, key: str, thread_id: str, hints: dict[str, Any])
     """A thread's continuation hints; an absent hint keeps the old one."""
     for name in ("current_task", "suggested_response"):
         if hints.get(name):
-            await conn.execute(f"UPDATE om_cursors SET {name} = $1 WHERE record_key = $2 AND thread_id = $3",
-                               hints[name], key, thread_id)
+            await conn.execute(
+                f"UPDATE om_cursors SET {name} = $1 WHERE record_key = $2 AND thread_id = $3",
+                hints[name],
+                key,
+                thread_id,
+            )
 
 
-async def _touch_record(conn: Any, key: str, *, extracted: dict[str, Any] | None = None,
-                        observed_at: str | None = None) -> None:
+async def _touch_record(
+    conn: Any, key: str, *, extracted: dict[str, Any] | None = None, observed_at: str | None = None
+) -> None:
     sets, params = ["version = version + 1", "updated_at = $2"], [key, now_iso()]
     if observed_at:
         params.append(observed_at)
@@ -83,9 +96,17 @@ def _group_rows(groups: Iterable[NewGroup]) -> list[dict[str, Any]]:
 
 
 async def commit_observation(
-    conn: Any, key: str, *, lease: Lease | None, expected_cursors: dict[str, int], new_cursors: dict[str, int],
-    groups: list[NewGroup], hints: dict[str, dict[str, Any]], extracted: dict[str, Any] | None,
-    observed_at: str | None, events: Iterable[dict[str, Any]] = (),
+    conn: Any,
+    key: str,
+    *,
+    lease: Lease | None,
+    expected_cursors: dict[str, int],
+    new_cursors: dict[str, int],
+    groups: list[NewGroup],
+    hints: dict[str, dict[str, Any]],
+    extracted: dict[str, Any] | None,
+    observed_at: str | None,
+    events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it."""
     generation = await _lock(conn, key)
@@ -110,22 +131,30 @@ async def _gap(conn: Any, thread_id: str, after: int, before: int) -> bool:
     """Is an observable message between two seqs (exclusive)? Then chunks do not continue there."""
     return await conn.fetchval(
         "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1 AND seq > $2 AND seq < $3 AND observable)",
-        thread_id, after, before,
+        thread_id,
+        after,
+        before,
     )
 
 
 async def _drop_stale_chunks(conn: Any, key: str, thread_id: str, cursor: int) -> None:
     """After the cursor moved: drop chunks that overlap it, and those that no longer continue right after it."""
-    await conn.execute("DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq <= $3",
-                       key, thread_id, cursor)
+    await conn.execute(
+        "DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq <= $3", key, thread_id, cursor
+    )
     previous = cursor
     for chunk_id, first, last in await conn.fetch(
         "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = $1 AND thread_id = $2 ORDER BY first_seq",
-        key, thread_id,
+        key,
+        thread_id,
     ):
         if await _gap(conn, thread_id, previous, first):
-            await conn.execute("DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq >= $3",
-                               key, thread_id, first)
+            await conn.execute(
+                "DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq >= $3",
+                key,
+                thread_id,
+                first,
+            )
             return
         previous = last
 
@@ -133,13 +162,21 @@ async def _drop_stale_chunks(conn: Any, key: str, thread_id: str, cursor: int) -
 async def tail(conn: Any, key: str, thread_id: str) -> int:
     """The last seq of a thread that is observed or buffered."""
     chunk_end = await conn.fetchval(
-        "SELECT MAX(last_seq) FROM om_chunks WHERE record_key = $1 AND thread_id = $2", key, thread_id)
+        "SELECT MAX(last_seq) FROM om_chunks WHERE record_key = $1 AND thread_id = $2", key, thread_id
+    )
     return max(await _cursor(conn, key, thread_id), chunk_end or 0)
 
 
 async def append_chunks(
-    conn: Any, key: str, *, lease: Lease | None, expected_tails: dict[str, int], chunks: list[Chunk],
-    extracted: dict[str, Any] | None, buffered_at_tokens: int | None, events: Iterable[dict[str, Any]] = (),
+    conn: Any,
+    key: str,
+    *,
+    lease: Lease | None,
+    expected_tails: dict[str, int],
+    chunks: list[Chunk],
+    extracted: dict[str, Any] | None,
+    buffered_at_tokens: int | None,
+    events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
     if await _lock(conn, key) is None or not await _leased(conn, key, lease):
@@ -150,27 +187,48 @@ async def append_chunks(
     await conn.executemany(
         f"INSERT INTO om_chunks ({CHUNK_COLUMNS}, record_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
         " $12, $13, $14, $15) ON CONFLICT (cycle_id) DO NOTHING",
-        [(c.id, c.cycle_id, c.thread_id, c.first_seq, c.last_seq, c.first_message_id, c.last_message_id,
-          c.message_count, c.message_tokens, c.text, c.tokens, dumps(c.hints), c.last_message_at, c.created_at, key)
-         for c in chunks],
+        [
+            (
+                c.id,
+                c.cycle_id,
+                c.thread_id,
+                c.first_seq,
+                c.last_seq,
+                c.first_message_id,
+                c.last_message_id,
+                c.message_count,
+                c.message_tokens,
+                c.text,
+                c.tokens,
+                dumps(c.hints),
+                c.last_message_at,
+                c.created_at,
+                key,
+            )
+            for c in chunks
+        ],
     )
     if buffered_at_tokens is not None:
-        await conn.execute("UPDATE om_records SET last_buffered_at_tokens = $1 WHERE key = $2",
-                           buffered_at_tokens, key)
+        await conn.execute("UPDATE om_records SET last_buffered_at_tokens = $1 WHERE key = $2", buffered_at_tokens, key)
     # A chunk's extracted values count at once (OM-25); its hints wait for activation.
     await _touch_record(conn, key, extracted=extracted)
     await add_events(conn, events)
     return True
 
 
-async def activate_chunks(conn: Any, key: str, chunk_ids: list[str], *, lease: Lease | None = None,
-                          events: Iterable[dict[str, Any]] = ()) -> bool:
+async def activate_chunks(
+    conn: Any, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
+) -> bool:
     """Move a prefix of the buffered chunks into the log, with no model call."""
     generation = await _lock(conn, key)
     if generation is None or not await _leased(conn, key, lease):
         return False
-    stored = [chunk(tuple(r)) for r in await conn.fetch(
-        f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key)]
+    stored = [
+        chunk(tuple(r))
+        for r in await conn.fetch(
+            f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key
+        )
+    ]
     prefix = stored[: len(chunk_ids)]
     if not prefix or [c.id for c in prefix] != chunk_ids:
         return False
@@ -187,12 +245,25 @@ async def activate_chunks(conn: Any, key: str, chunk_ids: list[str], *, lease: L
             await _drop_stale_chunks(conn, key, c.thread_id, await _cursor(conn, key, c.thread_id))
             return False
         previous[c.thread_id] = c.last_seq
-    await insert_groups(conn, key, generation, [
-        {"kind": "observation", "thread_id": c.thread_id, "first_seq": c.first_seq, "last_seq": c.last_seq,
-         "first_message_id": c.first_message_id, "last_message_id": c.last_message_id, "text": c.text,
-         "tokens": c.tokens, "observed_at": c.last_message_at}
-        for c in prefix
-    ])
+    await insert_groups(
+        conn,
+        key,
+        generation,
+        [
+            {
+                "kind": "observation",
+                "thread_id": c.thread_id,
+                "first_seq": c.first_seq,
+                "last_seq": c.last_seq,
+                "first_message_id": c.first_message_id,
+                "last_message_id": c.last_message_id,
+                "text": c.text,
+                "tokens": c.tokens,
+                "observed_at": c.last_message_at,
+            }
+            for c in prefix
+        ],
+    )
     last_by_thread: dict[str, Chunk] = {}
     for c in prefix:
         last_by_thread[c.thread_id] = c
@@ -202,7 +273,8 @@ async def activate_chunks(conn: Any, key: str, chunk_ids: list[str], *, lease: L
     # The buffering high-water mark drops with the tokens that left the window.
     await conn.execute(
         "UPDATE om_records SET last_buffered_at_tokens = GREATEST(0, last_buffered_at_tokens - $1) WHERE key = $2",
-        sum(c.message_tokens for c in prefix), key,
+        sum(c.message_tokens for c in prefix),
+        key,
     )
     await conn.execute("DELETE FROM om_chunks WHERE id = ANY ($1::text[])", chunk_ids)
     await _touch_record(conn, key, observed_at=max((c.last_message_at or "" for c in prefix), default=None) or None)
@@ -211,8 +283,16 @@ async def activate_chunks(conn: Any, key: str, chunk_ids: list[str], *, lease: L
 
 
 async def commit_reflection(
-    conn: Any, key: str, *, lease: Lease | None, generation: int, covered: int, groups: list[NewGroup],
-    extracted: dict[str, Any] | None, blocked_at: int | None, events: Iterable[dict[str, Any]] = (),
+    conn: Any,
+    key: str,
+    *,
+    lease: Lease | None,
+    generation: int,
+    covered: int,
+    groups: list[NewGroup],
+    extracted: dict[str, Any] | None,
+    blocked_at: int | None,
+    events: Iterable[dict[str, Any]] = (),
     hints: dict[str, dict[str, Any]] | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`."""
@@ -223,14 +303,25 @@ async def commit_reflection(
     if len(old) < covered:
         return False
     kept = [
-        {"kind": g.kind, "thread_id": g.thread_id, "first_seq": g.first_seq, "last_seq": g.last_seq,
-         "first_message_id": g.first_message_id, "last_message_id": g.last_message_id, "text": g.text,
-         "tokens": g.tokens, "observed_at": g.observed_at}
+        {
+            "kind": g.kind,
+            "thread_id": g.thread_id,
+            "first_seq": g.first_seq,
+            "last_seq": g.last_seq,
+            "first_message_id": g.first_message_id,
+            "last_message_id": g.last_message_id,
+            "text": g.text,
+            "tokens": g.tokens,
+            "observed_at": g.observed_at,
+        }
         for g in old[covered:]
     ]
     await conn.execute(
         "UPDATE om_records SET generation = $1, last_reflection_at = $2, reflection_blocked_at = $3 WHERE key = $4",
-        generation + 1, now_iso(), blocked_at, key,
+        generation + 1,
+        now_iso(),
+        blocked_at,
+        key,
     )
     await insert_groups(conn, key, generation + 1, _group_rows(groups) + kept)
     await conn.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
@@ -241,8 +332,9 @@ async def commit_reflection(
     return True
 
 
-async def store_buffered_reflection(conn: Any, key: str, reflection: BufferedReflection, *, lease: Lease | None,
-                                    events: Iterable[dict[str, Any]] = ()) -> bool:
+async def store_buffered_reflection(
+    conn: Any, key: str, reflection: BufferedReflection, *, lease: Lease | None, events: Iterable[dict[str, Any]] = ()
+) -> bool:
     current = await _lock(conn, key)
     if current is None or not await _leased(conn, key, lease) or current != reflection.generation:
         return False
@@ -252,8 +344,15 @@ async def store_buffered_reflection(conn: Any, key: str, reflection: BufferedRef
         " cycle_id = excluded.cycle_id, generation = excluded.generation, covered = excluded.covered,"
         " input_tokens = excluded.input_tokens, text = excluded.text, tokens = excluded.tokens,"
         " hints = excluded.hints, created_at = excluded.created_at",
-        key, reflection.cycle_id, reflection.generation, reflection.covered, reflection.input_tokens,
-        reflection.text, reflection.tokens, dumps(reflection.hints), now_iso(),
+        key,
+        reflection.cycle_id,
+        reflection.generation,
+        reflection.covered,
+        reflection.input_tokens,
+        reflection.text,
+        reflection.tokens,
+        dumps(reflection.hints),
+        now_iso(),
     )
     await _touch_record(conn, key)
     await add_events(conn, events)
@@ -263,4 +362,3 @@ async def store_buffered_reflection(conn: Any, key: str, reflection: BufferedRef
 async def discard_buffered_reflection(conn: Any, key: str) -> None:
     await _lock(conn, key)
     await conn.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
-

@@ -10,7 +10,8 @@ could commit a lower id after a reader moved past it).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from om_mcp.store.rows import Event, IngestState, ModelHealth
 from om_mcp.store.sqlite.decode import EVENT_COLUMNS, dumps, event, now_iso
@@ -27,7 +28,11 @@ async def acquire_lease(conn: Any, key: str, op: str, owner: str, ttl: float, cy
         f" VALUES ($1, $2, $3, $4, {NOW} + $5) ON CONFLICT (key, op) DO UPDATE SET owner = excluded.owner,"
         f" cycle_id = excluded.cycle_id, expires_at = excluded.expires_at"
         f" WHERE l.owner = excluded.owner OR l.expires_at <= {NOW} RETURNING owner",
-        key, op, owner, cycle_id, float(ttl),
+        key,
+        op,
+        owner,
+        cycle_id,
+        float(ttl),
     )
     return taken is not None
 
@@ -44,8 +49,9 @@ async def holds(conn: Any, key: str, op: str, owner: str) -> bool:
 
 async def lease_holder(conn: Any, key: str, op: str) -> str | None:
     """The owner of a live lease, if any."""
-    return await conn.fetchval(f"SELECT owner FROM om_leases WHERE key = $1 AND op = $2 AND expires_at > {NOW}",
-                               key, op)
+    return await conn.fetchval(
+        f"SELECT owner FROM om_leases WHERE key = $1 AND op = $2 AND expires_at > {NOW}", key, op
+    )
 
 
 async def expire_leases(conn: Any) -> int:
@@ -64,18 +70,38 @@ async def add_events(conn: Any, events: Iterable[dict[str, Any]]) -> None:
     if not events:
         return
     last = await conn.fetchval(
-        "UPDATE om_counters SET value = value + $1 WHERE name = 'events' RETURNING value", len(events))
+        "UPDATE om_counters SET value = value + $1 WHERE name = 'events' RETURNING value", len(events)
+    )
     first = last - len(events) + 1
     await conn.executemany(
         "INSERT INTO om_events (id, type, cycle_id, record_key, resource_id, thread_id, anchor_message_id, payload,"
         " created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        [(first + i, e["type"], e.get("cycle_id"), e.get("record_id"), e.get("resource_id"), e.get("thread_id"),
-          e.get("anchor_message_id"), dumps(e), e.get("created_at") or now_iso()) for i, e in enumerate(events)],
+        [
+            (
+                first + i,
+                e["type"],
+                e.get("cycle_id"),
+                e.get("record_id"),
+                e.get("resource_id"),
+                e.get("thread_id"),
+                e.get("anchor_message_id"),
+                dumps(e),
+                e.get("created_at") or now_iso(),
+            )
+            for i, e in enumerate(events)
+        ],
     )
 
 
-async def events(conn: Any, *, thread_id: str | None = None, record_key: str | None = None,
-                 cycle_id: str | None = None, after_id: int = 0, limit: int = 100) -> list[Event]:
+async def events(
+    conn: Any,
+    *,
+    thread_id: str | None = None,
+    record_key: str | None = None,
+    cycle_id: str | None = None,
+    after_id: int = 0,
+    limit: int = 100,
+) -> list[Event]:
     """Events oldest first: the newest `limit` after `after_id`."""
     where, params = ["id > $1"], [after_id]
     for column, value in (("thread_id", thread_id), ("record_key", record_key), ("cycle_id", cycle_id)):
@@ -108,8 +134,13 @@ async def put_model_health(conn: Any, health: ModelHealth) -> None:
         " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (model) DO UPDATE SET state = excluded.state,"
         " failures = excluded.failures, next_attempt_at = excluded.next_attempt_at, last_error = excluded.last_error,"
         " last_failure_at = excluded.last_failure_at, config_hash = excluded.config_hash",
-        health.model, health.state, health.failures, float(health.next_attempt_at), health.last_error,
-        health.last_failure_at, health.config_hash,
+        health.model,
+        health.state,
+        health.failures,
+        float(health.next_attempt_at),
+        health.last_error,
+        health.last_failure_at,
+        health.config_hash,
     )
 
 
@@ -118,7 +149,8 @@ async def put_model_health(conn: Any, health: ModelHealth) -> None:
 
 async def ingest_state(conn: Any, source: str) -> IngestState:
     row = await conn.fetchrow(
-        'SELECT source, "offset", last_id, fingerprint, updated_at FROM ingest_state WHERE source = $1', source)
+        'SELECT source, "offset", last_id, fingerprint, updated_at FROM ingest_state WHERE source = $1', source
+    )
     return IngestState(*row) if row else IngestState(source)
 
 
@@ -127,5 +159,9 @@ async def put_ingest_state(conn: Any, state: IngestState) -> None:
         'INSERT INTO ingest_state (source, "offset", last_id, fingerprint, updated_at) VALUES ($1, $2, $3, $4, $5)'
         ' ON CONFLICT (source) DO UPDATE SET "offset" = excluded."offset", last_id = excluded.last_id,'
         " fingerprint = excluded.fingerprint, updated_at = excluded.updated_at",
-        state.source, state.offset, state.last_id, state.fingerprint, now_iso(),
+        state.source,
+        state.offset,
+        state.last_id,
+        state.fingerprint,
+        now_iso(),
     )

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import random
 import re
-from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -74,7 +75,7 @@ class PgDatabase:
         self.url = url
 
     @classmethod
-    async def open(cls, url: str, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX) -> "PgDatabase":
+    async def open(cls, url: str, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX) -> PgDatabase:
         asyncpg = _driver()
         try:
             pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, server_settings=SETTINGS)
@@ -138,10 +139,13 @@ def _translated(error: Any) -> Exception:
     """Errors the user can act on, said plainly; the rest pass through."""
     state = getattr(error, "sqlstate", "")
     if state in ("53100", "53200"):  # disk full, out of memory
-        return StoreUnavailable(f"the PostgreSQL server cannot take the write ({_one_line(error)}); nothing was written")
+        return StoreUnavailable(
+            f"the PostgreSQL server cannot take the write ({_one_line(error)}); nothing was written"
+        )
     if state == "22021":  # a NUL character: PostgreSQL text cannot hold one (message text can: see messages.py)
-        return StoreError("the text contains a NUL character (\\x00), which PostgreSQL cannot store: remove it;"
-                          " nothing was written")
+        return StoreError(
+            "the text contains a NUL character (\\x00), which PostgreSQL cannot store: remove it; nothing was written"
+        )
     if state == "25006":  # read-only transaction (a standby, or default_transaction_read_only)
         return StoreUnavailable("the PostgreSQL server is read-only (a standby?): point db_url at the primary")
     return error

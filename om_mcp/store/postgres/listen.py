@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ def payload(origin: str, message: dict[str, Any]) -> str:
 
 
 class Listener:
-    def __init__(self, url: str, settings: dict[str, str], origin: str,
-                 callback: Callable[[dict[str, Any]], Awaitable[None]]):
+    def __init__(
+        self, url: str, settings: dict[str, str], origin: str, callback: Callable[[dict[str, Any]], Awaitable[None]]
+    ):
         self.url, self.settings, self.origin, self.callback = url, settings, origin, callback
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()

@@ -30,8 +30,15 @@ LOCK_THREAD = (
 
 
 async def append(
-    conn: Any, thread_id: str, resource_id: str, record_key: str, messages: list[NewMessage], *,
-    counted_by: int = 0, thread_metadata: dict[str, Any] | None = None, working_memory: WorkingMemorySeed | None = None,
+    conn: Any,
+    thread_id: str,
+    resource_id: str,
+    record_key: str,
+    messages: list[NewMessage],
+    *,
+    counted_by: int = 0,
+    thread_metadata: dict[str, Any] | None = None,
+    working_memory: WorkingMemorySeed | None = None,
 ) -> AppendResult:
     """Insert a batch, all or nothing, and keep the record's running totals (see sqlite.messages.append)."""
     result = AppendResult()
@@ -55,7 +62,8 @@ async def append(
     if fresh:
         if await ensure_record(conn, record_key, resource_id, thread_id):
             counted_seq = await conn.fetchval(
-                "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id)
+                "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id
+            )
         # PostgreSQL text cannot hold NUL: such a message keeps its exact parts as JSON (which escapes
         # it) and a searchable body without it.
         bodies = [m.body.replace("\x00", " ") for m in fresh]
@@ -68,9 +76,16 @@ async def append(
             " $10::int[], $11::text[], $12::bool[]) WITH ORDINALITY"
             " AS u(id, role, body, parts, created_at, metadata, tokens, part_tokens, observable, n)"
             " ORDER BY u.n RETURNING id, seq",
-            thread_id, resource_id, counted_by,
-            [m.id for m in fresh], [m.role for m in fresh], bodies, parts, [m.created_at for m in fresh],
-            [dumps(m.metadata) if m.metadata else None for m in fresh], [m.tokens for m in fresh],
+            thread_id,
+            resource_id,
+            counted_by,
+            [m.id for m in fresh],
+            [m.role for m in fresh],
+            bodies,
+            parts,
+            [m.created_at for m in fresh],
+            [dumps(m.metadata) if m.metadata else None for m in fresh],
+            [m.tokens for m in fresh],
             [dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None for m in fresh],
             [m.observable for m in fresh],
         )
@@ -92,7 +107,10 @@ async def append(
             " pending_tokens = om_cursors.pending_tokens + excluded.pending_tokens,"
             " pending_messages = om_cursors.pending_messages + excluded.pending_messages,"
             " counted_seq = excluded.counted_seq",
-            record_key, thread_id, sum(m.tokens for m in observable) + catch_up[0], len(observable) + catch_up[1],
+            record_key,
+            thread_id,
+            sum(m.tokens for m in observable) + catch_up[0],
+            len(observable) + catch_up[1],
             max(seqs),
         )
     result.state = await record_state(conn, record_key, thread_id)
@@ -100,13 +118,19 @@ async def append(
     return result
 
 
-async def _create_thread(conn: Any, thread_id: str, resource_id: str, metadata: dict[str, Any] | None,
-                         working_memory: WorkingMemorySeed | None) -> Thread | None:
+async def _create_thread(
+    conn: Any,
+    thread_id: str,
+    resource_id: str,
+    metadata: dict[str, Any] | None,
+    working_memory: WorkingMemorySeed | None,
+) -> Thread | None:
     """The new thread, or None when another transaction created it first."""
     stamp = now_iso()
     await conn.execute(
         "INSERT INTO resources (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING",
-        resource_id, stamp,
+        resource_id,
+        stamp,
     )
     metadata = dict(metadata or {})
     title = metadata.pop("title", None)
@@ -114,7 +138,12 @@ async def _create_thread(conn: Any, thread_id: str, resource_id: str, metadata: 
     created = await conn.fetchval(
         "INSERT INTO threads (id, resource_id, title, title_pinned, metadata, created_at, updated_at)"
         " VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING RETURNING id",
-        thread_id, resource_id, title, title is not None, dumps(metadata), stamp,
+        thread_id,
+        resource_id,
+        title,
+        title is not None,
+        dumps(metadata),
+        stamp,
     )
     if created is None:
         return None
@@ -133,14 +162,16 @@ async def _create_thread(conn: Any, thread_id: str, resource_id: str, metadata: 
     return thread(tuple(row))
 
 
-async def _settle_untimed(conn: Any, thread_id: str, messages: list[NewMessage],
-                          result: AppendResult) -> list[NewMessage]:
+async def _settle_untimed(
+    conn: Any, thread_id: str, messages: list[NewMessage], result: AppendResult
+) -> list[NewMessage]:
     """Messages with neither id nor time: see om_mcp.store.resends (and sqlite.messages, its twin)."""
     if not any(resends.untimed(m) for m in messages):
         return messages
     rows = await conn.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",
-        thread_id, 2 * resends.leading_untimed(messages) + 1,
+        thread_id,
+        2 * resends.leading_untimed(messages) + 1,
     )
     stored = [message(tuple(r)) for r in reversed(rows)]
     tail = [m for m in stored if not resends.is_gap_marker(m)]
@@ -163,7 +194,8 @@ async def _new_only(conn: Any, thread_id: str, messages: list[NewMessage], resul
         earlier = seen.get(new.id)
         if earlier is not None:
             same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
-                not new.created_at_given or earlier.created_at == new.created_at)
+                not new.created_at_given or earlier.created_at == new.created_at
+            )
             if not same:
                 raise StoreError(
                     f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
@@ -198,7 +230,13 @@ async def _update_thread(conn: Any, current: Thread, fresh: list[NewMessage]) ->
     await conn.execute(
         "UPDATE threads SET updated_at = $1, message_count = message_count + $2, last_assistant_at = $3,"
         " last_assistant_id = $4, last_model = $5, previous_model = $6 WHERE id = $7",
-        now_iso(), len(fresh), last_assistant, last_id, last_model, previous_model, current.id,
+        now_iso(),
+        len(fresh),
+        last_assistant,
+        last_id,
+        last_model,
+        previous_model,
+        current.id,
     )
 
 
@@ -206,7 +244,9 @@ async def _unobserved_since(conn: Any, thread_id: str, after_seq: int, through_s
     row = await conn.fetchrow(
         "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages"
         " WHERE thread_id = $1 AND seq > $2 AND seq <= $3 AND observable",
-        thread_id, after_seq, through_seq,
+        thread_id,
+        after_seq,
+        through_seq,
     )
     return int(row[0]), int(row[1])
 
@@ -215,8 +255,15 @@ async def _unobserved_since(conn: Any, thread_id: str, after_seq: int, through_s
 
 
 async def page(
-    conn: Any, thread_id: str, *, after_seq: int | None = None, before_seq: int | None = None, limit: int = 20,
-    offset: int = 0, newest_first: bool = False, part_filter: tuple[str | None, str | None] = (None, None),
+    conn: Any,
+    thread_id: str,
+    *,
+    after_seq: int | None = None,
+    before_seq: int | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    newest_first: bool = False,
+    part_filter: tuple[str | None, str | None] = (None, None),
 ) -> list[Message]:
     """A page of a thread's messages by seq; `part_filter` = (part type, tool name)."""
     where, params = ["m.thread_id = $1"], [thread_id]
@@ -239,8 +286,10 @@ async def page(
         text_only = "false"
         if part_type == "text" and not tool_name:
             text_only = "m.parts IS NULL"
-        where.append(f"({text_only} OR (m.parts IS NOT NULL AND EXISTS (SELECT 1 FROM"
-                     f" json_array_elements(m.parts::json) p WHERE {' AND '.join(conditions)})))")
+        where.append(
+            f"({text_only} OR (m.parts IS NOT NULL AND EXISTS (SELECT 1 FROM"
+            f" json_array_elements(m.parts::json) p WHERE {' AND '.join(conditions)})))"
+        )
     order = "DESC" if newest_first else "ASC"
     rows = await conn.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {' AND '.join(where)} ORDER BY m.seq {order}"
@@ -259,13 +308,16 @@ async def find(conn: Any, resource_id: str, message_id: str, thread_id: str | No
     if thread_id is not None:
         row = await conn.fetchrow(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = $2 AND m.resource_id = $3",
-            thread_id, message_id, resource_id,
+            thread_id,
+            message_id,
+            resource_id,
         )
     else:
         row = await conn.fetchrow(
             f"SELECT {MESSAGE_COLUMNS} FROM threads t JOIN messages m ON m.thread_id = t.id AND m.id = $1"
             " WHERE t.resource_id = $2 ORDER BY m.seq DESC LIMIT 1",
-            message_id, resource_id,
+            message_id,
+            resource_id,
         )
     return message(tuple(row)) if row else None
 
@@ -279,7 +331,8 @@ async def by_seq(conn: Any, seqs: list[int]) -> dict[int, Message]:
 
 async def last_created_at(conn: Any, thread_id: str) -> str | None:
     return await conn.fetchval(
-        "SELECT created_at FROM messages WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1", thread_id)
+        "SELECT created_at FROM messages WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1", thread_id
+    )
 
 
 # -- token recounts -----------------------------------------------------------------------
@@ -293,12 +346,16 @@ async def tokenizer_id(conn: Any, name: str) -> int:
 async def stale_counts(conn: Any, counted_by: int, limit: int = 500) -> list[dict[str, Any]]:
     rows = await conn.fetch(
         "SELECT seq, role, body, parts, part_tokens FROM messages WHERE counted_by <> $1 ORDER BY seq LIMIT $2",
-        counted_by, limit,
+        counted_by,
+        limit,
     )
     return [
-        {"seq": seq, "role": role,
-         "parts": json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
-         "part_tokens": json.loads(counts) if counts else None}
+        {
+            "seq": seq,
+            "role": role,
+            "parts": json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
+            "part_tokens": json.loads(counts) if counts else None,
+        }
         for seq, role, body, parts, counts in rows
     ]
 
@@ -311,11 +368,16 @@ async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, li
             continue
         await conn.execute(
             "UPDATE messages SET tokens = $1, part_tokens = $2, counted_by = $3 WHERE seq = $4",
-            tokens, dumps(parts) if len(parts) > 1 else None, counted_by, seq,
+            tokens,
+            dumps(parts) if len(parts) > 1 else None,
+            counted_by,
+            seq,
         )
         if old[2] and tokens != old[0]:
             await conn.execute(
                 "UPDATE om_cursors SET pending_tokens = GREATEST(0, pending_tokens + $1)"
                 " WHERE thread_id = $2 AND seq < $3 AND counted_seq >= $3",
-                tokens - old[0], old[1], seq,
+                tokens - old[0],
+                old[1],
+                seq,
             )

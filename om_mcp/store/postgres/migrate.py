@@ -58,7 +58,8 @@ async def migrate(conn: Any, where: str) -> int:
                 " use another database for om-mcp"
             )
         if not meta and await conn.fetchval(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> 'om_meta'", SCHEMA):
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename <> 'om_meta'", SCHEMA
+        ):
             raise DatabaseRefused(
                 f"{where}: the schema {SCHEMA!r} holds tables that are not om-mcp's: use another database"
             )

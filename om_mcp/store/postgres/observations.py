@@ -9,13 +9,33 @@ from om_mcp.store.keys import parse_key, resource_key, thread_key
 from om_mcp.store.postgres.search import doclen
 from om_mcp.store.rows import ContextRead, DueWork, Group, Hints, Message, Record, RecordState, Snapshot
 from om_mcp.store.sqlite.decode import (
-    CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, RECORD_COLUMNS, REFLECTION_COLUMNS, THREAD_COLUMNS,
-    buffered_reflection, chunk, group, message, now_iso, record, thread,
+    CHUNK_COLUMNS,
+    GROUP_COLUMNS,
+    MESSAGE_COLUMNS,
+    RECORD_COLUMNS,
+    REFLECTION_COLUMNS,
+    THREAD_COLUMNS,
+    buffered_reflection,
+    chunk,
+    group,
+    message,
+    now_iso,
+    record,
+    thread,
 )
 from om_mcp.store.sqlite.observations import OTHER_THREAD_MESSAGES, OTHER_THREADS
 
-GROUP_FIELDS = ("kind", "thread_id", "first_seq", "last_seq", "first_message_id", "last_message_id", "text", "tokens",
-                "observed_at")
+GROUP_FIELDS = (
+    "kind",
+    "thread_id",
+    "first_seq",
+    "last_seq",
+    "first_message_id",
+    "last_message_id",
+    "text",
+    "tokens",
+    "observed_at",
+)
 
 
 async def ensure_record(conn: Any, key: str, resource_id: str, thread_id: str) -> bool:
@@ -25,7 +45,11 @@ async def ensure_record(conn: Any, key: str, resource_id: str, thread_id: str) -
     created = await conn.fetchval(
         "INSERT INTO om_records (key, scope, resource_id, thread_id, created_at, updated_at)"
         " VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (key) DO NOTHING RETURNING key",
-        key, scope, resource_id, thread_id if scope == "thread" else None, stamp,
+        key,
+        scope,
+        resource_id,
+        thread_id if scope == "thread" else None,
+        stamp,
     )
     if created is not None:
         await _adopt(conn, key, scope, resource_id, thread_id)
@@ -48,22 +72,32 @@ async def _adopt(conn: Any, key: str, scope: str, resource_id: str, thread_id: s
             continue
         tokens, count = await conn.fetchrow(
             "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages WHERE thread_id = $1 AND seq > $2 AND observable",
-            tid, seq,
+            tid,
+            seq,
         )
         await conn.execute(
             "INSERT INTO om_cursors (record_key, thread_id, seq, pending_tokens, pending_messages, counted_seq)"
             " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (record_key, thread_id) DO UPDATE SET seq = excluded.seq,"
             " pending_tokens = excluded.pending_tokens, pending_messages = excluded.pending_messages,"
             " counted_seq = excluded.counted_seq, current_task = NULL, suggested_response = NULL",
-            key, tid, seq, int(tokens), count, last,
+            key,
+            tid,
+            seq,
+            int(tokens),
+            count,
+            last,
         )
-        groups += [tuple(r) for r in await conn.fetch(
-            "SELECT g.kind, COALESCE(g.thread_id, r.thread_id), g.first_seq, g.last_seq, g.first_message_id,"
-            " g.last_message_id, g.text, g.tokens, g.observed_at FROM om_groups g JOIN om_records r"
-            " ON r.key = g.record_key AND r.generation = g.generation WHERE g.record_key = $1"
-            " AND COALESCE(g.thread_id, r.thread_id) = $2",
-            source, tid,
-        )]
+        groups += [
+            tuple(r)
+            for r in await conn.fetch(
+                "SELECT g.kind, COALESCE(g.thread_id, r.thread_id), g.first_seq, g.last_seq, g.first_message_id,"
+                " g.last_message_id, g.text, g.tokens, g.observed_at FROM om_groups g JOIN om_records r"
+                " ON r.key = g.record_key AND r.generation = g.generation WHERE g.record_key = $1"
+                " AND COALESCE(g.thread_id, r.thread_id) = $2",
+                source,
+                tid,
+            )
+        ]
     if groups:
         groups.sort(key=lambda g: g[2])
         await insert_groups(conn, key, 0, [dict(zip(GROUP_FIELDS, g)) for g in groups])
@@ -72,12 +106,27 @@ async def _adopt(conn: Any, key: str, scope: str, resource_id: str, thread_id: s
 async def insert_groups(conn: Any, key: str, generation: int, groups: list[dict[str, Any]]) -> None:
     """Append groups at the end of a generation (indexed by their generated tsvector); keeps the token total."""
     position = await conn.fetchval(
-        "SELECT COALESCE(MAX(position), -1) FROM om_groups WHERE record_key = $1 AND generation = $2", key, generation)
+        "SELECT COALESCE(MAX(position), -1) FROM om_groups WHERE record_key = $1 AND generation = $2", key, generation
+    )
     stamp = now_iso()
     rows = [
-        (uuid.uuid4().hex[:16], key, generation, position + offset, g["kind"], g["thread_id"], g["first_seq"],
-         g["last_seq"], g["first_message_id"], g["last_message_id"], g["text"], g["tokens"], g["observed_at"], stamp,
-         doclen(g["text"]))
+        (
+            uuid.uuid4().hex[:16],
+            key,
+            generation,
+            position + offset,
+            g["kind"],
+            g["thread_id"],
+            g["first_seq"],
+            g["last_seq"],
+            g["first_message_id"],
+            g["last_message_id"],
+            g["text"],
+            g["tokens"],
+            g["observed_at"],
+            stamp,
+            doclen(g["text"]),
+        )
         for offset, g in enumerate(groups, start=1)
     ]
     await conn.executemany(
@@ -104,17 +153,37 @@ async def record_state(conn: Any, key: str, thread_id: str) -> RecordState:
         " (SELECT COALESCE(SUM(message_tokens), 0) FROM om_chunks WHERE record_key = r.key),"
         " (SELECT generation FROM om_buffered_reflections WHERE record_key = r.key)"
         " FROM om_records r WHERE r.key = $2",
-        thread_id, key,
+        thread_id,
+        key,
     )
     if row is None:
         return RecordState(key, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, None)
-    generation, observation_tokens, buffered_at, blocked_at, pending, count, t_pending, t_count, chunks_, \
-        chunk_tokens, reflection_generation = row
+    (
+        generation,
+        observation_tokens,
+        buffered_at,
+        blocked_at,
+        pending,
+        count,
+        t_pending,
+        t_count,
+        chunks_,
+        chunk_tokens,
+        reflection_generation,
+    ) = row
     return RecordState(
-        key=key, generation=generation, observation_tokens=observation_tokens, pending_tokens=int(pending),
-        pending_messages=int(count), thread_pending_tokens=t_pending or 0, thread_pending_messages=t_count or 0,
-        last_buffered_at_tokens=buffered_at, chunk_count=chunks_, chunk_message_tokens=int(chunk_tokens),
-        buffered_reflection_generation=reflection_generation, reflection_blocked_at=blocked_at,
+        key=key,
+        generation=generation,
+        observation_tokens=observation_tokens,
+        pending_tokens=int(pending),
+        pending_messages=int(count),
+        thread_pending_tokens=t_pending or 0,
+        thread_pending_messages=t_count or 0,
+        last_buffered_at_tokens=buffered_at,
+        chunk_count=chunks_,
+        chunk_message_tokens=int(chunk_tokens),
+        buffered_reflection_generation=reflection_generation,
+        reflection_blocked_at=blocked_at,
     )
 
 
@@ -132,16 +201,21 @@ async def snapshot(conn: Any, key: str, thread_id: str) -> Snapshot | None:
     if found is None:
         return None
     reflection = await conn.fetchrow(
-        f"SELECT {REFLECTION_COLUMNS} FROM om_buffered_reflections WHERE record_key = $1", key)
+        f"SELECT {REFLECTION_COLUMNS} FROM om_buffered_reflections WHERE record_key = $1", key
+    )
     row = await conn.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
     hints = await conn.fetchrow(
         "SELECT current_task, suggested_response FROM om_cursors WHERE record_key = $1 AND thread_id = $2",
-        key, thread_id,
+        key,
+        thread_id,
     )
     return Snapshot(
-        record=found, state=await record_state(conn, key, thread_id), chunks=await chunks(conn, key),
+        record=found,
+        state=await record_state(conn, key, thread_id),
+        chunks=await chunks(conn, key),
         buffered_reflection=buffered_reflection(tuple(reflection)) if reflection else None,
-        thread=thread(tuple(row)) if row else None, hints=Hints(*hints) if hints else Hints(),
+        thread=thread(tuple(row)) if row else None,
+        hints=Hints(*hints) if hints else Hints(),
     )
 
 
@@ -161,7 +235,8 @@ async def groups(conn: Any, key: str, generation: int | None = None) -> list[Gro
     else:
         rows = await conn.fetch(
             f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 AND g.generation = $2 ORDER BY g.position",
-            key, generation,
+            key,
+            generation,
         )
     return [group(tuple(r)) for r in rows]
 
@@ -170,15 +245,17 @@ async def generations(conn: Any, key: str) -> list[tuple[int, list[Group]]]:
     """Every generation, newest first."""
     out: dict[int, list[Group]] = {}
     rows = await conn.fetch(
-        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 ORDER BY g.generation DESC, g.position", key)
+        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 ORDER BY g.generation DESC, g.position", key
+    )
     for row in rows:
         found = group(tuple(row))
         out.setdefault(found.generation, []).append(found)
     return list(out.items())
 
 
-async def context(conn: Any, key: str, thread_id: str, budget: int,
-                  working_memory: tuple[str, str] | None) -> ContextRead | None:
+async def context(
+    conn: Any, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None
+) -> ContextRead | None:
     """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory."""
     snap = await snapshot(conn, key, thread_id)
     if snap is None:
@@ -189,13 +266,17 @@ async def context(conn: Any, key: str, thread_id: str, budget: int,
         busy = await conn.fetch(
             "SELECT thread_id, seq FROM om_cursors WHERE record_key = $1 AND thread_id <> $2 AND pending_messages > 0"
             " ORDER BY counted_seq DESC LIMIT $3",
-            key, thread_id, OTHER_THREADS,
+            key,
+            thread_id,
+            OTHER_THREADS,
         )
         for other, seq in busy:
             recent = await conn.fetch(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq > $2 AND m.observable"
                 " ORDER BY m.seq DESC LIMIT $3",
-                other, seq, OTHER_THREAD_MESSAGES,
+                other,
+                seq,
+                OTHER_THREAD_MESSAGES,
             )
             others[other] = [message(tuple(r)) for r in reversed(recent)]
     memory = None
@@ -205,8 +286,11 @@ async def context(conn: Any, key: str, thread_id: str, budget: int,
             raise ValueError(f"working memory lives in resources or threads, not {table!r}")
         memory = await conn.fetchval(f"SELECT working_memory FROM {table} WHERE id = $1", ident)
     return ContextRead(
-        snapshot=snap, groups=await groups(conn, key), window=await window(conn, thread_id, cursor, budget),
-        other_threads=others, working_memory=memory,
+        snapshot=snap,
+        groups=await groups(conn, key),
+        window=await window(conn, thread_id, cursor, budget),
+        other_threads=others,
+        working_memory=memory,
     )
 
 
@@ -218,7 +302,9 @@ async def window(conn: Any, thread_id: str, cursor: int, budget: int) -> list[Me
         sizes = await conn.fetch(
             "SELECT seq, tokens FROM messages WHERE thread_id = $1 AND seq > $2 AND observable"
             " AND ($3::bigint IS NULL OR seq < $3) ORDER BY seq DESC LIMIT 200",
-            thread_id, cursor, before,
+            thread_id,
+            cursor,
+            before,
         )
         for seq, tokens in sizes:
             if first is not None and used + tokens > budget:
@@ -236,13 +322,15 @@ async def window(conn: Any, thread_id: str, cursor: int, budget: int) -> list[Me
     rows = await conn.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq >= $2 AND m.observable"
         " ORDER BY m.seq",
-        thread_id, first,
+        thread_id,
+        first,
     )
     return [message(tuple(r)) for r in rows]
 
 
-async def unobserved(conn: Any, key: str, thread_id: str, *, after_seq: int | None = None,
-                     max_tokens: int | None = None) -> list[Message]:
+async def unobserved(
+    conn: Any, key: str, thread_id: str, *, after_seq: int | None = None, max_tokens: int | None = None
+) -> list[Message]:
     """A thread's observable messages after the record's cursor (and `after_seq`), oldest first,
     up to `max_tokens` (at least one)."""
     cursor = await conn.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
@@ -253,7 +341,8 @@ async def unobserved(conn: Any, key: str, thread_id: str, *, after_seq: int | No
         rows = await conn.fetch(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq > $2 AND m.observable"
             " ORDER BY m.seq LIMIT 200",
-            thread_id, start,
+            thread_id,
+            start,
         )
         for r in rows:
             if max_tokens is not None and out and used + r[9] > max_tokens:
@@ -287,7 +376,8 @@ async def due(conn: Any, min_pending: int, min_observation_tokens: int) -> list[
         " WHERE (p.pending >= $1 OR r.observation_tokens >= $2) AND NOT EXISTS (SELECT 1 FROM om_leases l"
         "  WHERE l.key = r.key AND l.expires_at > extract(epoch FROM clock_timestamp()))"
         " FOR UPDATE OF r SKIP LOCKED",
-        min_pending, min_observation_tokens,
+        min_pending,
+        min_observation_tokens,
     )
     return [DueWork(key, resource, thread_id, int(pending)) for key, resource, thread_id, pending in rows if thread_id]
 
@@ -299,6 +389,7 @@ async def thread_hints(conn: Any, key: str, thread_ids: list[str]) -> dict[str, 
     rows = await conn.fetch(
         "SELECT thread_id, current_task, suggested_response FROM om_cursors WHERE record_key = $1"
         " AND thread_id = ANY ($2::text[])",
-        key, thread_ids,
+        key,
+        thread_ids,
     )
     return {t: Hints(task, response) for t, task, response in rows}

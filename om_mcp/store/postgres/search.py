@@ -41,7 +41,7 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')
 _OPERATORS = {"OR", "AND", "NOT", "NEAR"}
 
-TABLES = f"""
+TABLES = """
 CREATE TABLE messages_fts (
     seq bigint PRIMARY KEY REFERENCES messages(seq) ON DELETE CASCADE,
     resource_id text COLLATE "C" NOT NULL,
@@ -93,14 +93,17 @@ def terms(match: str) -> list[str]:
 async def _previous(conn: Any, thread_id: str, before_seq: int) -> list[str]:
     rows = await conn.fetch(
         "SELECT body FROM messages WHERE thread_id = $1 AND seq < $2 AND body <> '' ORDER BY seq DESC LIMIT 2",
-        thread_id, before_seq,
+        thread_id,
+        before_seq,
     )
     return [r[0] for r in rows] + [""] * (2 - len(rows))
 
 
-WEIGHTED_COUNT = (f"cardinality(array_positions(w.weights, 'A')) + {WEIGHT_B}::float8 *"
-                  f" cardinality(array_positions(w.weights, 'B')) + {WEIGHT_C}::float8 *"
-                  f" cardinality(array_positions(w.weights, 'C'))")
+WEIGHTED_COUNT = (
+    f"cardinality(array_positions(w.weights, 'A')) + {WEIGHT_B}::float8 *"
+    f" cardinality(array_positions(w.weights, 'B')) + {WEIGHT_C}::float8 *"
+    f" cardinality(array_positions(w.weights, 'C'))"
+)
 
 INDEX = f"""
 WITH entries AS (
@@ -160,15 +163,22 @@ async def forget_threads(conn: Any, thread_ids: list[str]) -> None:
     """Remove threads' entries and their counts; a word no message holds any more leaves too."""
     if not thread_ids:
         return
-    resources = [r[0] for r in await conn.fetch(
-        "SELECT DISTINCT resource_id FROM messages_fts WHERE thread_id = ANY ($1::text[])", thread_ids)]
+    resources = [
+        r[0]
+        for r in await conn.fetch(
+            "SELECT DISTINCT resource_id FROM messages_fts WHERE thread_id = ANY ($1::text[])", thread_ids
+        )
+    ]
     if not resources:
         return
     # The counter rows first, in the order appenders take them, so the two cannot deadlock.
     await conn.execute(
         "SELECT 1 FROM search_terms WHERE resource_id = ANY ($1::text[]) AND lexeme IN (SELECT DISTINCT lexeme"
         " FROM messages_fts f, unnest(tsvector_to_array(f.tsv)) AS lexeme WHERE f.thread_id = ANY ($2::text[]))"
-        " ORDER BY resource_id, lexeme FOR UPDATE", resources, thread_ids)
+        " ORDER BY resource_id, lexeme FOR UPDATE",
+        resources,
+        thread_ids,
+    )
     await conn.execute(FORGET, thread_ids)
     await conn.execute("DELETE FROM search_terms WHERE resource_id = ANY ($1::text[]) AND ndoc <= 0", resources)
     await conn.execute("DELETE FROM search_stats WHERE resource_id = ANY ($1::text[]) AND n_docs <= 0", resources)
@@ -218,8 +228,9 @@ def _any(lexemes: list[str]) -> str:
     return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
 
 
-async def search(conn: Any, resource_id: str, match: str, *, thread_id: str | None = None,
-                 limit: int = 20) -> list[Hit]:
+async def search(
+    conn: Any, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
+) -> list[Hit]:
     """BM25-ranked message seqs of a resource (or one of its threads) for `match`.
 
     FTS5 returns every match, those with only common words last (their idf is a
@@ -238,11 +249,21 @@ async def search(conn: Any, resource_id: str, match: str, *, thread_id: str | No
         return []
     useful = [lexeme for lexeme, value in idf.items() if value > 1e-6]
     common = [lexeme for lexeme, value in idf.items() if value <= 1e-6]
-    hits = await conn.fetch(RANK, resource_id, _any(useful or common), limit, list(idf), list(idf.values()), avgdl,
-                            thread_id, None)
+    hits = await conn.fetch(
+        RANK, resource_id, _any(useful or common), limit, list(idf), list(idf.values()), avgdl, thread_id, None
+    )
     if useful and common and len(hits) < limit:
-        hits += await conn.fetch(RANK, resource_id, _any(common), limit - len(hits), common, [1e-6] * len(common),
-                                 avgdl, thread_id, _any(useful))
+        hits += await conn.fetch(
+            RANK,
+            resource_id,
+            _any(common),
+            limit - len(hits),
+            common,
+            [1e-6] * len(common),
+            avgdl,
+            thread_id,
+            _any(useful),
+        )
     return [Hit(r[0], float(r[1])) for r in hits]
 
 
@@ -272,8 +293,9 @@ FROM fetched f JOIN messages m ON m.seq = f.seq LEFT JOIN hits h ON h.seq = m.se
 """
 
 
-async def find(conn: Any, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None,
-               limit: int = 50) -> tuple[list[TextHit], TermStats]:
+async def find(
+    conn: Any, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None, limit: int = 50
+) -> tuple[list[TextHit], TermStats]:
     """The engine's search (om_mcp.store.search): candidates by this store's BM25 over the forms the plan
     asks about, each with the messages around it, and the statistics its ranking needs. Dates the plan names
     add no candidates here (SQLite's index can bisect by them; a GIN index cannot)."""
@@ -287,8 +309,13 @@ async def find(conn: Any, resource_id: str, plan: SearchPlan, *, thread_id: str 
     present = [f for f in forms if f in df]
     if not present:
         return [], stats
-    hits = await search(conn, resource_id, " OR ".join('"' + f.replace('"', '""') + '"' for f in present),
-                        thread_id=thread_id, limit=limit)
+    hits = await search(
+        conn,
+        resource_id,
+        " OR ".join('"' + f.replace('"', '""') + '"' for f in present),
+        thread_id=thread_id,
+        limit=limit,
+    )
     if not hits:
         return [], stats
     rows = await conn.fetch(AROUND, [h.seq for h in hits], [h.score for h in hits], resource_id)
@@ -326,8 +353,9 @@ ORDER BY s.score DESC, g.id LIMIT $3
 """
 
 
-async def search_groups(conn: Any, resource_id: str, match: str, *, thread_id: str | None = None,
-                        limit: int = 20) -> list[GroupHit]:
+async def search_groups(
+    conn: Any, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
+) -> list[GroupHit]:
     """BM25 over the active observation groups of a resource."""
     words = terms(match)
     if not words:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store.postgres import (
-    admin, commits, coordination, messages, observations, search, threads, vectors,
-)
+from om_mcp.store.postgres import admin, commits, coordination, messages, observations, search, threads, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
@@ -25,7 +24,7 @@ R = TypeVar("R")
 
 
 def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
-    async def method(self: "PostgresStore", *args: P.args, **kwargs: P.kwargs) -> R:
+    async def method(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.read(op, *args, **kwargs)
 
     method.__name__, method.__doc__ = op.__name__, op.__doc__
@@ -33,7 +32,7 @@ def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concaten
 
 
 def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
-    async def method(self: "PostgresStore", *args: P.args, **kwargs: P.kwargs) -> R:
+    async def method(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.write(op, *args, **kwargs)
 
     method.__name__, method.__doc__ = op.__name__, op.__doc__
@@ -53,7 +52,7 @@ class PostgresStore:
         self._listeners: list[Listener] = []
 
     @classmethod
-    async def open(cls, url: str) -> "PostgresStore":
+    async def open(cls, url: str) -> PostgresStore:
         db = await PgDatabase.open(url)
         try:
             async with db.pool.acquire() as conn:
@@ -135,10 +134,24 @@ class PostgresStore:
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
 
-    async def nearest_vectors(self, resource_id: str, embedder: str, query: list[float], *,
-                              thread_id: str | None = None, limit: int | None = None) -> list[tuple[str, str, float]]:
-        return await self.db.read(vectors.nearest, resource_id, embedder, query, thread_id=thread_id, limit=limit,
-                                  in_database=self.pgvector is not None)
+    async def nearest_vectors(
+        self,
+        resource_id: str,
+        embedder: str,
+        query: list[float],
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[str, str, float]]:
+        return await self.db.read(
+            vectors.nearest,
+            resource_id,
+            embedder,
+            query,
+            thread_id=thread_id,
+            limit=limit,
+            in_database=self.pgvector is not None,
+        )
 
     # the database
     @property

@@ -9,7 +9,8 @@ as SQLite's single writer guarantees there.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from om_mcp.store.errors import NotFound
 from om_mcp.store.keys import resource_key, thread_key
@@ -22,7 +23,8 @@ TABLES = {"resource": "resources", "thread": "threads"}
 
 async def get(conn: Any, thread_id: str, *, lock: bool = False) -> Thread | None:
     row = await conn.fetchrow(
-        f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1{' FOR UPDATE' if lock else ''}", thread_id)
+        f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1{' FOR UPDATE' if lock else ''}", thread_id
+    )
     return thread(tuple(row)) if row else None
 
 
@@ -33,8 +35,15 @@ async def _require(conn: Any, thread_id: str, *, lock: bool = False) -> Thread:
     return found
 
 
-async def list_threads(conn: Any, resource_id: str, *, before: str | None = None, after: str | None = None,
-                       limit: int = 20, offset: int = 0) -> tuple[list[Thread], bool]:
+async def list_threads(
+    conn: Any,
+    resource_id: str,
+    *,
+    before: str | None = None,
+    after: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> tuple[list[Thread], bool]:
     """Newest-updated first; returns (threads, has_more)."""
     where, params = ["t.resource_id = $1"], [resource_id]
     if before:
@@ -61,8 +70,14 @@ async def resources(conn: Any) -> list[ResourceSummary]:
     return [ResourceSummary(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
 
 
-async def update(conn: Any, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None,
-                 pin_title: bool | None = None) -> Thread:
+async def update(
+    conn: Any,
+    thread_id: str,
+    *,
+    title: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    pin_title: bool | None = None,
+) -> Thread:
     """Set a title and merge metadata (a None value removes a key)."""
     found = await _require(conn, thread_id, lock=True)
     merged = dict(found.metadata)
@@ -74,7 +89,11 @@ async def update(conn: Any, thread_id: str, *, title: str | None = None, metadat
     await conn.execute(
         "UPDATE threads SET title = COALESCE($1, title), metadata = $2, updated_at = $3,"
         " title_pinned = COALESCE($4, title_pinned) WHERE id = $5",
-        title, dumps(merged), now_iso(), pin_title, thread_id,
+        title,
+        dumps(merged),
+        now_iso(),
+        pin_title,
+        thread_id,
     )
     return await _require(conn, thread_id)
 
@@ -112,15 +131,17 @@ async def get_working_memory(conn: Any, scope: Scope, key: str) -> str | None:
     return await conn.fetchval(f"SELECT working_memory FROM {TABLES[scope]} WHERE id = $1", key)
 
 
-async def update_working_memory(conn: Any, scope: Scope, key: str,
-                                update: Callable[[str | None], str | None]) -> tuple[str | None, bool]:
+async def update_working_memory(
+    conn: Any, scope: Scope, key: str, update: Callable[[str | None], str | None]
+) -> tuple[str | None, bool]:
     """Read-modify-write in one transaction, the row locked, so concurrent merges serialise and none is lost.
     `update` returns the new stored text, or None to leave it; returns (stored, changed)."""
     if scope == "resource":
         stamp = now_iso()
         await conn.execute(
             "INSERT INTO resources (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING",
-            key, stamp,
+            key,
+            stamp,
         )
     else:
         await _require(conn, key)
@@ -141,7 +162,8 @@ async def _lock_records(conn: Any, thread_ids: list[str], extra: list[str] = ())
     rows = await conn.fetch(
         "SELECT key FROM om_records WHERE key = ANY ($2::text[]) OR key IN (SELECT record_key FROM om_cursors"
         " WHERE thread_id = ANY ($1::text[])) ORDER BY key FOR UPDATE",
-        thread_ids, [*(thread_key(t) for t in thread_ids), *extra],
+        thread_ids,
+        [*(thread_key(t) for t in thread_ids), *extra],
     )
     return [r[0] for r in rows]
 
@@ -160,13 +182,18 @@ async def _forget_threads(conn: Any, thread_ids: list[str]) -> int:
         " SELECT g.id FROM om_groups g WHERE g.thread_id = ANY ($1::text[]) OR g.record_key = ANY ($2::text[])"
         " OR (g.kind = 'reflection' AND EXISTS (SELECT 1 FROM spans s WHERE g.first_seq <= s.hi"
         "  AND g.last_seq >= s.lo))",
-        thread_ids, [thread_key(t) for t in thread_ids],
+        thread_ids,
+        [thread_key(t) for t in thread_ids],
     )
     ids = [r[0] for r in doomed]
     await conn.execute("DELETE FROM om_groups WHERE id = ANY ($1::text[])", ids)
     await conn.execute("DELETE FROM embeddings WHERE kind = 'group' AND ref = ANY ($1::text[])", ids)
-    touched = [r[0] for r in await conn.fetch(
-        "SELECT DISTINCT record_key FROM om_cursors WHERE thread_id = ANY ($1::text[])", thread_ids)]
+    touched = [
+        r[0]
+        for r in await conn.fetch(
+            "SELECT DISTINCT record_key FROM om_cursors WHERE thread_id = ANY ($1::text[])", thread_ids
+        )
+    ]
     for statement in (
         "DELETE FROM embeddings WHERE thread_id = ANY ($1::text[])",
         "DELETE FROM om_chunks WHERE thread_id = ANY ($1::text[])",
@@ -196,8 +223,10 @@ async def delete_thread(conn: Any, thread_id: str) -> int:
 
 async def delete_resource(conn: Any, resource_id: str) -> tuple[int, int]:
     """Delete a resource, its threads and its shared memory; returns (threads, messages)."""
-    threads = [r[0] for r in await conn.fetch(
-        "SELECT id FROM threads WHERE resource_id = $1 ORDER BY id FOR UPDATE", resource_id)]
+    threads = [
+        r[0]
+        for r in await conn.fetch("SELECT id FROM threads WHERE resource_id = $1 ORDER BY id FOR UPDATE", resource_id)
+    ]
     exists = await conn.fetchval("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", resource_id)
     if not threads and exists is None:
         raise NotFound(f"unknown resource {resource_id!r}", field="resource_id")
@@ -205,9 +234,12 @@ async def delete_resource(conn: Any, resource_id: str) -> tuple[int, int]:
     await _lock_records(conn, threads, [key])
     messages = await _forget_threads(conn, threads)
     for statement in (
-        "DELETE FROM om_groups WHERE record_key = $1", "DELETE FROM om_chunks WHERE record_key = $1",
-        "DELETE FROM om_cursors WHERE record_key = $1", "DELETE FROM om_buffered_reflections WHERE record_key = $1",
-        "DELETE FROM om_events WHERE record_key = $1", "DELETE FROM om_records WHERE key = $1",
+        "DELETE FROM om_groups WHERE record_key = $1",
+        "DELETE FROM om_chunks WHERE record_key = $1",
+        "DELETE FROM om_cursors WHERE record_key = $1",
+        "DELETE FROM om_buffered_reflections WHERE record_key = $1",
+        "DELETE FROM om_events WHERE record_key = $1",
+        "DELETE FROM om_records WHERE key = $1",
         "DELETE FROM om_leases WHERE key = $1",
     ):
         await conn.execute(statement, key)

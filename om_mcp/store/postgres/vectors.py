@@ -29,7 +29,8 @@ async def adopt(conn: Any) -> None:
     """Use pgvector when the server has it (run at start, under the migration lock)."""
     kind = await conn.fetchval(
         "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
-        " WHERE attrelid = 'embeddings'::regclass AND attname = 'vector'")
+        " WHERE attrelid = 'embeddings'::regclass AND attname = 'vector'"
+    )
     if kind != "real[]":
         return
     if not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"):
@@ -47,7 +48,8 @@ async def status(conn: Any) -> str | None:
     return await conn.fetchval(
         "SELECT 'pgvector ' || e.extversion FROM pg_extension e, pg_attribute a WHERE e.extname = 'vector'"
         " AND a.attrelid = 'embeddings'::regclass AND a.attname = 'vector'"
-        " AND format_type(a.atttypid, a.atttypmod) = 'vector'")
+        " AND format_type(a.atttypid, a.atttypmod) = 'vector'"
+    )
 
 
 async def pending(conn: Any, resource_id: str, embedder: str, limit: int = 64) -> list[Pending]:
@@ -59,16 +61,22 @@ async def pending(conn: Any, resource_id: str, embedder: str, limit: int = 64) -
         " WHERE t.resource_id = $1 AND m.role <> 'system' AND m.body <> '' AND NOT EXISTS ("
         "  SELECT 1 FROM embeddings e WHERE e.kind = 'message' AND e.ref = m.seq::text AND e.embedder = $2)"
         " ORDER BY m.seq LIMIT $3",
-        resource_id, embedder, limit,
+        resource_id,
+        embedder,
+        limit,
     )
     # The previous message rides along, as in the word index: a reply alone rarely says what it answers.
-    out = [Pending("message", str(seq), thread_id, f"{before}\n{body}" if before else body)
-           for seq, thread_id, body, before in rows]
+    out = [
+        Pending("message", str(seq), thread_id, f"{before}\n{body}" if before else body)
+        for seq, thread_id, body, before in rows
+    ]
     groups = await conn.fetch(
         "SELECT g.id, COALESCE(g.thread_id, r.thread_id), g.text FROM om_groups g JOIN om_records r"
         " ON r.key = g.record_key AND r.generation = g.generation WHERE r.resource_id = $1 AND NOT EXISTS ("
         "  SELECT 1 FROM embeddings e WHERE e.kind = 'group' AND e.ref = g.id AND e.embedder = $2) LIMIT $3",
-        resource_id, embedder, limit,
+        resource_id,
+        embedder,
+        limit,
     )
     return out + [Pending("group", r[0], r[1], r[2]) for r in groups]
 
@@ -77,7 +85,8 @@ async def put(conn: Any, resource_id: str, embedder: str, items: list[tuple[Pend
     for item, vector in items:
         # The source may have been deleted while the embedder ran: its vector would be an orphan.
         exists = (
-            "SELECT 1 FROM messages WHERE seq = $7::bigint" if item.kind == "message"
+            "SELECT 1 FROM messages WHERE seq = $7::bigint"
+            if item.kind == "message"
             else "SELECT 1 FROM om_groups WHERE id = $7::text"
         )
         await conn.execute(
@@ -85,13 +94,26 @@ async def put(conn: Any, resource_id: str, embedder: str, items: list[tuple[Pend
             f" SELECT $1, $2, $3, $4, $5, $6::real[] WHERE EXISTS ({exists})"
             " ON CONFLICT (kind, ref, embedder) DO UPDATE SET resource_id = excluded.resource_id,"
             " thread_id = excluded.thread_id, vector = excluded.vector",
-            item.kind, item.ref, resource_id, item.thread_id, embedder, [float(v) for v in vector],
+            item.kind,
+            item.ref,
+            resource_id,
+            item.thread_id,
+            embedder,
+            [float(v) for v in vector],
             int(item.ref) if item.kind == "message" else item.ref,
         )
 
 
-async def nearest(conn: Any, resource_id: str, embedder: str, query: list[float], *, thread_id: str | None = None,
-                  limit: int | None = None, in_database: bool = False) -> list[tuple[str, str, float]]:
+async def nearest(
+    conn: Any,
+    resource_id: str,
+    embedder: str,
+    query: list[float],
+    *,
+    thread_id: str | None = None,
+    limit: int | None = None,
+    in_database: bool = False,
+) -> list[tuple[str, str, float]]:
     """(kind, ref, cosine), most similar first (vectors are unit length)."""
     # Only groups of the active generation: a replaced group keeps its vector for history only.
     where = f"e.resource_id = $1 AND e.embedder = $2 AND (e.kind <> 'group' OR {ACTIVE_GROUP})"
@@ -101,9 +123,11 @@ async def nearest(conn: Any, resource_id: str, embedder: str, query: list[float]
         where += f" AND e.thread_id = ${len(params)}"
     if in_database:
         params.append([float(v) for v in query])
-        sql = (f"WITH q AS MATERIALIZED (SELECT ${len(params)}::real[]::vector AS v)"
-               f" SELECT e.kind, e.ref, 1 - (e.vector <=> q.v) FROM embeddings e, q WHERE {where}"
-               " ORDER BY e.vector <=> q.v, e.kind, e.ref")
+        sql = (
+            f"WITH q AS MATERIALIZED (SELECT ${len(params)}::real[]::vector AS v)"
+            f" SELECT e.kind, e.ref, 1 - (e.vector <=> q.v) FROM embeddings e, q WHERE {where}"
+            " ORDER BY e.vector <=> q.v, e.kind, e.ref"
+        )
         if limit is not None:
             params.append(limit)
             sql += f" LIMIT ${len(params)}"

@@ -32,7 +32,9 @@ def before_open(path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise DatabaseRefused(f"cannot create the folder {folder}: {error.strerror}; choose another --db path") from None
+        raise DatabaseRefused(
+            f"cannot create the folder {folder}: {error.strerror}; choose another --db path"
+        ) from None
     # WAL mode writes -wal and -shm files beside the database, so the folder must be writable too.
     if not os.access(folder, os.W_OK | os.X_OK):
         raise DatabaseRefused(f"the folder {folder} is not writable: fix its permissions or choose another --db path")
@@ -67,9 +69,7 @@ def after_open(conn: sqlite3.Connection, path: str) -> None:
     except sqlite3.DatabaseError as error:
         raise DatabaseRefused(f"{path} cannot be read as a database ({error}): move it aside") from None
     if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables and not OUR_TABLES <= tables):
-        raise DatabaseRefused(
-            f"{path} belongs to another application: choose another --db path for om-mcp"
-        )
+        raise DatabaseRefused(f"{path} belongs to another application: choose another --db path for om-mcp")
     if version > LATEST_VERSION:
         raise DatabaseRefused(
             f"{path} was written by a newer om-mcp (schema {version}; this version knows up to {LATEST_VERSION}):"

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Any, Iterable
+from typing import Any
 
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
 from om_mcp.store.sqlite.coordination import add_events, holds
 from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
-from om_mcp.store.sqlite.observations import groups as read_groups, insert_groups
+from om_mcp.store.sqlite.observations import groups as read_groups
+from om_mcp.store.sqlite.observations import insert_groups
 
 Lease = tuple[str, str]  # (op, owner)
 
@@ -56,12 +58,14 @@ def _set_hints(conn: sqlite3.Connection, key: str, thread_id: str, hints: dict[s
     for name in ("current_task", "suggested_response"):
         if hints.get(name):
             conn.execute(
-                f"UPDATE om_cursors SET {name} = ? WHERE record_key = ? AND thread_id = ?", (hints[name], key, thread_id)
+                f"UPDATE om_cursors SET {name} = ? WHERE record_key = ? AND thread_id = ?",
+                (hints[name], key, thread_id),
             )
 
 
-def _touch_record(conn: sqlite3.Connection, key: str, *, extracted: dict[str, Any] | None = None,
-                  observed_at: str | None = None) -> None:
+def _touch_record(
+    conn: sqlite3.Connection, key: str, *, extracted: dict[str, Any] | None = None, observed_at: str | None = None
+) -> None:
     sets, params = ["version = version + 1", "updated_at = ?"], [now_iso()]
     if observed_at:
         sets.append("last_observed_at = ?")
@@ -80,9 +84,17 @@ def _group_rows(groups: Iterable[NewGroup]) -> list[dict[str, Any]]:
 
 
 def commit_observation(
-    conn: sqlite3.Connection, key: str, *, lease: Lease | None, expected_cursors: dict[str, int],
-    new_cursors: dict[str, int], groups: list[NewGroup], hints: dict[str, dict[str, Any]],
-    extracted: dict[str, Any] | None, observed_at: str | None, events: Iterable[dict[str, Any]] = (),
+    conn: sqlite3.Connection,
+    key: str,
+    *,
+    lease: Lease | None,
+    expected_cursors: dict[str, int],
+    new_cursors: dict[str, int],
+    groups: list[NewGroup],
+    hints: dict[str, dict[str, Any]],
+    extracted: dict[str, Any] | None,
+    observed_at: str | None,
+    events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it.
     `hints` are per thread."""
@@ -105,25 +117,31 @@ def commit_observation(
 
 def _gap(conn: sqlite3.Connection, thread_id: str, after: int, before: int) -> bool:
     """Is an observable message between two seqs (exclusive)? Then chunks do not continue there."""
-    return conn.execute(
-        "SELECT 1 FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND observable LIMIT 1",
-        (thread_id, after, before),
-    ).fetchone() is not None
+    return (
+        conn.execute(
+            "SELECT 1 FROM messages WHERE thread_id = ? AND seq > ? AND seq < ? AND observable LIMIT 1",
+            (thread_id, after, before),
+        ).fetchone()
+        is not None
+    )
 
 
 def _drop_stale_chunks(conn: sqlite3.Connection, key: str, thread_id: str, cursor: int) -> None:
     """After the cursor moved: a chunk overlapping what was just observed would observe it twice,
     and chunks that no longer continue right after the cursor would skip messages."""
-    conn.execute("DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq <= ?",
-                 (key, thread_id, cursor))
+    conn.execute(
+        "DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq <= ?", (key, thread_id, cursor)
+    )
     previous = cursor
     for chunk_id, first, last in conn.execute(
         "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = ? AND thread_id = ? ORDER BY first_seq",
         (key, thread_id),
     ).fetchall():
         if _gap(conn, thread_id, previous, first):
-            conn.execute("DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq >= ?",
-                         (key, thread_id, first))
+            conn.execute(
+                "DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq >= ?",
+                (key, thread_id, first),
+            )
             return
         previous = last
 
@@ -137,8 +155,15 @@ def tail(conn: sqlite3.Connection, key: str, thread_id: str) -> int:
 
 
 def append_chunks(
-    conn: sqlite3.Connection, key: str, *, lease: Lease | None, expected_tails: dict[str, int], chunks: list[Chunk],
-    extracted: dict[str, Any] | None, buffered_at_tokens: int | None, events: Iterable[dict[str, Any]] = (),
+    conn: sqlite3.Connection,
+    key: str,
+    *,
+    lease: Lease | None,
+    expected_tails: dict[str, int],
+    chunks: list[Chunk],
+    extracted: dict[str, Any] | None,
+    buffered_at_tokens: int | None,
+    events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
     if not _leased(conn, key, lease):
@@ -148,9 +173,26 @@ def append_chunks(
     conn.executemany(
         f"INSERT INTO om_chunks ({CHUNK_COLUMNS}, record_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (cycle_id) DO NOTHING",
-        [(c.id, c.cycle_id, c.thread_id, c.first_seq, c.last_seq, c.first_message_id, c.last_message_id,
-          c.message_count, c.message_tokens, c.text, c.tokens, dumps(c.hints), c.last_message_at, c.created_at, key)
-         for c in chunks],
+        [
+            (
+                c.id,
+                c.cycle_id,
+                c.thread_id,
+                c.first_seq,
+                c.last_seq,
+                c.first_message_id,
+                c.last_message_id,
+                c.message_count,
+                c.message_tokens,
+                c.text,
+                c.tokens,
+                dumps(c.hints),
+                c.last_message_at,
+                c.created_at,
+                key,
+            )
+            for c in chunks
+        ],
     )
     if buffered_at_tokens is not None:
         conn.execute("UPDATE om_records SET last_buffered_at_tokens = ? WHERE key = ?", (buffered_at_tokens, key))
@@ -161,14 +203,20 @@ def append_chunks(
 
 
 def activate_chunks(
-    conn: sqlite3.Connection, key: str, chunk_ids: list[str], *, lease: Lease | None = None,
+    conn: sqlite3.Connection,
+    key: str,
+    chunk_ids: list[str],
+    *,
+    lease: Lease | None = None,
     events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     """Move a prefix of the buffered chunks into the log, with no model call."""
     if not _leased(conn, key, lease):
         return False
-    stored = [chunk(r) for r in conn.execute(
-        f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = ? ORDER BY first_seq", (key,))]
+    stored = [
+        chunk(r)
+        for r in conn.execute(f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = ? ORDER BY first_seq", (key,))
+    ]
     prefix = stored[: len(chunk_ids)]
     if not prefix or [c.id for c in prefix] != chunk_ids:
         return False
@@ -186,12 +234,25 @@ def activate_chunks(
             return False
         previous[c.thread_id] = c.last_seq
     generation = conn.execute("SELECT generation FROM om_records WHERE key = ?", (key,)).fetchone()[0]
-    insert_groups(conn, key, generation, [
-        {"kind": "observation", "thread_id": c.thread_id, "first_seq": c.first_seq, "last_seq": c.last_seq,
-         "first_message_id": c.first_message_id, "last_message_id": c.last_message_id, "text": c.text,
-         "tokens": c.tokens, "observed_at": c.last_message_at}
-        for c in prefix
-    ])
+    insert_groups(
+        conn,
+        key,
+        generation,
+        [
+            {
+                "kind": "observation",
+                "thread_id": c.thread_id,
+                "first_seq": c.first_seq,
+                "last_seq": c.last_seq,
+                "first_message_id": c.first_message_id,
+                "last_message_id": c.last_message_id,
+                "text": c.text,
+                "tokens": c.tokens,
+                "observed_at": c.last_message_at,
+            }
+            for c in prefix
+        ],
+    )
     last_by_thread: dict[str, Chunk] = {}
     for c in prefix:
         last_by_thread[c.thread_id] = c
@@ -210,9 +271,17 @@ def activate_chunks(
 
 
 def commit_reflection(
-    conn: sqlite3.Connection, key: str, *, lease: Lease | None, generation: int, covered: int,
-    groups: list[NewGroup], extracted: dict[str, Any] | None, blocked_at: int | None,
-    events: Iterable[dict[str, Any]] = (), hints: dict[str, dict[str, Any]] | None = None,
+    conn: sqlite3.Connection,
+    key: str,
+    *,
+    lease: Lease | None,
+    generation: int,
+    covered: int,
+    groups: list[NewGroup],
+    extracted: dict[str, Any] | None,
+    blocked_at: int | None,
+    events: Iterable[dict[str, Any]] = (),
+    hints: dict[str, dict[str, Any]] | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation`
     past the first `covered` (those were added while the reflection ran)."""
@@ -225,9 +294,17 @@ def commit_reflection(
     if len(old) < covered:
         return False
     kept = [
-        {"kind": g.kind, "thread_id": g.thread_id, "first_seq": g.first_seq, "last_seq": g.last_seq,
-         "first_message_id": g.first_message_id, "last_message_id": g.last_message_id, "text": g.text,
-         "tokens": g.tokens, "observed_at": g.observed_at}
+        {
+            "kind": g.kind,
+            "thread_id": g.thread_id,
+            "first_seq": g.first_seq,
+            "last_seq": g.last_seq,
+            "first_message_id": g.first_message_id,
+            "last_message_id": g.last_message_id,
+            "text": g.text,
+            "tokens": g.tokens,
+            "observed_at": g.observed_at,
+        }
         for g in old[covered:]
     ]
     conn.execute(
@@ -244,7 +321,11 @@ def commit_reflection(
 
 
 def store_buffered_reflection(
-    conn: sqlite3.Connection, key: str, reflection: BufferedReflection, *, lease: Lease | None,
+    conn: sqlite3.Connection,
+    key: str,
+    reflection: BufferedReflection,
+    *,
+    lease: Lease | None,
     events: Iterable[dict[str, Any]] = (),
 ) -> bool:
     if not _leased(conn, key, lease):
@@ -255,8 +336,17 @@ def store_buffered_reflection(
     conn.execute(
         "INSERT OR REPLACE INTO om_buffered_reflections (record_key, cycle_id, generation, covered, input_tokens,"
         " text, tokens, hints, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (key, reflection.cycle_id, reflection.generation, reflection.covered, reflection.input_tokens,
-         reflection.text, reflection.tokens, dumps(reflection.hints), now_iso()),
+        (
+            key,
+            reflection.cycle_id,
+            reflection.generation,
+            reflection.covered,
+            reflection.input_tokens,
+            reflection.text,
+            reflection.tokens,
+            dumps(reflection.hints),
+            now_iso(),
+        ),
     )
     _touch_record(conn, key)
     add_events(conn, events)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from om_mcp.store.rows import Event, IngestState, ModelHealth
 from om_mcp.store.sqlite.decode import EVENT_COLUMNS, dumps, event, now_iso
@@ -13,7 +14,9 @@ from om_mcp.store.sqlite.decode import EVENT_COLUMNS, dumps, event, now_iso
 # -- leases -----------------------------------------------------------------------------
 
 
-def acquire_lease(conn: sqlite3.Connection, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None) -> bool:
+def acquire_lease(
+    conn: sqlite3.Connection, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None
+) -> bool:
     """Take or renew the (key, op) lease; False while another owner holds a live one."""
     now = time.time()
     row = conn.execute("SELECT owner, expires_at FROM om_leases WHERE key = ? AND op = ?", (key, op)).fetchone()
@@ -59,15 +62,27 @@ def add_events(conn: sqlite3.Connection, events: Iterable[dict[str, Any]]) -> No
     conn.executemany(
         "INSERT INTO om_events (type, cycle_id, record_key, resource_id, thread_id, anchor_message_id, payload,"
         " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        [(e["type"], e.get("cycle_id"), e.get("record_id"), e.get("resource_id"), e.get("thread_id"),
-          e.get("anchor_message_id"), dumps(e), e.get("created_at") or now_iso()) for e in events],
+        [
+            (
+                e["type"],
+                e.get("cycle_id"),
+                e.get("record_id"),
+                e.get("resource_id"),
+                e.get("thread_id"),
+                e.get("anchor_message_id"),
+                dumps(e),
+                e.get("created_at") or now_iso(),
+            )
+            for e in events
+        ],
     )
 
 
 def _windows(conn: sqlite3.Connection, key: str) -> dict[str, int]:
     row = conn.execute(
         "SELECT r.observation_tokens, COALESCE(SUM(c.pending_tokens), 0), COALESCE(MAX(c.counted_seq), 0)"
-        " FROM om_records r LEFT JOIN om_cursors c ON c.record_key = r.key WHERE r.key = ? GROUP BY r.key", (key,),
+        " FROM om_records r LEFT JOIN om_cursors c ON c.record_key = r.key WHERE r.key = ? GROUP BY r.key",
+        (key,),
     ).fetchone()
     observation, unobserved, seq = row or (0, 0, 0)
     # seq: the newest message these numbers include, so a plot places later appends after them.
@@ -75,8 +90,13 @@ def _windows(conn: sqlite3.Connection, key: str) -> dict[str, int]:
 
 
 def events(
-    conn: sqlite3.Connection, *, thread_id: str | None = None, record_key: str | None = None,
-    cycle_id: str | None = None, after_id: int = 0, limit: int = 100,
+    conn: sqlite3.Connection,
+    *,
+    thread_id: str | None = None,
+    record_key: str | None = None,
+    cycle_id: str | None = None,
+    after_id: int = 0,
+    limit: int = 100,
 ) -> list[Event]:
     """Events oldest first: the newest `limit` after `after_id`."""
     where, params = ["id > ?"], [after_id]
@@ -85,8 +105,7 @@ def events(
             where.append(f"{column} = ?")
             params.append(value)
     rows = conn.execute(
-        f"SELECT {EVENT_COLUMNS} FROM om_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
-        (*params, limit),
+        f"SELECT {EVENT_COLUMNS} FROM om_events WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", (*params, limit)
     ).fetchall()
     return [event(r) for r in reversed(rows)]
 
@@ -107,8 +126,15 @@ def put_model_health(conn: sqlite3.Connection, health: ModelHealth) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO model_health (model, state, failures, next_attempt_at, last_error, last_failure_at,"
         " config_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (health.model, health.state, health.failures, health.next_attempt_at, health.last_error,
-         health.last_failure_at, health.config_hash),
+        (
+            health.model,
+            health.state,
+            health.failures,
+            health.next_attempt_at,
+            health.last_error,
+            health.last_failure_at,
+            health.config_hash,
+        ),
     )
 
 

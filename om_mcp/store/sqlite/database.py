@@ -20,8 +20,9 @@ import logging
 import random
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 
@@ -99,7 +100,7 @@ class Database:
         self._limiter = anyio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | Path) -> "Database":
+    async def open(cls, path: str | Path) -> Database:
         conn = await anyio.to_thread.run_sync(connect, path)
         return cls(conn, str(path))
 
@@ -143,8 +144,10 @@ def _unavailable(error: sqlite3.OperationalError) -> StoreUnavailable | None:
         return StoreUnavailable("the disk holding the database is full: free some space, nothing was written")
     if "disk i/o error" in text:
         # What a write gets when the file or its filesystem turned read-only under an open connection.
-        return StoreUnavailable("the database file cannot be written (disk I/O error): check that its disk is"
-                                " healthy, not full and not read-only, and the file's permissions; nothing was written")
+        return StoreUnavailable(
+            "the database file cannot be written (disk I/O error): check that its disk is"
+            " healthy, not full and not read-only, and the file's permissions; nothing was written"
+        )
     return None
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from om_mcp.store.rows import BufferedReflection, Chunk, Event, Group, Message, Record, Thread
 
@@ -30,7 +31,7 @@ EVENT_COLUMNS = "id, type, cycle_id, record_key, resource_id, thread_id, anchor_
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def dumps(value: Any) -> str:
@@ -40,9 +41,15 @@ def dumps(value: Any) -> str:
 def message(row: Sequence[Any]) -> Message:
     seq, mid, thread_id, resource_id, role, body, parts, created_at, metadata, tokens = row
     return Message(
-        seq=seq, id=mid, thread_id=thread_id, resource_id=resource_id, role=role,
+        seq=seq,
+        id=mid,
+        thread_id=thread_id,
+        resource_id=resource_id,
+        role=role,
         parts=json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
-        created_at=created_at, metadata=json.loads(metadata) if metadata else {}, tokens=tokens,
+        created_at=created_at,
+        metadata=json.loads(metadata) if metadata else {},
+        tokens=tokens,
     )
 
 
@@ -52,23 +59,65 @@ def stored_parts(parts: list[dict[str, Any]], body: str) -> str | None:
 
 
 def thread(row: Sequence[Any]) -> Thread:
-    (tid, resource_id, title, pinned, metadata, created, updated, count, last_assistant, last_assistant_id,
-     last_model, previous_model) = row
+    (
+        tid,
+        resource_id,
+        title,
+        pinned,
+        metadata,
+        created,
+        updated,
+        count,
+        last_assistant,
+        last_assistant_id,
+        last_model,
+        previous_model,
+    ) = row
     return Thread(
-        id=tid, resource_id=resource_id, title=title, title_pinned=bool(pinned),
-        metadata=json.loads(metadata) if metadata else {}, created_at=created, updated_at=updated,
-        message_count=count, last_assistant_at=last_assistant, last_assistant_id=last_assistant_id, last_model=last_model, previous_model=previous_model,
+        id=tid,
+        resource_id=resource_id,
+        title=title,
+        title_pinned=bool(pinned),
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=created,
+        updated_at=updated,
+        message_count=count,
+        last_assistant_at=last_assistant,
+        last_assistant_id=last_assistant_id,
+        last_model=last_model,
+        previous_model=previous_model,
     )
 
 
 def record(row: Sequence[Any], cursors: dict[str, int]) -> Record:
-    (key, scope, resource_id, thread_id, generation, extracted, observed_at, reflected_at, blocked_at, buffered_at,
-     observation_tokens, version) = row
+    (
+        key,
+        scope,
+        resource_id,
+        thread_id,
+        generation,
+        extracted,
+        observed_at,
+        reflected_at,
+        blocked_at,
+        buffered_at,
+        observation_tokens,
+        version,
+    ) = row
     return Record(
-        key=key, scope=scope, resource_id=resource_id, thread_id=thread_id, generation=generation,
+        key=key,
+        scope=scope,
+        resource_id=resource_id,
+        thread_id=thread_id,
+        generation=generation,
         extracted=json.loads(extracted or "{}"),
-        last_observed_at=observed_at, last_reflection_at=reflected_at, reflection_blocked_at=blocked_at,
-        last_buffered_at_tokens=buffered_at, observation_tokens=observation_tokens, version=version, cursors=cursors,
+        last_observed_at=observed_at,
+        last_reflection_at=reflected_at,
+        reflection_blocked_at=blocked_at,
+        last_buffered_at_tokens=buffered_at,
+        observation_tokens=observation_tokens,
+        version=version,
+        cursors=cursors,
     )
 
 

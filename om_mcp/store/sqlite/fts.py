@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import UTC
 
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
 
@@ -72,7 +73,7 @@ def _rows(conn: sqlite3.Connection, where: str, params: Sequence) -> list[tuple[
 
 def _chunks(values: list, size: int = _CHUNK) -> Iterable[list]:
     for i in range(0, len(values), size):
-        yield values[i:i + size]
+        yield values[i : i + size]
 
 
 def index_messages(conn: sqlite3.Connection, seqs: Iterable[int]) -> int:
@@ -184,9 +185,11 @@ def term_stats(conn: sqlite3.Connection, forms: Sequence[str]) -> TermStats:
     words = (totals[1] - rows) if len(totals) > 1 else 0  # less the scope token of each row
     df: dict[str, int] = {}
     for chunk in _chunks(list(dict.fromkeys(forms))):
-        df.update(conn.execute(
-            f"SELECT term, doc FROM {VOCAB} WHERE term IN ({','.join('?' * len(chunk))})", chunk
-        ).fetchall())
+        df.update(
+            conn.execute(
+                f"SELECT term, doc FROM {VOCAB} WHERE term IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+        )
     return TermStats(rows, words / rows if rows else 0.0, df)
 
 
@@ -233,20 +236,26 @@ def seq_window(
 
 def _utc(iso: str) -> str:
     """ISO-8601 text comparable as a string: UTC, fixed width."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         when = datetime.fromisoformat(iso)
     except ValueError:
         return iso
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
 def search(
-    conn: sqlite3.Connection, resource_id: str, match: Sequence[tuple[str, float]], *, thread_id: str | None = None,
-    limit: int = 150, context: int = CONTEXT, windows: Sequence[tuple[int, int]] = (),
+    conn: sqlite3.Connection,
+    resource_id: str,
+    match: Sequence[tuple[str, float]],
+    *,
+    thread_id: str | None = None,
+    limit: int = 150,
+    context: int = CONTEXT,
+    windows: Sequence[tuple[int, int]] = (),
     window_match: Sequence[tuple[str, float]] = (),
 ) -> list[TextHit]:
     """The `limit` best matches in a resource (or one of its threads), and up
@@ -279,22 +288,31 @@ def search(
     def best(rows: list[str]) -> str:
         # Ties at the cut are broken by what a message is, not where it sits in this file, so a moved
         # memory finds the same candidates (a lookup per tied row; the match budget bounds the rows).
-        return (f"SELECT * FROM (SELECT seq, score FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
-                " GROUP BY seq) g ORDER BY 2 DESC, (SELECT created_at || ' ' || thread_id || ' ' || id"
-                " FROM messages m WHERE m.seq = g.seq) DESC LIMIT :limit)")
+        return (
+            f"SELECT * FROM (SELECT seq, score FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
+            " GROUP BY seq) g ORDER BY 2 DESC, (SELECT created_at || ' ' || thread_id || ' ' || id"
+            " FROM messages m WHERE m.seq = g.seq) DESC LIMIT :limit)"
+        )
 
-    word_rows = [f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}"
-                 for i in range(len(match))]
+    word_rows = [
+        f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}" for i in range(len(match))
+    ]
     ranked = [best(word_rows)] if word_rows else []
     for j, _ in enumerate(windows):
-        ranked.append(best([
-            f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}{in_thread}"
-            f" AND rowid BETWEEN :lo{j} AND :hi{j}" for i in range(len(window_match))
-        ]))
+        ranked.append(
+            best(
+                [
+                    f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}{in_thread}"
+                    f" AND rowid BETWEEN :lo{j} AND :hi{j}"
+                    for i in range(len(window_match))
+                ]
+            )
+        )
     around = "".join(
         f" UNION SELECT (SELECT seq FROM messages WHERE thread_id = h.thread_id AND seq {op} h.seq AND body != ''"
         f" ORDER BY seq {order} LIMIT 1 OFFSET {k}) FROM placed h"
-        for k in range(context) for op, order in (("<", "DESC"), (">", "ASC"))
+        for k in range(context)
+        for op, order in (("<", "DESC"), (">", "ASC"))
     )
     sql = f"""
         WITH ranked(seq, score) AS MATERIALIZED ({" UNION ALL ".join(ranked)}),
@@ -320,14 +338,19 @@ def search(
 
 
 def find(
-    conn: sqlite3.Connection, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None, limit: int = 50,
+    conn: sqlite3.Connection, resource_id: str, plan: SearchPlan, *, thread_id: str | None = None, limit: int = 50
 ) -> tuple[list[TextHit], TermStats]:
     """A search in one read: the query's document frequencies, the seq windows of the dates it names, then the
     candidates with their context."""
     stats = term_stats(conn, plan.forms())
     windows = [w for w in (seq_window(conn, resource_id, start, end) for start, end in plan.date_ranges()) if w]
     hits = search(
-        conn, resource_id, plan.weighted_match(stats.df, stats.rows), thread_id=thread_id, limit=limit,
-        windows=windows, window_match=plan.weighted_match(stats.df, stats.rows, budget=WINDOW_ROWS) if windows else (),
+        conn,
+        resource_id,
+        plan.weighted_match(stats.df, stats.rows),
+        thread_id=thread_id,
+        limit=limit,
+        windows=windows,
+        window_match=plan.weighted_match(stats.df, stats.rows, budget=WINDOW_ROWS) if windows else (),
     )
     return hits, stats

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from om_mcp.store import resends
 from om_mcp.store.errors import StoreError
@@ -65,17 +66,29 @@ def append(
             "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
             " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (m.id, thread_id, resource_id, m.role, m.body, stored_parts(m.parts, m.body), m.created_at,
-                 dumps(m.metadata) if m.metadata else None, m.tokens,
-                 dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
-                 counted_by, int(m.observable))
+                (
+                    m.id,
+                    thread_id,
+                    resource_id,
+                    m.role,
+                    m.body,
+                    stored_parts(m.parts, m.body),
+                    m.created_at,
+                    dumps(m.metadata) if m.metadata else None,
+                    m.tokens,
+                    dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
+                    counted_by,
+                    int(m.observable),
+                )
                 for m in fresh
             ],
         )
         seqs = list(range(base + 1, base + len(fresh) + 1))
         if conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()[0] != seqs[-1]:
-            seqs = [conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id))
-                    .fetchone()[0] for m in fresh]
+            seqs = [
+                conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id)).fetchone()[0]
+                for m in fresh
+            ]
         result.appended = [
             Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
             for seq, m in zip(seqs, fresh)
@@ -91,8 +104,13 @@ def append(
             " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT (record_key, thread_id) DO UPDATE SET"
             " pending_tokens = pending_tokens + excluded.pending_tokens,"
             " pending_messages = pending_messages + excluded.pending_messages, counted_seq = excluded.counted_seq",
-            (record_key, thread_id, sum(m.tokens for m in observable) + catch_up[0], len(observable) + catch_up[1],
-             seqs[-1]),
+            (
+                record_key,
+                thread_id,
+                sum(m.tokens for m in observable) + catch_up[0],
+                len(observable) + catch_up[1],
+                seqs[-1],
+            ),
         )
     result.state = record_state(conn, record_key, thread_id)
     result.thread = current
@@ -100,7 +118,10 @@ def append(
 
 
 def _create_thread(
-    conn: sqlite3.Connection, thread_id: str, resource_id: str, metadata: dict[str, Any] | None,
+    conn: sqlite3.Connection,
+    thread_id: str,
+    resource_id: str,
+    metadata: dict[str, Any] | None,
     working_memory: WorkingMemorySeed | None,
 ):
     stamp = now_iso()
@@ -161,7 +182,7 @@ def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessag
     ids = list(dict.fromkeys(m.id for m in messages))
     stored: dict[str, Message] = {}
     for start in range(0, len(ids), 500):
-        batch = ids[start:start + 500]
+        batch = ids[start : start + 500]
         rows = conn.execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? AND m.id IN ({','.join('?' * len(batch))})",
             (thread_id, *batch),
@@ -172,7 +193,8 @@ def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessag
         earlier = seen.get(new.id)
         if earlier is not None:
             same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
-                not new.created_at_given or earlier.created_at == new.created_at)
+                not new.created_at_given or earlier.created_at == new.created_at
+            )
             if not same:
                 raise StoreError(
                     f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
@@ -254,9 +276,7 @@ def page(
             conditions.append("json_extract(p.value, '$.tool_name') = ?")
             args.append(tool_name)
         text_only = "(m.parts IS NULL AND ? = 'text' AND ? IS NULL)"
-        where.append(
-            f"({text_only} OR EXISTS (SELECT 1 FROM json_each(m.parts) p WHERE {' AND '.join(conditions)}))"
-        )
+        where.append(f"({text_only} OR EXISTS (SELECT 1 FROM json_each(m.parts) p WHERE {' AND '.join(conditions)}))")
         params += [part_type, tool_name, *args]
     order = "DESC" if newest_first else "ASC"
     rows = conn.execute(
@@ -288,7 +308,7 @@ def find(conn: sqlite3.Connection, resource_id: str, message_id: str, thread_id:
 def by_seq(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, Message]:
     out: dict[int, Message] = {}
     for start in range(0, len(seqs), 500):
-        batch = seqs[start:start + 500]
+        batch = seqs[start : start + 500]
         rows = conn.execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq IN ({','.join('?' * len(batch))})", batch
         )
@@ -312,7 +332,9 @@ def tokenizer_id(conn: sqlite3.Connection, name: str) -> int:
     return conn.execute("SELECT id FROM om_tokenizers WHERE name = ?", (name,)).fetchone()[0]
 
 
-def stale_counts(conn: sqlite3.Connection, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
+def stale_counts(
+    conn: sqlite3.Connection, counted_by: int, limit: int = 500, after_seq: int = 0
+) -> list[dict[str, Any]]:
     """Messages counted by another tokenizer: role, parts and their per-part counts.
     `after_seq` skips the messages already looked at (a range scan on seq, not the whole table)."""
     rows = conn.execute(
@@ -321,9 +343,12 @@ def stale_counts(conn: sqlite3.Connection, counted_by: int, limit: int = 500, af
         (after_seq, counted_by, limit),
     ).fetchall()
     return [
-        {"seq": seq, "role": role,
-         "parts": json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
-         "part_tokens": json.loads(counts) if counts else None}
+        {
+            "seq": seq,
+            "role": role,
+            "parts": json.loads(parts) if parts is not None else [{"type": "text", "text": body}],
+            "part_tokens": json.loads(counts) if counts else None,
+        }
         for seq, role, body, parts, counts in rows
     ]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
 
 from om_mcp.store.sqlite import fts
 
@@ -241,8 +241,20 @@ def v4(conn: sqlite3.Connection) -> None:
         conn.execute(
             "INSERT INTO messages_v4 (seq, id, thread_id, resource_id, role, body, parts, created_at, metadata,"
             " tokens, part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-            (seq, mid, thread_id, resource_id, role, body, kept, created_at, meta, tokens,
-             json.dumps(counts) if counts and len(counts) > 1 else None, observable),
+            (
+                seq,
+                mid,
+                thread_id,
+                resource_id,
+                role,
+                body,
+                kept,
+                created_at,
+                meta,
+                tokens,
+                json.dumps(counts) if counts and len(counts) > 1 else None,
+                observable,
+            ),
         )
     conn.execute("DROP TABLE messages_fts")
     conn.execute("DROP TABLE messages")
@@ -253,8 +265,13 @@ def v4(conn: sqlite3.Connection) -> None:
     fts.rebuild(conn)
 
     # Threads carry their counters, so a turn reads them instead of counting.
-    for column in ("message_count INTEGER NOT NULL DEFAULT 0", "last_assistant_at TEXT", "last_assistant_id TEXT",
-                   "last_model TEXT", "previous_model TEXT"):
+    for column in (
+        "message_count INTEGER NOT NULL DEFAULT 0",
+        "last_assistant_at TEXT",
+        "last_assistant_id TEXT",
+        "last_model TEXT",
+        "previous_model TEXT",
+    ):
         conn.execute(f"ALTER TABLE threads ADD COLUMN {column}")
     conn.execute(
         "UPDATE threads SET message_count = (SELECT COUNT(*) FROM messages m WHERE m.thread_id = threads.id),"
@@ -269,8 +286,11 @@ def v4(conn: sqlite3.Connection) -> None:
         "UPDATE om_records SET observation_tokens = (SELECT COALESCE(SUM(g.tokens), 0) FROM om_groups g"
         " WHERE g.record_key = om_records.key AND g.generation = om_records.generation)"
     )
-    for column in ("pending_tokens INTEGER NOT NULL DEFAULT 0", "pending_messages INTEGER NOT NULL DEFAULT 0",
-                   "counted_seq INTEGER NOT NULL DEFAULT 0"):
+    for column in (
+        "pending_tokens INTEGER NOT NULL DEFAULT 0",
+        "pending_messages INTEGER NOT NULL DEFAULT 0",
+        "counted_seq INTEGER NOT NULL DEFAULT 0",
+    ):
         conn.execute(f"ALTER TABLE om_cursors ADD COLUMN {column}")
     # Every thread a record covers gets a cursor row, so its unobserved tail is counted once here.
     conn.execute(
@@ -307,8 +327,11 @@ def v4(conn: sqlite3.Connection) -> None:
     # Chunks name their range by its ends and use the log's words (text, tokens).
     conn.execute("ALTER TABLE om_chunks RENAME COLUMN observations TO text")
     conn.execute("ALTER TABLE om_chunks RENAME COLUMN observation_tokens TO tokens")
-    for column in ("first_message_id TEXT NOT NULL DEFAULT ''", "last_message_id TEXT NOT NULL DEFAULT ''",
-                   "message_count INTEGER NOT NULL DEFAULT 0"):
+    for column in (
+        "first_message_id TEXT NOT NULL DEFAULT ''",
+        "last_message_id TEXT NOT NULL DEFAULT ''",
+        "message_count INTEGER NOT NULL DEFAULT 0",
+    ):
         conn.execute(f"ALTER TABLE om_chunks ADD COLUMN {column}")
     for chunk_id, ids, hints in conn.execute("SELECT id, message_ids, hints FROM om_chunks").fetchall():
         ids, hints = json.loads(ids), json.loads(hints)

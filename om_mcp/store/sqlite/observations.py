@@ -14,8 +14,19 @@ from typing import Any
 from om_mcp.store.keys import parse_key, resource_key, thread_key
 from om_mcp.store.rows import ContextRead, DueWork, Group, Hints, Message, Record, RecordState, Snapshot
 from om_mcp.store.sqlite.decode import (
-    CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, RECORD_COLUMNS, REFLECTION_COLUMNS, THREAD_COLUMNS,
-    buffered_reflection, chunk, group, message, now_iso, record, thread,
+    CHUNK_COLUMNS,
+    GROUP_COLUMNS,
+    MESSAGE_COLUMNS,
+    RECORD_COLUMNS,
+    REFLECTION_COLUMNS,
+    THREAD_COLUMNS,
+    buffered_reflection,
+    chunk,
+    group,
+    message,
+    now_iso,
+    record,
+    thread,
 )
 
 OTHER_THREADS = 5  # resource scope: how many other busy threads the context shows
@@ -26,11 +37,14 @@ def ensure_record(conn: sqlite3.Connection, key: str, resource_id: str, thread_i
     """Create the record if missing; True when it was created (and adopted what another scope knew)."""
     scope, _ = parse_key(key)
     stamp = now_iso()
-    created = conn.execute(
-        "INSERT OR IGNORE INTO om_records (key, scope, resource_id, thread_id, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (key, scope, resource_id, thread_id if scope == "thread" else None, stamp, stamp),
-    ).rowcount == 1
+    created = (
+        conn.execute(
+            "INSERT OR IGNORE INTO om_records (key, scope, resource_id, thread_id, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (key, scope, resource_id, thread_id if scope == "thread" else None, stamp, stamp),
+        ).rowcount
+        == 1
+    )
     if created:
         _adopt(conn, key, scope, resource_id, thread_id)
     return created
@@ -71,23 +85,58 @@ def _adopt(conn: sqlite3.Connection, key: str, scope: str, resource_id: str, thr
         ).fetchall()
     if groups:
         groups.sort(key=lambda g: g[2])
-        insert_groups(conn, key, 0, [dict(zip(
-            ("kind", "thread_id", "first_seq", "last_seq", "first_message_id", "last_message_id", "text", "tokens",
-             "observed_at"), g)) for g in groups])
+        insert_groups(
+            conn,
+            key,
+            0,
+            [
+                dict(
+                    zip(
+                        (
+                            "kind",
+                            "thread_id",
+                            "first_seq",
+                            "last_seq",
+                            "first_message_id",
+                            "last_message_id",
+                            "text",
+                            "tokens",
+                            "observed_at",
+                        ),
+                        g,
+                    )
+                )
+                for g in groups
+            ],
+        )
 
 
 def insert_groups(conn: sqlite3.Connection, key: str, generation: int, groups: list[dict[str, Any]]) -> None:
     """Append groups at the end of a generation, and index them; keeps the record's token total."""
     position = conn.execute(
-        "SELECT COALESCE(MAX(position), -1) FROM om_groups WHERE record_key = ? AND generation = ?",
-        (key, generation),
+        "SELECT COALESCE(MAX(position), -1) FROM om_groups WHERE record_key = ? AND generation = ?", (key, generation)
     ).fetchone()[0]
     stamp = now_iso()
     rows = []
     for offset, g in enumerate(groups, start=1):
-        rows.append((uuid.uuid4().hex[:16], key, generation, position + offset, g["kind"], g["thread_id"],
-                     g["first_seq"], g["last_seq"], g["first_message_id"], g["last_message_id"], g["text"],
-                     g["tokens"], g["observed_at"], stamp))
+        rows.append(
+            (
+                uuid.uuid4().hex[:16],
+                key,
+                generation,
+                position + offset,
+                g["kind"],
+                g["thread_id"],
+                g["first_seq"],
+                g["last_seq"],
+                g["first_message_id"],
+                g["last_message_id"],
+                g["text"],
+                g["tokens"],
+                g["observed_at"],
+                stamp,
+            )
+        )
     conn.executemany(
         "INSERT INTO om_groups (id, record_key, generation, position, kind, thread_id, first_seq, last_seq,"
         " first_message_id, last_message_id, text, tokens, observed_at, created_at)"
@@ -119,13 +168,32 @@ def record_state(conn: sqlite3.Connection, key: str, thread_id: str) -> RecordSt
     ).fetchone()
     if row is None:
         return RecordState(key, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, None)
-    generation, observation_tokens, buffered_at, blocked_at, pending, count, t_pending, t_count, chunks, \
-        chunk_tokens, reflection_generation = row
+    (
+        generation,
+        observation_tokens,
+        buffered_at,
+        blocked_at,
+        pending,
+        count,
+        t_pending,
+        t_count,
+        chunks,
+        chunk_tokens,
+        reflection_generation,
+    ) = row
     return RecordState(
-        key=key, generation=generation, observation_tokens=observation_tokens, pending_tokens=pending,
-        pending_messages=count, thread_pending_tokens=t_pending or 0, thread_pending_messages=t_count or 0,
-        last_buffered_at_tokens=buffered_at, chunk_count=chunks, chunk_message_tokens=chunk_tokens,
-        buffered_reflection_generation=reflection_generation, reflection_blocked_at=blocked_at,
+        key=key,
+        generation=generation,
+        observation_tokens=observation_tokens,
+        pending_tokens=pending,
+        pending_messages=count,
+        thread_pending_tokens=t_pending or 0,
+        thread_pending_messages=t_count or 0,
+        last_buffered_at_tokens=buffered_at,
+        chunk_count=chunks,
+        chunk_message_tokens=chunk_tokens,
+        buffered_reflection_generation=reflection_generation,
+        reflection_blocked_at=blocked_at,
     )
 
 
@@ -151,9 +219,12 @@ def snapshot(conn: sqlite3.Connection, key: str, thread_id: str) -> Snapshot | N
         (key, thread_id),
     ).fetchone()
     return Snapshot(
-        record=found, state=record_state(conn, key, thread_id), chunks=chunks(conn, key),
+        record=found,
+        state=record_state(conn, key, thread_id),
+        chunks=chunks(conn, key),
         buffered_reflection=buffered_reflection(reflection) if reflection else None,
-        thread=thread(row) if row else None, hints=Hints(*hints) if hints else Hints(),
+        thread=thread(row) if row else None,
+        hints=Hints(*hints) if hints else Hints(),
     )
 
 
@@ -182,8 +253,7 @@ def generations(conn: sqlite3.Connection, key: str) -> list[tuple[int, list[Grou
     """Every generation, newest first."""
     out: dict[int, list[Group]] = {}
     rows = conn.execute(
-        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = ? ORDER BY g.generation DESC, g.position",
-        (key,),
+        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = ? ORDER BY g.generation DESC, g.position", (key,)
     )
     for row in rows:
         found = group(row)
@@ -192,7 +262,7 @@ def generations(conn: sqlite3.Connection, key: str) -> list[tuple[int, list[Grou
 
 
 def context(
-    conn: sqlite3.Connection, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None,
+    conn: sqlite3.Connection, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None
 ) -> ContextRead | None:
     """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory."""
     snap = snapshot(conn, key, thread_id)
@@ -219,8 +289,11 @@ def context(
         row = conn.execute(f"SELECT working_memory FROM {table} WHERE id = ?", (ident,)).fetchone()
         memory = row[0] if row else None
     return ContextRead(
-        snapshot=snap, groups=groups(conn, key), window=window(conn, thread_id, cursor, budget),
-        other_threads=others, working_memory=memory,
+        snapshot=snap,
+        groups=groups(conn, key),
+        window=window(conn, thread_id, cursor, budget),
+        other_threads=others,
+        working_memory=memory,
     )
 
 
@@ -248,7 +321,7 @@ def window(conn: sqlite3.Connection, thread_id: str, cursor: int, budget: int) -
 
 
 def unobserved(
-    conn: sqlite3.Connection, key: str, thread_id: str, *, after_seq: int | None = None, max_tokens: int | None = None,
+    conn: sqlite3.Connection, key: str, thread_id: str, *, after_seq: int | None = None, max_tokens: int | None = None
 ) -> list[Message]:
     """A thread's observable messages after the record's cursor (and `after_seq`), oldest first,
     up to `max_tokens` (at least one)."""

@@ -15,7 +15,10 @@ from om_mcp.store.summaries import SeriesInputs, ThreadState
 
 # The events that end a cycle (a model call, or an activation, which calls none).
 CYCLE_END_TYPES = (
-    "data-om-observation-end", "data-om-observation-failed", "data-om-buffering-end", "data-om-buffering-failed",
+    "data-om-observation-end",
+    "data-om-observation-failed",
+    "data-om-buffering-end",
+    "data-om-buffering-failed",
     "data-om-activation",
 )
 _ENDS = ",".join(f"'{t}'" for t in CYCLE_END_TYPES)
@@ -26,7 +29,11 @@ def _record_key_sql(scope: Scope) -> str:
 
 
 def thread_states(
-    conn: sqlite3.Connection, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None,
+    conn: sqlite3.Connection,
+    scope: Scope,
+    *,
+    resource_id: str | None = None,
+    thread_id: str | None = None,
     limit: int = 200,
 ) -> list[ThreadState]:
     """Threads newest-updated first (of one resource, or one thread), with their record's
@@ -53,27 +60,39 @@ def thread_states(
     for row in rows:
         width = len(THREAD_COLUMNS.split(","))
         key, pending, count, observation_tokens, generation, observed_at, event_id = row[width:]
-        last = conn.execute(f"SELECT {EVENT_COLUMNS} FROM om_events WHERE id = ?", (event_id,)).fetchone() \
-            if event_id is not None else None
-        out.append(ThreadState(
-            thread=thread(row[:width]), record_key=key, unobserved_tokens=pending, unobserved_messages=count,
-            observation_tokens=observation_tokens, generation=generation, last_observed_at=observed_at,
-            last_cycle=event(last) if last else None,
-        ))
+        last = (
+            conn.execute(f"SELECT {EVENT_COLUMNS} FROM om_events WHERE id = ?", (event_id,)).fetchone()
+            if event_id is not None
+            else None
+        )
+        out.append(
+            ThreadState(
+                thread=thread(row[:width]),
+                record_key=key,
+                unobserved_tokens=pending,
+                unobserved_messages=count,
+                observation_tokens=observation_tokens,
+                generation=generation,
+                last_observed_at=observed_at,
+                last_cycle=event(last) if last else None,
+            )
+        )
     return out
 
 
 def series_inputs(conn: sqlite3.Connection, key: str, limit_events: int = 5000) -> SeriesInputs:
     """The record's observable messages (all its threads) and its newest cycle-ending events."""
     scope, _, ident = key.partition(":")
-    threads = [ident] if scope == "thread" else [
-        r[0] for r in conn.execute("SELECT id FROM threads WHERE resource_id = ?", (ident,))]
+    threads = (
+        [ident]
+        if scope == "thread"
+        else [r[0] for r in conn.execute("SELECT id FROM threads WHERE resource_id = ?", (ident,))]
+    )
     messages: list[tuple[int, str, int]] = []
     events = []
     for thread_id in threads:
         messages += conn.execute(
-            "SELECT seq, created_at, tokens FROM messages WHERE thread_id = ? AND observable ORDER BY seq",
-            (thread_id,),
+            "SELECT seq, created_at, tokens FROM messages WHERE thread_id = ? AND observable ORDER BY seq", (thread_id,)
         ).fetchall()
         events += conn.execute(
             f"SELECT {EVENT_COLUMNS} FROM om_events WHERE thread_id = ? AND record_key = ? AND type IN ({_ENDS})"

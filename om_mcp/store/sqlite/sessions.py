@@ -10,7 +10,7 @@ when it ended after its last message, or when it has been quiet for a while
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from om_mcp.store.rows import SettledThread
 
@@ -23,11 +23,11 @@ WORKER_LEASE = ("worker", "drain")
 
 def quiet_before(seconds: float = QUIET_SECONDS) -> str:
     """The ISO time before which a session without messages counts as quiet."""
-    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat()
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat()
 
 
 def settled_threads(
-    conn: sqlite3.Connection, quiet_before: str, record_key: str | None = None, limit: int = 50,
+    conn: sqlite3.Connection, quiet_before: str, record_key: str | None = None, limit: int = 50
 ) -> list[SettledThread]:
     """Host threads with unobserved messages that ended, or saw no message since `quiet_before` (ISO time)."""
     sql = (

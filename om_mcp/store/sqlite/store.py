@@ -7,11 +7,22 @@ this class only decides, for each, whether it reads or writes.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from om_mcp.store.sqlite import (
-    admin, commits, coordination, fts, messages, observations, overview, sessions, threads, transfer, vectors,
+    admin,
+    commits,
+    coordination,
+    fts,
+    messages,
+    observations,
+    overview,
+    sessions,
+    threads,
+    transfer,
+    vectors,
 )
 from om_mcp.store.sqlite.database import Database
 
@@ -20,7 +31,7 @@ R = TypeVar("R")
 
 
 def _reads(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
-    async def method(self: "SQLiteStore", *args: P.args, **kwargs: P.kwargs) -> R:
+    async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.read(op, *args, **kwargs)
 
     method.__name__, method.__doc__ = op.__name__, op.__doc__
@@ -28,7 +39,7 @@ def _reads(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Conc
 
 
 def _writes(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
-    async def method(self: "SQLiteStore", *args: P.args, **kwargs: P.kwargs) -> R:
+    async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.write(op, *args, **kwargs)
 
     method.__name__, method.__doc__ = op.__name__, op.__doc__
@@ -45,7 +56,7 @@ class SQLiteStore:
         self.location = db.path
 
     @classmethod
-    async def open(cls, path: str | Path) -> "SQLiteStore":
+    async def open(cls, path: str | Path) -> SQLiteStore:
         return cls(await Database.open(path))
 
     async def close(self) -> None:

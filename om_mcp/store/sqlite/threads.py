@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from om_mcp.store.errors import NotFound
 from om_mcp.store.keys import resource_key, thread_key
@@ -26,8 +27,13 @@ def _require(conn: sqlite3.Connection, thread_id: str) -> Thread:
 
 
 def list_threads(
-    conn: sqlite3.Connection, resource_id: str, *, before: str | None = None, after: str | None = None,
-    limit: int = 20, offset: int = 0,
+    conn: sqlite3.Connection,
+    resource_id: str,
+    *,
+    before: str | None = None,
+    after: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
 ) -> tuple[list[Thread], bool]:
     """Newest-updated first; returns (threads, has_more)."""
     where, params = ["t.resource_id = ?"], [resource_id]
@@ -55,7 +61,11 @@ def resources(conn: sqlite3.Connection) -> list[ResourceSummary]:
 
 
 def update(
-    conn: sqlite3.Connection, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None,
+    conn: sqlite3.Connection,
+    thread_id: str,
+    *,
+    title: str | None = None,
+    metadata: dict[str, Any] | None = None,
     pin_title: bool | None = None,
 ) -> Thread:
     """Set a title and merge metadata (a None value removes a key)."""
@@ -110,7 +120,7 @@ def get_working_memory(conn: sqlite3.Connection, scope: Scope, key: str) -> str 
 
 
 def update_working_memory(
-    conn: sqlite3.Connection, scope: Scope, key: str, update: Callable[[str | None], str | None],
+    conn: sqlite3.Connection, scope: Scope, key: str, update: Callable[[str | None], str | None]
 ) -> tuple[str | None, bool]:
     """Read-modify-write in one transaction, so concurrent merges serialise and none is lost.
     `update` returns the new stored text, or None to leave it; returns (stored, changed)."""
@@ -147,12 +157,14 @@ def _forget_thread(conn: sqlite3.Connection, thread_id: str) -> int:
         params += [span[1], span[0]]
     ids = [r[0] for r in conn.execute(f"SELECT id FROM om_groups WHERE {doomed}", params)]
     for start in range(0, len(ids), 500):
-        batch = ids[start:start + 500]
+        batch = ids[start : start + 500]
         marks = ",".join("?" * len(batch))
         conn.execute(f"DELETE FROM om_groups_fts WHERE group_id IN ({marks})", batch)
         conn.execute(f"DELETE FROM om_groups WHERE id IN ({marks})", batch)
         conn.execute(f"DELETE FROM embeddings WHERE kind = 'group' AND ref IN ({marks})", batch)
-    touched = {r[0] for r in conn.execute("SELECT DISTINCT record_key FROM om_cursors WHERE thread_id = ?", (thread_id,))}
+    touched = {
+        r[0] for r in conn.execute("SELECT DISTINCT record_key FROM om_cursors WHERE thread_id = ?", (thread_id,))
+    }
     _forget_in_shared(conn, thread_id, touched - {thread_key(thread_id)})
     for statement in (
         "DELETE FROM embeddings WHERE thread_id = ?",
@@ -183,18 +195,28 @@ def _forget_in_shared(conn: sqlite3.Connection, thread_id: str, shared: set[str]
     the last ones): the record's map, its copies in thread metadata (`om.*`) and in the
     record's events. The next cycle extracts them again."""
     for key in shared:
-        cycles = [r[0] for r in conn.execute(
-            "SELECT DISTINCT cycle_id FROM om_events WHERE record_key = ? AND cycle_id IS NOT NULL"
-            " AND EXISTS (SELECT 1 FROM json_each(payload, '$.thread_ids') WHERE value = ?)", (key, thread_id))]
+        cycles = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT cycle_id FROM om_events WHERE record_key = ? AND cycle_id IS NOT NULL"
+                " AND EXISTS (SELECT 1 FROM json_each(payload, '$.thread_ids') WHERE value = ?)",
+                (key, thread_id),
+            )
+        ]
         for start in range(0, len(cycles), 500):
-            batch = cycles[start:start + 500]
+            batch = cycles[start : start + 500]
             conn.execute(f"DELETE FROM om_events WHERE cycle_id IN ({','.join('?' * len(batch))})", batch)
-        conn.execute("UPDATE om_events SET payload = json_remove(payload, '$.extracted_values')"
-                     " WHERE record_key = ? AND json_type(payload, '$.extracted_values') IS NOT NULL", (key,))
+        conn.execute(
+            "UPDATE om_events SET payload = json_remove(payload, '$.extracted_values')"
+            " WHERE record_key = ? AND json_type(payload, '$.extracted_values') IS NOT NULL",
+            (key,),
+        )
         conn.execute("UPDATE om_records SET extracted = '{}' WHERE key = ? AND extracted != '{}'", (key,))
         conn.execute(
             "UPDATE threads SET metadata = json_remove(metadata, '$.om') WHERE json_type(metadata, '$.om') IS NOT NULL"
-            " AND id IN (SELECT thread_id FROM om_cursors WHERE record_key = ?)", (key,))
+            " AND id IN (SELECT thread_id FROM om_cursors WHERE record_key = ?)",
+            (key,),
+        )
 
 
 def delete_thread(conn: sqlite3.Connection, thread_id: str) -> int:
@@ -214,12 +236,15 @@ def delete_resource(conn: sqlite3.Connection, resource_id: str) -> tuple[int, in
     key = resource_key(resource_id)
     ids = [r[0] for r in conn.execute("SELECT id FROM om_groups WHERE record_key = ?", (key,))]
     for start in range(0, len(ids), 500):
-        batch = ids[start:start + 500]
+        batch = ids[start : start + 500]
         conn.execute(f"DELETE FROM om_groups_fts WHERE group_id IN ({','.join('?' * len(batch))})", batch)
     for statement in (
-        "DELETE FROM om_groups WHERE record_key = ?", "DELETE FROM om_chunks WHERE record_key = ?",
-        "DELETE FROM om_cursors WHERE record_key = ?", "DELETE FROM om_buffered_reflections WHERE record_key = ?",
-        "DELETE FROM om_events WHERE record_key = ?", "DELETE FROM om_records WHERE key = ?",
+        "DELETE FROM om_groups WHERE record_key = ?",
+        "DELETE FROM om_chunks WHERE record_key = ?",
+        "DELETE FROM om_cursors WHERE record_key = ?",
+        "DELETE FROM om_buffered_reflections WHERE record_key = ?",
+        "DELETE FROM om_events WHERE record_key = ?",
+        "DELETE FROM om_records WHERE key = ?",
     ):
         conn.execute(statement, (key,))
     conn.execute("DELETE FROM om_events WHERE resource_id = ?", (resource_id,))

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from om_mcp.store.errors import StoreError
 from om_mcp.store.rows import AppendResult, NewMessage
@@ -35,8 +36,9 @@ Item = tuple[str, Any]  # ("resource" | "thread" | "record" | "group", record di
 # -- export ------------------------------------------------------------------------------
 
 
-def export(conn: sqlite3.Connection, consume: Callable[[Iterator[dict[str, Any]]], T],
-           resource_id: str | None = None) -> T:
+def export(
+    conn: sqlite3.Connection, consume: Callable[[Iterator[dict[str, Any]]], T], resource_id: str | None = None
+) -> T:
     """`consume(records)` over every resource (or one), in the format's order, in one snapshot."""
     return consume(_records(conn, resource_id))
 
@@ -51,18 +53,35 @@ def _records(conn: sqlite3.Connection, resource_id: str | None) -> Iterator[dict
         yield {"type": "resource", "id": rid, "working_memory": memory, "created_at": created, "updated_at": updated}
         threads = conn.execute(
             f"SELECT {THREAD_COLUMNS}, t.working_memory FROM threads t WHERE t.resource_id = ?"
-            " ORDER BY t.created_at, t.id", (rid,),
+            " ORDER BY t.created_at, t.id",
+            (rid,),
         ).fetchall()
         for row in threads:
             t = thread(row[:-1])
-            yield {"type": "thread", "id": t.id, "resource_id": rid, "title": t.title, "title_pinned": t.title_pinned,
-                   "metadata": t.metadata, "working_memory": row[-1], "created_at": t.created_at,
-                   "updated_at": t.updated_at}
-            for m in conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? ORDER BY m.seq",
-                                  (t.id,)):
+            yield {
+                "type": "thread",
+                "id": t.id,
+                "resource_id": rid,
+                "title": t.title,
+                "title_pinned": t.title_pinned,
+                "metadata": t.metadata,
+                "working_memory": row[-1],
+                "created_at": t.created_at,
+                "updated_at": t.updated_at,
+            }
+            for m in conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? ORDER BY m.seq", (t.id,)
+            ):
                 found = message(m)
-                yield {"type": "message", "id": found.id, "thread_id": t.id, "role": found.role,
-                       "parts": found.parts, "created_at": found.created_at, "metadata": found.metadata}
+                yield {
+                    "type": "message",
+                    "id": found.id,
+                    "thread_id": t.id,
+                    "role": found.role,
+                    "parts": found.parts,
+                    "created_at": found.created_at,
+                    "metadata": found.metadata,
+                }
         for (key,) in conn.execute("SELECT key FROM om_records WHERE resource_id = ? ORDER BY key", (rid,)).fetchall():
             yield from _record(conn, key)
 
@@ -70,31 +89,58 @@ def _records(conn: sqlite3.Connection, resource_id: str | None) -> Iterator[dict
 def _record(conn: sqlite3.Connection, key: str) -> Iterator[dict[str, Any]]:
     scope, rid, tid, generation, extracted, observed, reflected, created, updated = conn.execute(
         "SELECT scope, resource_id, thread_id, generation, extracted, last_observed_at, last_reflection_at,"
-        " created_at, updated_at FROM om_records WHERE key = ?", (key,),
+        " created_at, updated_at FROM om_records WHERE key = ?",
+        (key,),
     ).fetchone()
     through, hints = {}, {}
     for thread_id, seq, task, response in conn.execute(
         "SELECT c.thread_id, c.seq, c.current_task, c.suggested_response FROM om_cursors c"
-        " JOIN threads t ON t.id = c.thread_id WHERE c.record_key = ? ORDER BY c.thread_id", (key,),
+        " JOIN threads t ON t.id = c.thread_id WHERE c.record_key = ? ORDER BY c.thread_id",
+        (key,),
     ).fetchall():
         if seq:
-            last = conn.execute("SELECT id FROM messages WHERE thread_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                                (thread_id, seq)).fetchone()
+            last = conn.execute(
+                "SELECT id FROM messages WHERE thread_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1", (thread_id, seq)
+            ).fetchone()
             if last:
                 through[thread_id] = last[0]
         if task or response:
             hints[thread_id] = {"current_task": task, "suggested_response": response}
-    yield {"type": "observation_record", "key": key, "scope": scope, "resource_id": rid, "thread_id": tid,
-           "generation": generation, "observed_through": through, "hints": hints,
-           "extracted": json.loads(extracted or "{}"), "last_observed_at": observed, "last_reflection_at": reflected,
-           "created_at": created, "updated_at": updated}
+    yield {
+        "type": "observation_record",
+        "key": key,
+        "scope": scope,
+        "resource_id": rid,
+        "thread_id": tid,
+        "generation": generation,
+        "observed_through": through,
+        "hints": hints,
+        "extracted": json.loads(extracted or "{}"),
+        "last_observed_at": observed,
+        "last_reflection_at": reflected,
+        "created_at": created,
+        "updated_at": updated,
+    }
     for gid, gen, position, kind, thread_id, first, last, text, tokens, observed_at, created_at in conn.execute(
         "SELECT id, generation, position, kind, thread_id, first_message_id, last_message_id, text, tokens,"
-        " observed_at, created_at FROM om_groups WHERE record_key = ? ORDER BY generation, position", (key,),
+        " observed_at, created_at FROM om_groups WHERE record_key = ? ORDER BY generation, position",
+        (key,),
     ):
-        yield {"type": "observation_group", "id": gid, "record_key": key, "generation": gen, "position": position,
-               "kind": kind, "thread_id": thread_id, "first_message_id": first, "last_message_id": last,
-               "text": text, "tokens": tokens, "observed_at": observed_at, "created_at": created_at}
+        yield {
+            "type": "observation_group",
+            "id": gid,
+            "record_key": key,
+            "generation": gen,
+            "position": position,
+            "kind": kind,
+            "thread_id": thread_id,
+            "first_message_id": first,
+            "last_message_id": last,
+            "text": text,
+            "tokens": tokens,
+            "observed_at": observed_at,
+            "created_at": created_at,
+        }
 
 
 # -- import ------------------------------------------------------------------------------
@@ -123,15 +169,25 @@ class _Import:
         row = self.conn.execute("SELECT resource_id FROM threads WHERE id = ?", (t["id"],)).fetchone()
         if row is not None:
             if row[0] != t["resource_id"]:
-                raise StoreError(f"thread {t['id']!r} exists here under resource {row[0]!r}, not"
-                                 f" {t['resource_id']!r}", field="thread.resource_id")
+                raise StoreError(
+                    f"thread {t['id']!r} exists here under resource {row[0]!r}, not {t['resource_id']!r}",
+                    field="thread.resource_id",
+                )
             self._count("thread", False)
             return
         self.conn.execute(
             "INSERT INTO threads (id, resource_id, title, title_pinned, metadata, working_memory, created_at,"
             " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (t["id"], t["resource_id"], t.get("title"), int(bool(t.get("title_pinned"))), dumps(t.get("metadata") or {}),
-             t.get("working_memory"), t["created_at"], t["updated_at"]),
+            (
+                t["id"],
+                t["resource_id"],
+                t.get("title"),
+                int(bool(t.get("title_pinned"))),
+                dumps(t.get("metadata") or {}),
+                t.get("working_memory"),
+                t["created_at"],
+                t["updated_at"],
+            ),
         )
         self.new_threads[t["id"]] = t["updated_at"]
         self._count("thread", True)
@@ -150,10 +206,20 @@ class _Import:
             cursor = self.conn.execute(
                 "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
                 " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (m.id, thread_id, current.resource_id, m.role, m.body, stored_parts(m.parts, m.body), m.created_at,
-                 dumps(m.metadata) if m.metadata else None, m.tokens,
-                 dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None, self.counted_by,
-                 int(m.observable)),
+                (
+                    m.id,
+                    thread_id,
+                    current.resource_id,
+                    m.role,
+                    m.body,
+                    stored_parts(m.parts, m.body),
+                    m.created_at,
+                    dumps(m.metadata) if m.metadata else None,
+                    m.tokens,
+                    dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
+                    self.counted_by,
+                    int(m.observable),
+                ),
             )
             indexed.append((cursor.lastrowid, m.body))
         fts.index_messages(self.conn, [seq for seq, _ in indexed])
@@ -171,11 +237,24 @@ class _Import:
         self.conn.execute(
             "INSERT INTO om_records (key, scope, resource_id, thread_id, generation, extracted, last_observed_at,"
             " last_reflection_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, r["scope"], r["resource_id"], r.get("thread_id"), r["generation"], dumps(r.get("extracted") or {}),
-             r.get("last_observed_at"), r.get("last_reflection_at"), r["created_at"], r["updated_at"]),
+            (
+                key,
+                r["scope"],
+                r["resource_id"],
+                r.get("thread_id"),
+                r["generation"],
+                dumps(r.get("extracted") or {}),
+                r.get("last_observed_at"),
+                r.get("last_reflection_at"),
+                r["created_at"],
+                r["updated_at"],
+            ),
         )
-        threads = [r["thread_id"]] if r["scope"] == "thread" else [
-            t for (t,) in self.conn.execute("SELECT id FROM threads WHERE resource_id = ?", (r["resource_id"],))]
+        threads = (
+            [r["thread_id"]]
+            if r["scope"] == "thread"
+            else [t for (t,) in self.conn.execute("SELECT id FROM threads WHERE resource_id = ?", (r["resource_id"],))]
+        )
         through, hints = r.get("observed_through") or {}, r.get("hints") or {}
         for thread_id in threads:
             seq = self._seq(thread_id, through.get(thread_id)) if through.get(thread_id) else 0
@@ -204,12 +283,26 @@ class _Import:
             "INSERT INTO om_groups (id, record_key, generation, position, kind, thread_id, first_seq, last_seq,"
             " first_message_id, last_message_id, text, tokens, observed_at, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (gid, key, g["generation"], g["position"], g["kind"], g.get("thread_id"), first, last,
-             g.get("first_message_id"), g.get("last_message_id"), g["text"], g["tokens"], g.get("observed_at"),
-             g["created_at"]),
+            (
+                gid,
+                key,
+                g["generation"],
+                g["position"],
+                g["kind"],
+                g.get("thread_id"),
+                first,
+                last,
+                g.get("first_message_id"),
+                g.get("last_message_id"),
+                g["text"],
+                g["tokens"],
+                g.get("observed_at"),
+                g["created_at"],
+            ),
         )
-        self.conn.execute("INSERT INTO om_groups_fts (group_id, record_key, text) VALUES (?, ?, ?)",
-                          (gid, key, g["text"]))
+        self.conn.execute(
+            "INSERT INTO om_groups_fts (group_id, record_key, text) VALUES (?, ?, ?)", (gid, key, g["text"])
+        )
         self._count("observation_group", True)
 
     def _seq(self, thread_id: str | None, message_id: str | None, resource_id: str | None = None) -> int:
@@ -217,12 +310,14 @@ class _Import:
         if not message_id:
             return 0
         if thread_id is not None:
-            row = self.conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND id = ?",
-                                    (thread_id, message_id)).fetchone()
+            row = self.conn.execute(
+                "SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, message_id)
+            ).fetchone()
         else:  # a reflection over several threads names no thread: the newest message with that id
             row = self.conn.execute(
                 "SELECT m.seq FROM threads t JOIN messages m ON m.thread_id = t.id AND m.id = ?"
-                " WHERE t.resource_id = ? ORDER BY m.seq DESC LIMIT 1", (message_id, resource_id),
+                " WHERE t.resource_id = ? ORDER BY m.seq DESC LIMIT 1",
+                (message_id, resource_id),
             ).fetchone()
         return row[0] if row else 0
 
@@ -230,7 +325,9 @@ class _Import:
         for key in set(self.records) - self.skipped_records:
             self.conn.execute(
                 "UPDATE om_records SET observation_tokens = (SELECT COALESCE(SUM(tokens), 0) FROM om_groups"
-                " WHERE record_key = om_records.key AND generation = om_records.generation) WHERE key = ?", (key,))
+                " WHERE record_key = om_records.key AND generation = om_records.generation) WHERE key = ?",
+                (key,),
+            )
         for thread_id in self.touched_threads:
             self.conn.execute(
                 "UPDATE om_cursors SET"
@@ -239,7 +336,9 @@ class _Import:
                 " pending_messages = (SELECT COUNT(*) FROM messages m"
                 "  WHERE m.thread_id = om_cursors.thread_id AND m.seq > om_cursors.seq AND m.observable),"
                 " counted_seq = (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.thread_id = om_cursors.thread_id)"
-                " WHERE thread_id = ?", (thread_id,))
+                " WHERE thread_id = ?",
+                (thread_id,),
+            )
         for thread_id, updated_at in self.new_threads.items():
             self.conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (updated_at, thread_id))
         return self.result
@@ -262,5 +361,7 @@ def import_records(conn: sqlite3.Connection, items: Iterable[Item], counted_by: 
 
 def set_thread_times(conn: sqlite3.Connection, thread_id: str, created_at: str | None, updated_at: str | None) -> None:
     """Give an imported conversation its real dates (appends stamp the time of the import)."""
-    conn.execute("UPDATE threads SET created_at = COALESCE(?, created_at), updated_at = COALESCE(?, updated_at)"
-                 " WHERE id = ?", (created_at, updated_at, thread_id))
+    conn.execute(
+        "UPDATE threads SET created_at = COALESCE(?, created_at), updated_at = COALESCE(?, updated_at) WHERE id = ?",
+        (created_at, updated_at, thread_id),
+    )

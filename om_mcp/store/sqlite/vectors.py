@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from array import array
-from typing import Iterable
+from collections.abc import Iterable
 
 from om_mcp.store.rows import Group, GroupHit, Pending
 from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
@@ -61,7 +61,8 @@ def put(conn: sqlite3.Connection, resource_id: str, embedder: str, items: list[t
     for item, vector in items:
         # The source may have been deleted while the embedder ran: its vector would be an orphan.
         exists = (
-            "SELECT 1 FROM messages WHERE seq = CAST(? AS INTEGER)" if item.kind == "message"
+            "SELECT 1 FROM messages WHERE seq = CAST(? AS INTEGER)"
+            if item.kind == "message"
             else "SELECT 1 FROM om_groups WHERE id = ?"
         )
         conn.execute(
@@ -72,7 +73,12 @@ def put(conn: sqlite3.Connection, resource_id: str, embedder: str, items: list[t
 
 
 def nearest(
-    conn: sqlite3.Connection, resource_id: str, embedder: str, query: list[float], *, thread_id: str | None = None,
+    conn: sqlite3.Connection,
+    resource_id: str,
+    embedder: str,
+    query: list[float],
+    *,
+    thread_id: str | None = None,
     limit: int | None = None,
 ) -> list[tuple[str, str, float]]:
     """(kind, ref, cosine), most similar first (vectors are unit length)."""

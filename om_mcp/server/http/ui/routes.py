@@ -22,8 +22,11 @@ from starlette.routing import Route
 from om_mcp.server.http.ui.contract import UiDataSource
 
 EVENTS_LIMIT = 500
-_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "style.css": "text/css; charset=utf-8"}
+_FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
 # The page loads nothing from elsewhere and runs no inline script.
 _CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 
@@ -33,8 +36,16 @@ def ui_routes(api: UiDataSource) -> list[Route]:
 
     def static(name: str):
         async def serve(request: Request) -> Response:
-            return Response(files[name], media_type=_FILES[name], headers={
-                "Cache-Control": "no-cache", "Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff"})
+            return Response(
+                files[name],
+                media_type=_FILES[name],
+                headers={
+                    "Cache-Control": "no-cache",
+                    "Content-Security-Policy": _CSP,
+                    "X-Content-Type-Options": "nosniff",
+                },
+            )
+
         return serve
 
     async def info(request: Request) -> Response:

@@ -17,7 +17,7 @@ time and applied as token deltas.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from om_mcp.server.http.ui.contract import Cycle, SeriesPoint, ThreadSeries
@@ -53,10 +53,18 @@ class _Lines:
         threshold = self.thresholds[0]
         if self.shared is not None:
             threshold = max(self.shared - self.observations, threshold)
-        self.points.append((SeriesPoint(
-            at=when.isoformat(), unobserved_tokens=max(self.unobserved, 0),
-            observation_tokens=max(self.observations, 0), message_threshold=threshold,
-            observation_threshold=self.thresholds[1]), cycle))
+        self.points.append(
+            (
+                SeriesPoint(
+                    at=when.isoformat(),
+                    unobserved_tokens=max(self.unobserved, 0),
+                    observation_tokens=max(self.observations, 0),
+                    message_threshold=threshold,
+                    observation_threshold=self.thresholds[1],
+                ),
+                cycle,
+            )
+        )
 
 
 def build_series(
@@ -77,8 +85,10 @@ def build_series(
             queue.append((seq, at, int(tokens or 0)))
     queue.sort(key=lambda m: m[0])
     timed = [(e, _when(e)) for e in events]
-    ordered = sorted(((e, at) for e, at in timed if at is not None),
-                     key=lambda pair: (pair[0].get("id") is None, pair[0].get("id") or 0, pair[1]))
+    ordered = sorted(
+        ((e, at) for e, at in timed if at is not None),
+        key=lambda pair: (pair[0].get("id") is None, pair[0].get("id") or 0, pair[1]),
+    )
     lines = _Lines(message_threshold, observation_threshold)
     cycles: list[Cycle] = []
     next_message = 0
@@ -88,7 +98,8 @@ def build_series(
             continue  # a start, a title update...: nothing to plot
         upto = windows.get("seq") if windows else None
         while next_message < len(queue) and (
-                queue[next_message][0] <= upto if upto is not None else queue[next_message][1] <= at):
+            queue[next_message][0] <= upto if upto is not None else queue[next_message][1] <= at
+        ):
             _, when, tokens = queue[next_message]
             lines.unobserved += tokens
             lines.point(lines.at(when, cap=at), cycle=False)
@@ -96,8 +107,10 @@ def build_series(
         if windows:
             lines.unobserved = int(windows.get("unobserved_tokens", lines.unobserved))
             lines.observations = int(windows.get("observation_tokens", lines.observations))
-            lines.thresholds = [int(windows.get("message_threshold", lines.thresholds[0])),
-                                int(windows.get("observation_threshold", lines.thresholds[1]))]
+            lines.thresholds = [
+                int(windows.get("message_threshold", lines.thresholds[0])),
+                int(windows.get("observation_threshold", lines.thresholds[1])),
+            ]
             lines.shared = windows.get("shared_budget")
         else:
             lines.unobserved, lines.observations = _apply(event, lines.unobserved, lines.observations)
@@ -132,12 +145,14 @@ def _apply(event: dict[str, Any], unobserved: int, observations: int) -> tuple[i
         if reflection:
             return unobserved, int(event.get("observation_tokens") or 0)
         return unobserved - int(event.get("tokens_observed") or 0), observations + int(
-            event.get("observation_tokens") or 0)
+            event.get("observation_tokens") or 0
+        )
     if kind == "data-om-activation":
         if reflection:
             return unobserved, int(event.get("observation_tokens") or 0)
         return unobserved - int(event.get("tokens_activated") or 0), observations + int(
-            event.get("observation_tokens") or 0)
+            event.get("observation_tokens") or 0
+        )
     return unobserved, observations  # buffering is not active yet; failures change nothing
 
 
@@ -150,8 +165,13 @@ def _cycle(event: dict[str, Any], at: datetime) -> Cycle | None:
     usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
     failed = str(event.get("type", "")).endswith("-failed")
     return Cycle(
-        at=at.isoformat(), kind=kind, ok=not failed, trigger=event.get("trigger") or event.get("triggered_by"),
-        duration_ms=_int(event.get("duration_ms")), cost=_float(usage.get("cost")), model=event.get("model"),
+        at=at.isoformat(),
+        kind=kind,
+        ok=not failed,
+        trigger=event.get("trigger") or event.get("triggered_by"),
+        duration_ms=_int(event.get("duration_ms")),
+        cost=_float(usage.get("cost")),
+        model=event.get("model"),
         tokens_in=_int(_first(event, "tokens_observed", "tokens_buffered", "tokens_activated", "tokens_attempted")),
         tokens_out=_int(_first(event, "observation_tokens", "buffered_tokens")),
     )
@@ -176,7 +196,7 @@ def _parse(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _int(value: Any) -> int | None:

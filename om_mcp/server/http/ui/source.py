@@ -8,14 +8,26 @@ cannot even learn that it exists.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
 from om_mcp.engine import message_threshold
 from om_mcp.server.http.auth import allowed_resources
 from om_mcp.server.http.ui.contract import (
-    Buffered, Event, EventPage, Forgotten, Generation, Group, Hints, ResourceSummary, ServerInfo, ThreadDetail,
-    ThreadSeries, ThreadSummary, Window,
+    Buffered,
+    Event,
+    EventPage,
+    Forgotten,
+    Generation,
+    Group,
+    Hints,
+    ResourceSummary,
+    ServerInfo,
+    ThreadDetail,
+    ThreadSeries,
+    ThreadSummary,
+    Window,
 )
 from om_mcp.server.http.ui.series import build_series
 
@@ -41,8 +53,11 @@ class MemorySource:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.observation.limits
         return ServerInfo(
-            version=__version__, database=str(memory.store.location), scope=om.scope,
-            message_threshold=limits.message_tokens, observation_threshold=limits.observation_tokens,
+            version=__version__,
+            database=str(memory.store.location),
+            scope=om.scope,
+            message_threshold=limits.message_tokens,
+            observation_threshold=limits.observation_tokens,
             observer_model=memory.observation.observer.router.describe(),
             reflector_model=memory.observation.reflector.router.describe(),
         )
@@ -50,9 +65,15 @@ class MemorySource:
     async def resources(self) -> list[ResourceSummary]:
         store = self.memory.store
         return [
-            ResourceSummary(id=r.id, threads=r.threads, messages=r.messages, updated_at=r.updated_at,
-                            working_memory=await store.get_working_memory("resource", r.id))
-            for r in await store.list_resources() if _granted(r.id)
+            ResourceSummary(
+                id=r.id,
+                threads=r.threads,
+                messages=r.messages,
+                updated_at=r.updated_at,
+                working_memory=await store.get_working_memory("resource", r.id),
+            )
+            for r in await store.list_resources()
+            if _granted(r.id)
         ]
 
     async def threads(self, resource_id: str) -> list[ThreadSummary] | None:
@@ -66,8 +87,7 @@ class MemorySource:
 
     async def _state(self, thread_id: str) -> ThreadState | None:
         memory = self.memory
-        found = await memory.store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id,
-                                                 limit=1)
+        found = await memory.store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id, limit=1)
         return found[0] if found and _granted(found[0].thread.resource_id) else None
 
     async def thread(self, thread_id: str) -> ThreadDetail | None:
@@ -81,24 +101,41 @@ class MemorySource:
         current = snap.record.generation if snap else 0
         wm = memory.config.working_memory
         wm_scope = wm.scope if wm.enabled else None
-        stored = await store.get_working_memory(wm_scope, thread_id if wm_scope == "thread" else
-                                                state.thread.resource_id) if wm_scope else None
+        stored = (
+            await store.get_working_memory(wm_scope, thread_id if wm_scope == "thread" else state.thread.resource_id)
+            if wm_scope
+            else None
+        )
         chunks = snap.chunks if snap else []
         return ThreadDetail(
-            thread=_summary(state), record_key=state.record_key, scope=om.scope, working_memory=stored,
+            thread=_summary(state),
+            record_key=state.record_key,
+            scope=om.scope,
+            working_memory=stored,
             working_memory_scope=wm_scope,
             hints=Hints(current_task=snap.hints.current_task, suggested_response=snap.hints.suggested_response)
-            if snap else Hints(),
+            if snap
+            else Hints(),
             extracted=snap.record.extracted if snap else {},
-            messages_window=Window(tokens=snap.state.pending_tokens if snap else 0, threshold=message_threshold(
-                limits, state.observation_tokens, om.share_token_budget)),
+            messages_window=Window(
+                tokens=snap.state.pending_tokens if snap else 0,
+                threshold=message_threshold(limits, state.observation_tokens, om.share_token_budget),
+            ),
             observations_window=Window(tokens=state.observation_tokens, threshold=limits.observation_tokens),
-            buffered=Buffered(chunks=len(chunks), message_tokens=sum(c.message_tokens for c in chunks),
-                              observation_tokens=sum(c.tokens for c in chunks),
-                              reflection_ready=bool(snap and snap.buffered_reflection)),
+            buffered=Buffered(
+                chunks=len(chunks),
+                message_tokens=sum(c.message_tokens for c in chunks),
+                observation_tokens=sum(c.tokens for c in chunks),
+                reflection_ready=bool(snap and snap.buffered_reflection),
+            ),
             generations=[
-                Generation(generation=n, current=n == current, created_at=groups[0].created_at if groups else None,
-                           tokens=sum(g.tokens for g in groups), groups=[_group(g) for g in groups])
+                Generation(
+                    generation=n,
+                    current=n == current,
+                    created_at=groups[0].created_at if groups else None,
+                    tokens=sum(g.tokens for g in groups),
+                    groups=[_group(g) for g in groups],
+                )
                 for n, groups in reversed(generations)
             ],
         )
@@ -107,8 +144,16 @@ class MemorySource:
         if await self._state(thread_id) is None:
             return None
         found = await self.memory.store.events(thread_id=thread_id, after_id=after or 0, limit=limit)
-        page = [Event(id=e.id, type=e.type, at=e.created_at, cycle_id=e.cycle_id,
-                      payload={k: v for k, v in e.payload.items() if k not in ("type", "cycle_id")}) for e in found]
+        page = [
+            Event(
+                id=e.id,
+                type=e.type,
+                at=e.created_at,
+                cycle_id=e.cycle_id,
+                payload={k: v for k, v in e.payload.items() if k not in ("type", "cycle_id")},
+            )
+            for e in found
+        ]
         return EventPage(events=page, next_after=page[-1].id if page else after)
 
     async def series(self, thread_id: str) -> ThreadSeries | None:
@@ -119,8 +164,12 @@ class MemorySource:
         inputs = await memory.store.series_inputs(state.record_key)
         limits = memory.observation.limits
         events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
-        return build_series(events, message_threshold=limits.message_tokens,
-                            observation_threshold=limits.observation_tokens, messages=inputs.messages)
+        return build_series(
+            events,
+            message_threshold=limits.message_tokens,
+            observation_threshold=limits.observation_tokens,
+            messages=inputs.messages,
+        )
 
     async def forget_thread(self, thread_id: str) -> Forgotten | None:
         if await self._state(thread_id) is None:
@@ -132,14 +181,29 @@ class MemorySource:
 def _summary(state: ThreadState) -> ThreadSummary:
     t = state.thread
     return ThreadSummary(
-        id=t.id, resource_id=t.resource_id, title=t.title, messages=t.message_count,
-        unobserved_tokens=state.unobserved_tokens, observation_tokens=state.observation_tokens,
-        generation=state.generation, created_at=t.created_at, updated_at=t.updated_at,
+        id=t.id,
+        resource_id=t.resource_id,
+        title=t.title,
+        messages=t.message_count,
+        unobserved_tokens=state.unobserved_tokens,
+        observation_tokens=state.observation_tokens,
+        generation=state.generation,
+        created_at=t.created_at,
+        updated_at=t.updated_at,
         last_observed_at=state.last_observed_at,
     )
 
 
 def _group(g: Any) -> Group:
-    return Group(id=g.id, position=g.position, kind=g.kind, text=g.text, tokens=g.tokens, thread_id=g.thread_id,
-                 first_message_id=g.first_message_id, last_message_id=g.last_message_id, observed_at=g.observed_at,
-                 created_at=g.created_at or None)
+    return Group(
+        id=g.id,
+        position=g.position,
+        kind=g.kind,
+        text=g.text,
+        tokens=g.tokens,
+        thread_id=g.thread_id,
+        first_message_id=g.first_message_id,
+        last_message_id=g.last_message_id,
+        observed_at=g.observed_at,
+        created_at=g.created_at or None,
+    )
