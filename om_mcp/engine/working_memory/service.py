@@ -10,8 +10,9 @@ from om_mcp.config import WorkingMemoryConfig
 from om_mcp.engine import intake
 from om_mcp.engine.errors import InputError, NotFound
 from om_mcp.engine.results import WorkingMemoryOut
+from om_mcp.engine.working_memory.render import render_for_context
 from om_mcp.engine.working_memory.update import WorkingMemoryError, apply_update, initial_value, is_empty
-from om_mcp.store import Scope, Store
+from om_mcp.store import ContextRead, Scope, Store
 
 Seed = tuple[Scope, Callable[[str | None], str | None]]
 
@@ -46,6 +47,27 @@ class WorkingMemory:
     async def stored(self, scope: Scope, key: str) -> str | dict | None:
         return decode(self.config.mode, await self.store.get_working_memory(scope, key))
 
+    def context_location(self, thread_id: str, resource_id: str) -> tuple[str, str] | None:
+        """Where the context read finds the working memory, as (table, key); None when it is off."""
+        if not self.config.enabled:
+            return None
+        scope, key = self.location(thread_id, resource_id)
+        return ("resources" if scope == "resource" else "threads"), key
+
+    async def for_context(self, resource_id: str, read: ContextRead | None) -> tuple[str | dict | None, str]:
+        """The value a context shows, and its rendered block: what the context read found; for a
+        thread not stored yet (no read), the resource's memory, as a thread's cannot exist yet."""
+        if not self.config.enabled:
+            return None, ""
+        if read is not None:
+            stored = read.working_memory
+        elif self.config.scope == "resource":
+            stored = await self.store.get_working_memory("resource", resource_id)
+        else:
+            stored = None
+        memory = self.value(stored)
+        return memory, render_for_context(self.config, memory)
+
     def _require(self) -> None:
         if not self.config.enabled:
             raise InputError("working memory is disabled in the configuration", field="working_memory.enabled")
@@ -79,6 +101,14 @@ class WorkingMemory:
             raise InputError(str(error), field=error.field) from None
         result = outcome["result"]
         return self._out(thread_id, resource_id, result.value, updated=result.changed, notice=result.notice)
+
+    async def merge(
+        self, thread_id: str, resource_id: str, partial: dict[str, Any], *, exists: bool
+    ) -> WorkingMemoryOut:
+        """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
+        if self.config.mode != "schema" or self.config.scope != "resource":
+            raise InputError("merge_working_memory needs schema mode and resource scope", field="working_memory")
+        return await self.update(thread_id, resource_id, partial, exists=exists)
 
     def seed(self, initial: Any) -> Seed | None:
         """The working memory a new thread brings in its metadata (WM-10), as a store seed."""

@@ -1,0 +1,52 @@
+"""Recall: a query sent to its mode (browse, threads, search), within the configured retrieval scope."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from om_mcp.config import Config
+from om_mcp.engine.errors import InputError, translated
+from om_mcp.engine.recall.browse import browse
+from om_mcp.engine.recall.query import RecallOut, RecallQuery
+from om_mcp.engine.recall.search import search
+from om_mcp.engine.recall.threads import list_threads
+from om_mcp.engine.search import Retrieval
+from om_mcp.store import Store
+
+
+def thread_only(config: Config) -> bool:
+    """Retrieval limited to the asking thread (retrieval.scope 'thread')."""
+    retrieval = config.observational_memory.retrieval_config
+    return retrieval is not None and retrieval.scope == "thread"
+
+
+def scoped(config: Config, query: RecallQuery) -> RecallQuery:
+    """The query within the retrieval scope: with scope 'thread', asking for other threads is
+    an error rather than an answer that silently leaves them out."""
+    if not thread_only(config):
+        return query
+    if query.mode == "threads":
+        raise InputError("mode 'threads' is off: retrieval.scope is 'thread'", field="mode")
+    if query.target_thread_id not in (None, "current", query.thread_id):
+        raise InputError("other threads are off: retrieval.scope is 'thread'", field="target_thread_id")
+    return query.model_copy(update={"scope": "thread"})
+
+
+async def recall(
+    store: Store,
+    retrieval: Retrieval,
+    config: Config,
+    count: Callable[[str], int],
+    query: RecallQuery,
+    resource_id: str,
+) -> RecallOut:
+    """Browse raw messages, list threads, or search, within the output token budget."""
+    query = scoped(config, query)
+    budget = min(query.max_tokens or config.output_token_budget, config.output_token_budget)
+    if query.mode == "threads":
+        return await list_threads(store, query, resource_id, budget, count)
+    if query.mode == "search":
+        if not query.query:
+            raise InputError("mode 'search' needs a query", field="query")
+        return await search(retrieval, query, resource_id, budget, count)
+    return await translated(browse(store, query, resource_id, budget, count))
