@@ -19,6 +19,8 @@ from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project,
 
 # The events the om-mcp plugin registers, and the SessionStart sources it matches.
 from om_mcp.hosts.events import CLAUDE_CODE, plan
+from om_mcp.hosts.events import CLAUDE_INGEST_EVENTS as INGEST_EVENTS  # noqa: F401 - part of this module's API
+from om_mcp.hosts.events import CLAUDE_SESSION_START_SOURCES as SESSION_START_SOURCES  # noqa: F401 - as above
 
 
 class HookInput(BaseModel):
