@@ -79,6 +79,19 @@ async def test_a_message_with_a_nul_byte_is_kept_exactly(store_location):
         await store.close()
 
 
+async def test_a_recount_reads_stale_counts_after_a_seq(store_location):
+    """The background recount resumes where it stopped, on both backends."""
+    store = await open_store(store_location)
+    try:
+        await store.append_messages("t", "r", "thread:t", [new("m1"), new("m2")])
+        first, second = await store.message_page("t")
+        other = await store.tokenizer_id("another-tokenizer@1")
+        assert [r["seq"] for r in await store.stale_token_counts(other)] == [first.seq, second.seq]
+        assert [r["seq"] for r in await store.stale_token_counts(other, after_seq=first.seq)] == [second.seq]
+    finally:
+        await store.close()
+
+
 async def test_concurrent_appends_and_observations_never_skip_a_message(postgres_url):
     """Eight writers on one thread while a ninth keeps observing up to the newest committed seq.
     If a lower seq could commit after the cursor passed it, its tokens would stay counted as

@@ -343,9 +343,12 @@ async def tokenizer_id(conn: Any, name: str) -> int:
     return await conn.fetchval("SELECT id FROM om_tokenizers WHERE name = $1", name)
 
 
-async def stale_counts(conn: Any, counted_by: int, limit: int = 500) -> list[dict[str, Any]]:
+async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
+    """See sqlite.messages.stale_counts."""
     rows = await conn.fetch(
-        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE counted_by <> $1 ORDER BY seq LIMIT $2",
+        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > $1 AND counted_by <> $2"
+        " ORDER BY seq LIMIT $3",
+        after_seq,
         counted_by,
         limit,
     )
