@@ -118,3 +118,20 @@ def test_what_cannot_be_read_is_said_in_one_line(tmp_path: Path, env) -> None:
     assert not (tmp_path / "memory.db").exists()
     missing = ingest(env, str(tmp_path / "nope.jsonl"), "--format", "claude-code")
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+def test_long_tool_output_is_trimmed_by_the_configured_rule(tmp_path: Path, env) -> None:
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "claude_code" / "session.jsonl", transcript)
+    for thread, extra in (("default", []), ("short", ["--tool-output-chars", "400"])):
+        done = ingest(env, str(transcript), "--thread", thread, "--no-worker", *extra)
+        assert done.returncode == 0, done.stderr
+    sql = "SELECT body, metadata FROM messages WHERE thread_id = '{}' AND body LIKE '%0000 the quick brown fox%'"
+    [(default, default_meta)] = rows(tmp_path, sql.format("default"))
+    [(short, short_meta)] = rows(tmp_path, sql.format("short"))
+    assert len(short) < 600 < 1500 < len(default) < 2600
+    for body in (short, default):  # the start of the output and its end are both kept
+        assert "0000 the quick brown fox" in body and "0149 the quick brown fox" in body
+    for meta, kept in ((short_meta, 400), (default_meta, 2000)):  # each cut is recorded
+        [cut] = json.loads(meta)["trimmed"]
+        assert cut["kept_chars"] == kept and cut["original_chars"] > 2600

@@ -33,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="longest SessionStart context in characters (default 8000; Claude Code shows 10000)",
     )
     parser.add_argument(
+        "--tool-output-chars",
+        type=int,
+        default=2000,
+        help="a longer tool output is stored as its first 3/4 and last 1/4 of this many characters (default 2000)",
+    )
+    parser.add_argument(
         "--no-worker",
         action="store_true",
         help="never start a background worker (observation then waits for a running server)",
@@ -53,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         db=args.db,
         config=args.config,
         max_chars=args.max_chars,
+        tool_output_chars=args.tool_output_chars,
         worker=not args.no_worker,
         worker_idle_exit=args.worker_idle_exit,
     )

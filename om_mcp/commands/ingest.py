@@ -36,6 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, help="the file's format (default: detected)")
     parser.add_argument("--thread", help="thread id (default: the session id, else the file name)")
     parser.add_argument("--resource", help="resource id (default: the session's project, else default_resource_id)")
+    parser.add_argument(
+        "--tool-output-chars",
+        type=int,
+        default=2000,
+        help="a longer tool output is stored as its first 3/4 and last 1/4 of this many characters (default 2000)",
+    )
     parser.add_argument("--no-worker", action="store_true", help="do not start a background worker to observe it")
     add_config_arguments(parser, json_flag=True)
 
@@ -47,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.file).expanduser()
     try:
         fmt = args.format or detect(path)
-        messages, thread_id, resource_id = read(path, fmt)
+        messages, thread_id, resource_id = read(path, fmt, args.tool_output_chars)
     except (OSError, ValueError) as error:
         print(f"om-mcp: {path}: {error}", file=sys.stderr)
         return EXIT_INPUT
@@ -97,22 +103,24 @@ def detect(path: Path) -> str:
     raise ValueError("format not recognised: give --format " + "|".join(FORMATS))
 
 
-def read(path: Path, fmt: str) -> tuple[list[dict[str, Any]], str, str | None]:
+def read(path: Path, fmt: str, tool_output_chars: int = 2000) -> tuple[list[dict[str, Any]], str, str | None]:
     """(messages, default thread id, default resource id or None) of a file."""
-    from om_mcp.hosts.common import find_project
+    from om_mcp.hosts.common import find_project, trim_rule
 
+    trim = trim_rule(tool_output_chars)
     if not path.is_file():
         raise ValueError("no such file")
     if fmt == "claude-code":
-        from om_mcp.hosts.claude_code import read_messages
+        from om_mcp.hosts.claude_code import ConvertOptions, read_messages
 
-        messages, _ = read_messages(path)
+        messages, _ = read_messages(path, options=ConvertOptions(trim=trim))
         session, cwd = _first_fields(path, "sessionId", "cwd")
         return messages, session or path.stem, find_project(cwd).resource_id if cwd else None
     if fmt == "gemini-cli":
+        from om_mcp.hosts.gemini_cli import GeminiOptions
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 
-        messages, _ = read_gemini(path, final=True)
+        messages, _ = read_gemini(path, final=True, options=GeminiOptions(trim=trim))
         session, _ = _first_fields(path, "sessionId", "-")
         return messages, session or path.stem, find_project(os.getcwd()).resource_id
     from om_mcp.importers.openai_messages import read_openai_messages

@@ -25,6 +25,7 @@ from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hook import db
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
+from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import GEMINI_CLI, HookEvent
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
@@ -59,21 +60,24 @@ def source_of(event: HookEvent) -> str:
     return f"{event.host}:{event.session_id}"
 
 
-def read_transcript(event: HookEvent, saved: IngestState, final: bool) -> Read:
+def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_output_chars: int = 2000) -> Read:
     """The messages after `saved` in the event's transcript (none when it has no transcript)."""
     if not event.transcript_path:
         return Read([], saved)
+    trim = trim_rule(tool_output_chars)
     previous = json.loads(saved.fingerprint) if saved.fingerprint else None
     if event.host == GEMINI_CLI:
-        from om_mcp.hosts.gemini_cli import GeminiState
+        from om_mcp.hosts.gemini_cli import GeminiOptions, GeminiState
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 
-        found, state = read_gemini(event.transcript_path, GeminiState.from_dict(previous), final=final)
+        found, state = read_gemini(
+            event.transcript_path, GeminiState.from_dict(previous), final=final, options=GeminiOptions(trim=trim)
+        )
         return Read(found, IngestState(saved.source, 0, state.emitted_through, json.dumps(state.to_dict())))
-    from om_mcp.hosts.claude_code import TranscriptState, read_messages
+    from om_mcp.hosts.claude_code import ConvertOptions, TranscriptState, read_messages
 
     before = TranscriptState.from_dict(previous)
-    found, state = read_messages(event.transcript_path, before)
+    found, state = read_messages(event.transcript_path, before, ConvertOptions(trim=trim))
     return Read(
         found,
         IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
@@ -90,11 +94,12 @@ def ingest(
     project_root: str,
     *,
     final: bool = True,
+    tool_output_chars: int = 2000,
 ) -> Ingested:
     """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
     source = source_of(event)
     saved = coordination.ingest_state(conn, source)
-    first = read_transcript(event, saved, final)
+    first = read_transcript(event, saved, final, tool_output_chars)
     rows = to_rows(first.messages, counter, settings.max_message_chars)
 
     def transaction(conn: sqlite3.Connection) -> Ingested:
@@ -105,7 +110,9 @@ def ingest(
             saved.last_id,
             saved.fingerprint,
         ):
-            first = read_transcript(event, now_saved, final)  # another hook of this session got here first
+            first = read_transcript(
+                event, now_saved, final, tool_output_chars
+            )  # another hook of this session got here first
             rows = to_rows(first.messages, counter, settings.max_message_chars)
         thread = threads.get(conn, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id

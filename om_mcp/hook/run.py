@@ -34,6 +34,7 @@ class HookOptions:
     db: str | None = None
     config: str | None = None
     max_chars: int = DEFAULT_MAX_CHARS
+    tool_output_chars: int = 2000  # a longer tool output keeps its start and end (hosts.common.trim_rule)
     worker: bool = True  # start a worker when work is due and nobody drains
     worker_idle_exit: float = 60.0
 
@@ -83,6 +84,7 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
                 project.resource_id,
                 str(project.root),
                 final=todo.final,
+                tool_output_chars=options.tool_output_chars,
             )
             state, resource = done.state, done.resource_id
             for problem in done.problems:

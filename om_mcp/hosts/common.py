@@ -134,6 +134,13 @@ class TrimRule:
         return self.head + self.tail
 
 
+def trim_rule(chars: int) -> TrimRule:
+    """The rule that keeps `chars` characters of a long tool output: three quarters from its start, the rest
+    from its end."""
+    head = chars * 3 // 4
+    return TrimRule(head=head, tail=chars - head)
+
+
 def trim_text(text: str, rule: TrimRule) -> tuple[str, dict[str, int] | None]:
     """(text, None) when it fits, else (trimmed text, {"original_chars", "kept_chars"}).
 
