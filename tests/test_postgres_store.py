@@ -21,7 +21,7 @@ import time
 
 import anyio
 import pytest
-from support.backends import location, store_location  # noqa: F401
+from support.backends import location
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import NewGroup, NewMessage, Store, open_store

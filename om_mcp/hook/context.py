@@ -20,12 +20,12 @@ from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.context import RECALL_WITH_IDS, preselect_observations, render_session_context
+from om_mcp.store.keys import record_key
+from om_mcp.store.sqlite import observations, threads
 
 # Compacting the log and adding relative dates never lengthens an observation by much, so a
 # first cut to twice the final size keeps every line the final cut would keep.
 PRECUT = 2
-from om_mcp.store.keys import record_key
-from om_mcp.store.sqlite import observations, threads
 
 
 def session_context(

@@ -160,7 +160,7 @@ def _append(
                         out.thread_id,
                         out.resource_id,
                         out.record_key,
-                        [row],
+                        [row],  # noqa: B023 - _savepoint calls it right away
                         counted_by=counted_by,
                         thread_metadata=metadata,
                     ),

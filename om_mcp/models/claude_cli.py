@@ -62,7 +62,8 @@ _AUTH = re.compile(
     r"not logged in|/login|invalid api key|authenticat|oauth|unauthori[sz]ed|forbidden|credit balance", re.I
 )
 _TRANSIENT = re.compile(
-    r"unable to connect|connection|timed? ?out|overloaded|rate.?limit|econnreset|socket hang up|network|temporarily|try again",
+    r"unable to connect|connection|timed? ?out|overloaded|rate.?limit|econnreset|socket hang up"
+    r"|network|temporarily|try again",
     re.I,
 )
 

@@ -126,6 +126,6 @@ def _fuse(lists: list[tuple[float, list]]) -> list[tuple[object, float]]:
     """Weighted reciprocal-rank fusion."""
     scores: dict[object, float] = {}
     for weight, keys in lists:
-        for rank, key in enumerate(keys):
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank + 1)
+        for position, key in enumerate(keys):
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + position + 1)
     return sorted(scores.items(), key=lambda pair: -pair[1])

@@ -234,7 +234,8 @@ async def groups(conn: Any, key: str, generation: int | None = None) -> list[Gro
         )
     else:
         rows = await conn.fetch(
-            f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 AND g.generation = $2 ORDER BY g.position",
+            f"SELECT {GROUP_COLUMNS} FROM om_groups g"
+            " WHERE g.record_key = $1 AND g.generation = $2 ORDER BY g.position",
             key,
             generation,
         )

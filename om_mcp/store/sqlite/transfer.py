@@ -335,7 +335,8 @@ class _Import:
                 "  WHERE m.thread_id = om_cursors.thread_id AND m.seq > om_cursors.seq AND m.observable),"
                 " pending_messages = (SELECT COUNT(*) FROM messages m"
                 "  WHERE m.thread_id = om_cursors.thread_id AND m.seq > om_cursors.seq AND m.observable),"
-                " counted_seq = (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.thread_id = om_cursors.thread_id)"
+                " counted_seq = (SELECT COALESCE(MAX(m.seq), 0) FROM messages m"
+                "  WHERE m.thread_id = om_cursors.thread_id)"
                 " WHERE thread_id = ?",
                 (thread_id,),
             )
