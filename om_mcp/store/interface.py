@@ -31,11 +31,13 @@ from om_mcp.store.rows import (
     RecordState,
     ResourceSummary,
     Scope,
+    SettledThread,
     Snapshot,
     Stats,
     Thread,
 )
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
+from om_mcp.store.summaries import SeriesInputs, ThreadState
 
 Lease = tuple[str, str]  # (op, owner)
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
@@ -46,7 +48,9 @@ Listener = Callable[[dict[str, Any]], Awaitable[None]]
 
 @runtime_checkable
 class Store(Protocol):
-    backend: Literal["sqlite", "postgres"]
+    @property
+    def backend(self) -> Literal["sqlite", "postgres"]: ...  # read-only: each class has its own
+
     location: str  # the file path, or the URL without its password
 
     async def close(self) -> None: ...
@@ -102,8 +106,11 @@ class Store(Protocol):
     async def messages_by_seq(self, seqs: list[int]) -> dict[int, Message]: ...
     async def last_message_time(self, thread_id: str) -> str | None: ...
     async def tokenizer_id(self, name: str) -> int: ...
-    async def stale_token_counts(self, counted_by: int, limit: int = 500) -> list[dict[str, Any]]: ...
+    async def stale_token_counts(
+        self, counted_by: int, limit: int = 500, after_seq: int = 0
+    ) -> list[dict[str, Any]]: ...
     async def set_token_counts(self, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None: ...
+    async def last_seq(self) -> int: ...
 
     # -- observation records and their windows ------------------------------------------------
     async def record(self, key: str) -> Record | None: ...
@@ -188,6 +195,9 @@ class Store(Protocol):
     async def put_model_health(self, health: ModelHealth) -> None: ...
     async def ingest_state(self, source: str) -> IngestState: ...
     async def put_ingest_state(self, state: IngestState) -> None: ...
+    async def settled_threads(
+        self, quiet_before: str, record_key: str | None = None, limit: int = 50
+    ) -> list[SettledThread]: ...
 
     # -- search and vectors ------------------------------------------------------------------
     async def search_messages(
@@ -217,3 +227,22 @@ class Store(Protocol):
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None: ...
     async def listen(self, callback: Listener) -> Callable[[], Awaitable[None]]: ...
+
+
+@runtime_checkable
+class Overview(Protocol):
+    """Reads for looking at a memory (the status page; `om-mcp status`, `threads`, `show`).
+    Only `SQLiteStore` has them so far: a caller checks `isinstance(store, Overview)`."""
+
+    async def thread_states(
+        self, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
+    ) -> list[ThreadState]: ...
+    async def series_inputs(self, key: str, limit_events: int = 5000) -> SeriesInputs: ...
+    async def pending_records(self) -> list[tuple[str, int, int]]: ...
+
+
+def overview(store: Store) -> Overview:
+    """`store` as an `Overview`, or a one-line error naming what is missing."""
+    if not isinstance(store, Overview):
+        raise NotImplementedError(f"this view needs a SQLite database; {store.backend} has no overview reads yet")
+    return store

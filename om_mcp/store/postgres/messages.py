@@ -96,6 +96,7 @@ async def append(
             for seq, m in zip(seqs, fresh)
         ]
         await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
+        assert current is not None  # created above, or read from its locked row
         await _update_thread(conn, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:
@@ -343,11 +344,14 @@ async def tokenizer_id(conn: Any, name: str) -> int:
     return await conn.fetchval("SELECT id FROM om_tokenizers WHERE name = $1", name)
 
 
-async def stale_counts(conn: Any, counted_by: int, limit: int = 500) -> list[dict[str, Any]]:
+async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
+    """Messages counted by another tokenizer; `after_seq` skips those already looked at."""
     rows = await conn.fetch(
-        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE counted_by <> $1 ORDER BY seq LIMIT $2",
+        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > $3 AND counted_by <> $1"
+        " ORDER BY seq LIMIT $2",
         counted_by,
         limit,
+        after_seq,
     )
     return [
         {
@@ -358,6 +362,11 @@ async def stale_counts(conn: Any, counted_by: int, limit: int = 500) -> list[dic
         }
         for seq, role, body, parts, counts in rows
     ]
+
+
+async def last_seq(conn: Any) -> int:
+    """The newest message's seq (0 for none): one index probe."""
+    return await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM messages")
 
 
 async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:

@@ -30,6 +30,7 @@ from om_mcp.server.http.ui.contract import (
     Window,
 )
 from om_mcp.server.http.ui.series import build_series
+from om_mcp.store.interface import overview
 
 if TYPE_CHECKING:
     from om_mcp.engine import Memory
@@ -82,12 +83,16 @@ class MemorySource:
         memory = self.memory
         if not any(r.id == resource_id for r in await memory.store.list_resources()):
             return None
-        states = await memory.store.thread_states(memory.config.observational_memory.scope, resource_id=resource_id)
+        states = await overview(memory.store).thread_states(
+            memory.config.observational_memory.scope, resource_id=resource_id
+        )
         return [_summary(s) for s in states]
 
     async def _state(self, thread_id: str) -> ThreadState | None:
         memory = self.memory
-        found = await memory.store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id, limit=1)
+        found = await overview(memory.store).thread_states(
+            memory.config.observational_memory.scope, thread_id=thread_id, limit=1
+        )
         return found[0] if found and _granted(found[0].thread.resource_id) else None
 
     async def thread(self, thread_id: str) -> ThreadDetail | None:
@@ -161,7 +166,7 @@ class MemorySource:
         if state is None:
             return None
         memory = self.memory
-        inputs = await memory.store.series_inputs(state.record_key)
+        inputs = await overview(memory.store).series_inputs(state.record_key)
         limits = memory.observation.limits
         events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
         return build_series(
