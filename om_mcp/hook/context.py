@@ -40,7 +40,8 @@ def session_context(
 
     def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None]]:
         key = _record_for(conn, settings, session_id, resource_id)
-        log, hints = "", (None, None)
+        log = ""
+        hints: tuple[str | None, str | None] = (None, None)
         if key is not None:
             texts = [g.text for g in observations.groups(conn, key)] + [c.text for c in observations.chunks(conn, key)]
             log = "\n\n".join(t.strip() for t in texts if t and t.strip())

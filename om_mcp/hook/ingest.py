@@ -68,8 +68,8 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool) -> Read:
         from om_mcp.hosts.gemini_cli import GeminiState
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 
-        found, state = read_gemini(event.transcript_path, GeminiState.from_dict(previous), final=final)
-        return Read(found, IngestState(saved.source, 0, state.emitted_through, json.dumps(state.to_dict())))
+        found, gemini = read_gemini(event.transcript_path, GeminiState.from_dict(previous), final=final)
+        return Read(found, IngestState(saved.source, 0, gemini.emitted_through, json.dumps(gemini.to_dict())))
     from om_mcp.hosts.claude_code import TranscriptState, read_messages
 
     before = TranscriptState.from_dict(previous)

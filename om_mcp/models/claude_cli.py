@@ -190,6 +190,7 @@ async def run_process(args: list[str], stdin: bytes, env: dict[str, str], cwd: s
             sink.append(chunk)
 
     async def feed() -> None:
+        assert process.stdin is not None  # opened with stdin=PIPE
         try:
             await process.stdin.send(stdin)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -91,7 +91,7 @@ class Clock:
 @contextmanager
 def simulated(clock: Clock) -> Iterator[Clock]:
     """Every om_mcp module's `now_iso` reads `clock` while the block runs."""
-    patched = [
+    patched: list[Any] = [  # modules, with a `now_iso` of their own
         m
         for name, m in list(sys.modules.items())
         if name.startswith("om_mcp.") and callable(getattr(m, "now_iso", None))

@@ -259,7 +259,8 @@ def page(
     part_filter: tuple[str | None, str | None] = (None, None),
 ) -> list[Message]:
     """A page of a thread's messages by seq; `part_filter` = (part type, tool name)."""
-    where, params = ["m.thread_id = ?"], [thread_id]
+    where = ["m.thread_id = ?"]
+    params: list[object] = [thread_id]
     if after_seq is not None:
         where.append("m.seq > ?")
         params.append(after_seq)

@@ -221,6 +221,7 @@ class _Import:
                     int(m.observable),
                 ),
             )
+            assert cursor.lastrowid is not None  # set by the INSERT
             indexed.append((cursor.lastrowid, m.body))
         fts.index_messages(self.conn, [seq for seq, _ in indexed])
         _update_thread(self.conn, current, fresh)
