@@ -232,17 +232,10 @@ class Store(Protocol):
 @runtime_checkable
 class Overview(Protocol):
     """Reads for looking at a memory (the status page; `om-mcp status`, `threads`, `show`).
-    Only `SQLiteStore` has them so far: a caller checks `isinstance(store, Overview)`."""
+    Only `SQLiteStore` has them so far."""
 
     async def thread_states(
         self, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
     ) -> list[ThreadState]: ...
     async def series_inputs(self, key: str, limit_events: int = 5000) -> SeriesInputs: ...
     async def pending_records(self) -> list[tuple[str, int, int]]: ...
-
-
-def overview(store: Store) -> Overview:
-    """`store` as an `Overview`, or a one-line error naming what is missing."""
-    if not isinstance(store, Overview):
-        raise NotImplementedError(f"this view needs a SQLite database; {store.backend} has no overview reads yet")
-    return store

@@ -165,6 +165,7 @@ def _text(rng: random.Random, role: str) -> str:
 
 async def fill(db_path: str | Path, *, seed: int = 7, latency: tuple[float, float] = (0.05, 0.3)) -> None:
     """Play the scripted conversations into `db_path` through the engine."""
+    import om_mcp.store.sqlite.store  # noqa: F401 - loaded before `simulated` patches what is loaded
     from om_mcp.engine.memory import Memory
 
     clock = Clock(START)
