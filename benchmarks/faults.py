@@ -256,8 +256,8 @@ class Turns:
                 messages=[
                     {
                         "role": "user" if self.n % 2 == 0 else "assistant",
-                        "content": f"turn {self.n}: we compared train fares to Lisbon and Porto and kept the cheaper one "
-                        * 3,
+                        "content": f"turn {self.n}: we compared train fares to Lisbon and Porto"
+                        " and kept the cheaper one " * 3,
                     }
                 ],
             )
@@ -274,7 +274,8 @@ def count_lines(path: Path) -> int:
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
-        f"\n{args.warm_up:.0f} s of warm-up then {args.seconds:.0f} s measured per scenario, a turn every {args.pace} s;"
+        f"\n{args.warm_up:.0f} s of warm-up then {args.seconds:.0f} s measured per scenario,"
+        f" a turn every {args.pace} s;"
         " latency of append_messages + get_context\n"
     )
     header = (

@@ -70,8 +70,10 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
                     tokens=len(text) // 4,
                 )
             )
+        # db.write calls the lambda right away, before the loop moves on (B023 is a false positive).
         db.write(
-            conn, lambda c: messages.append(c, thread, project, key, rows, thread_metadata={"host": "claude-code"})
+            conn,
+            lambda c: messages.append(c, thread, project, key, rows, thread_metadata={"host": "claude-code"}),  # noqa: B023
         )
         written += len(rows)
     groups, line = [], 0

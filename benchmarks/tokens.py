@@ -96,7 +96,8 @@ def main() -> None:
     print(f"cached               {cached * 1000:.2f} ms  {total_tokens / cached / 1e6:.1f} M tok/s  (median of {RUNS})")
     print(f"cached/cold speed    {cold / cached:.0f}x")
     print(
-        f"one count_text       {len(whole_text.encode()) / 1e6:.2f} MB -> {text_tokens:,} tokens in {one_text * 1000:.1f} ms"
+        f"one count_text       {len(whole_text.encode()) / 1e6:.2f} MB -> {text_tokens:,} tokens"
+        f" in {one_text * 1000:.1f} ms"
         f"  {text_tokens / one_text / 1e6:.2f} M tok/s"
     )
 

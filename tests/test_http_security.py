@@ -127,9 +127,10 @@ async def test_no_token_gets_401_pointing_at_the_metadata(make_config):
             metadata = (await http.get(metadata_url)).json()
         assert metadata["resource"] == url
         assert metadata["bearer_methods_supported"] == ["header"]
-        with pytest.raises(Exception):  # the SDK client surfaces the 401 as an exception group
+        with pytest.raises(ExceptionGroup) as refused:  # the SDK client surfaces the 401 as an exception group
             async with connect(url, None):
                 pass
+        assert refused.group_contains(MCPError, depth=None)
 
 
 async def test_metadata_names_the_configured_url_and_authorization_servers(make_config):

@@ -154,7 +154,7 @@ async def check_tool_pairs_and_system_messages(
             mem, threads, system_ids, {"data-om-observation-end", "data-om-buffering-end"}
         )
     ]
-    for call_id, (call, *result) in pairs.items():
+    for call, *result in pairs.values():
         for trigger, ids in cycles:
             if call in ids and (not result or result[0] not in ids):
                 assert trigger == "manual", f"a {trigger} cycle split {call} from its tool result {result}"

@@ -49,9 +49,11 @@ async def main():
     try:
         for i in range(rounds):
             if i % 2 == 0:  # one message per call: the most write transactions fighting for the lock
-                await append("shared", [{"id": f"{name}-s{i}", "role": "user", "content": f"shared {name} word{name}{i}"}])
+                await append("shared", [{"id": f"{name}-s{i}", "role": "user",
+                                         "content": f"shared {name} word{name}{i}"}])
             elif i % 10 == 1:
-                await append("shared", [{"id": f"{name}-s{j}", "role": "user", "content": f"shared {name} word{name}{j}"}
+                await append("shared", [{"id": f"{name}-s{j}", "role": "user",
+                                         "content": f"shared {name} word{name}{j}"}
                                         for j in range(i, i + 10, 2)])
             if i % 10 == 0:
                 await append(f"own-{name}", [{"id": f"{name}-o{j}", "role": "assistant", "content": f"own {name} {j}"}

@@ -832,7 +832,8 @@ async def test_get_context_prepares_the_observation_block():
             "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:00) User lives in Porto\n"
             "* 🟡 (09:05) Assistant looked up trains\n* 🟢 (09:06) small talk about weather\n"
             "* ✅ (09:10) Booked the train\n</observations>\n"
-            "<current-task>plan the Lisbon day</current-task>\n<suggested-response>ask about museums</suggested-response>"
+            "<current-task>plan the Lisbon day</current-task>\n"
+            "<suggested-response>ask about museums</suggested-response>"
         )
 
     script = Script(observer=observer)

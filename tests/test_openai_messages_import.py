@@ -143,7 +143,8 @@ def test_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
 def test_unparsable_tool_arguments_are_kept_as_text() -> None:
     (message,) = parse_openai_messages(
         [
-            '{"role": "assistant", "content": "", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{oops"}}]}'
+            '{"role": "assistant", "content": "", "tool_calls":'
+            ' [{"id": "c", "function": {"name": "f", "arguments": "{oops"}}]}'
         ]
     )
     assert message["content"][-1]["args"] == "{oops"

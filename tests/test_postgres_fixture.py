@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.postgres import _unavailable, postgres_server, postgres_url  # noqa: F401
+from support.postgres import _unavailable
 
 from om_mcp.testing.postgres_server import Install, PostgresServer, PostgresUnavailable, _alive, find_install
 

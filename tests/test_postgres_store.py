@@ -21,7 +21,7 @@ import time
 
 import anyio
 import pytest
-from support.backends import location, store_location  # noqa: F401
+from support.backends import location
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import NewGroup, NewMessage, Store, open_store
@@ -79,15 +79,35 @@ async def test_a_message_with_a_nul_byte_is_kept_exactly(store_location):
         await store.close()
 
 
-async def test_a_recount_reads_stale_counts_after_a_seq(store_location):
-    """The background recount resumes where it stopped, on both backends."""
+async def test_the_background_drain_reads_work_on_both_backends(store_location):
+    """What a server's poll loop asks (`engine/drain.py`): the newest seq, the counts another
+    tokenizer made after a seq, and the host sessions that are over with messages unobserved."""
     store = await open_store(store_location)
     try:
-        await store.append_messages("t", "r", "thread:t", [new("m1"), new("m2")])
-        first, second = await store.message_page("t")
-        other = await store.tokenizer_id("another-tokenizer@1")
-        assert [r["seq"] for r in await store.stale_token_counts(other)] == [first.seq, second.seq]
-        assert [r["seq"] for r in await store.stale_token_counts(other, after_seq=first.seq)] == [second.seq]
+        assert await store.last_seq() == 0
+        host = {"host": "claude-code"}
+        await store.append_messages("t", "r", "thread:t", [new(f"m{i}") for i in range(3)], thread_metadata=host)
+        await store.append_messages("u", "r", "thread:u", [new("other")])  # not a host session
+        seqs = [m.seq for m in await store.message_page("t")]
+        assert await store.last_seq() == max(seqs) + 1
+        counted_by = await store.tokenizer_id("another@1")
+        assert [r["seq"] for r in await store.stale_token_counts(counted_by)] == [*seqs, max(seqs) + 1]
+        assert [r["seq"] for r in await store.stale_token_counts(counted_by, after_seq=seqs[1])] == [
+            seqs[2],
+            max(seqs) + 1,
+        ]
+        assert await store.settled_threads("2000-01-01T00:00:00+00:00") == []  # neither ended nor quiet
+        [quiet] = await store.settled_threads("2999-01-01T00:00:00+00:00")
+        assert (quiet.thread_id, quiet.record_key, quiet.resource_id, quiet.pending_messages) == (
+            "t",
+            "thread:t",
+            "r",
+            3,
+        )
+        await store.set_thread_metadata_paths("t", {"ended_at": "2999-01-01T00:00:00+00:00"})
+        [ended] = await store.settled_threads("2000-01-01T00:00:00+00:00")
+        assert ended.thread_id == "t"
+        assert await store.settled_threads("2999-01-01T00:00:00+00:00", record_key="thread:u") == []
     finally:
         await store.close()
 

@@ -107,7 +107,10 @@ class MultiThreadObserver:
         role = role_of(messages)
         if role == "reflector":
             self.reflector_calls.append(messages)
-            return "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) reflected: the user has several projects\n</observations>"
+            return (
+                "<observations>\nDate: Mar 2, 2026\n"
+                "* 🔴 (10:00) reflected: the user has several projects\n</observations>"
+            )
         assert role == "observer", role
         found = sections(messages)
         self.observer_calls.append(found)

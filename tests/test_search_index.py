@@ -37,7 +37,8 @@ def add(conn: sqlite3.Connection, thread: str, bodies: list[str], resource: str 
     for i, body in enumerate(bodies):
         seqs.append(
             conn.execute(
-                "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens) VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO messages (id, thread_id, resource_id, role, body, created_at, tokens)"
+                " VALUES (?,?,?,?,?,?,?)",
                 (f"{thread}-{i}-{len(bodies)}", thread, resource, "user", body, "2024-05-01T12:00:00+00:00", 10),
             ).lastrowid
         )

@@ -63,7 +63,7 @@ def print_table(
     from rich.table import Table
 
     view = Table(*headers, header_style="bold", show_edge=False, pad_edge=False)
-    for i, key in enumerate(keys):
+    for i in range(len(keys)):
         if table and all(isinstance(r[i], (int, float)) or r[i] is None for r in table):
             view.columns[i].justify = "right"
     for row in table:

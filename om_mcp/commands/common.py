@@ -57,11 +57,11 @@ def open_database_or_exit(config: Config) -> tuple[Config, int]:
     from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
 
     try:
-        if config.db_url is not None:
+        if (url := config.db_url) is not None:
             from om_mcp.store import open_store
 
             async def check() -> None:
-                await (await open_store(config.db_url)).close()
+                await (await open_store(url)).close()
 
             run_async(check)
         else:

@@ -153,25 +153,28 @@ def store(
 
     counter = get_token_counter()
     conn = db.open_database(str(config.db_path))
-    summary = {"thread_id": thread_id, "resource_id": resource_id, "appended": 0, "skipped": 0, "worker": None}
+    summary: dict[str, Any] = {
+        "thread_id": thread_id,
+        "resource_id": resource_id,
+        "appended": 0,
+        "skipped": 0,
+        "worker": None,
+    }
     try:
         existing = threads.get(conn, thread_id)
         if existing is not None:
             summary["resource_id"] = resource_id = existing.resource_id
         key = record_key(config.observational_memory.scope, thread_id, resource_id)
         metadata = {"host": fmt, "source": "om-mcp ingest"}
+
+        def append(conn: Any, rows: list[Any]) -> Any:
+            counted_by = ops.tokenizer_id(conn, counter.cache_key)
+            return ops.append(conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata)
+
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
                 batch = messages[start : start + BATCH]
-                rows = to_rows(batch, counter, config.max_message_chars)
-
-                def append(conn: Any) -> Any:
-                    counted_by = ops.tokenizer_id(conn, counter.cache_key)
-                    return ops.append(
-                        conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
-                    )
-
-                result = db.write(conn, append)
+                result = db.write(conn, append, to_rows(batch, counter, config.max_message_chars))
                 summary["appended"] += len(result.appended)
                 summary["skipped"] += result.skipped_duplicates
                 advance(len(batch))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import ExitStack
+from typing import Any
 
 from om_mcp.commands._output import print_json, print_table, progress
 from om_mcp.commands.common import EXIT_DATABASE, run_async
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         except (DatabaseRefused, StoreUnavailable) as error:
             print(f"om-mcp: {error}", file=sys.stderr)
             return EXIT_DATABASE
-    summary = {
+    summary: dict[str, Any] = {
         "source": describe(args.source),
         "target": describe(args.target),
         "resumed": report.resumed,

@@ -9,9 +9,12 @@ The rules for applying updates live in `om_mcp.engine.working_memory`. Two modes
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 # Written as a checklist of facts worth keeping across conversations; the agent
 # fills in the blanks and may add lines under each field.
@@ -93,10 +96,15 @@ class WorkingMemoryConfig(BaseModel):
         """The template in force; None in schema mode."""
         if self.mode == "schema":
             return None
+        return self.template_text
+
+    @property
+    def template_text(self) -> str:
+        """The template template mode uses: the configured one, or the default."""
         return self.template if self.template is not None else DEFAULT_TEMPLATE
 
 
-def schema_validator(schema: dict) -> type:
+def schema_validator(schema: dict) -> type[Validator]:
     # Imported here: jsonschema costs ~0.2 s, and start-up must stay quick.
     import jsonschema
 

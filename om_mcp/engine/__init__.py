@@ -33,7 +33,29 @@ _HOMES = {
     "SamplingBroker": "_sampling",
     "message_threshold": "observation.thresholds",
 }
-__all__ = sorted(_HOMES)
+# Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
+__all__ = [
+    "AppendOutcome",
+    "ContextOut",
+    "CycleOutcome",
+    "DeleteOut",
+    "EngineError",
+    "EventType",
+    "Hooks",
+    "InputError",
+    "Memory",
+    "MessageIn",
+    "NotFound",
+    "RecallOut",
+    "RecallQuery",
+    "SamplingBroker",
+    "Status",
+    "StoreUnavailable",
+    "ThreadOut",
+    "Unavailable",
+    "WorkingMemoryOut",
+    "message_threshold",
+]
 
 if TYPE_CHECKING:
     from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable

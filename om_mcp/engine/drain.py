@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -113,7 +114,7 @@ class Drainer:
             await self.memory.worker.submit(
                 found.record_key,
                 "observe",
-                lambda t=found.thread_id, r=found.resource_id: engine.observe(t, r, "manual"),
+                partial(engine.observe, found.thread_id, found.resource_id, "manual"),
                 rerun=True,
             )
             count += 1

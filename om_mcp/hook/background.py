@@ -108,7 +108,7 @@ def spawn_worker(
         "stderr": subprocess.DEVNULL,
         "close_fds": True,
     }
-    if os.name == "nt":
+    if sys.platform == "win32":  # os.name == "nt", spelled so type checkers know the platform
         options["creationflags"] = subprocess.DETACHED_PROCESS | subprocess.CREATE_NEW_PROCESS_GROUP
     else:
         options["start_new_session"] = True  # the host's Ctrl-C and hangup do not reach it

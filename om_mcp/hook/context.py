@@ -20,12 +20,12 @@ from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.context import RECALL_WITH_IDS, preselect_observations, render_session_context
+from om_mcp.store.keys import record_key
+from om_mcp.store.sqlite import observations, threads
 
 # Compacting the log and adding relative dates never lengthens an observation by much, so a
 # first cut to twice the final size keeps every line the final cut would keep.
 PRECUT = 2
-from om_mcp.store.keys import record_key
-from om_mcp.store.sqlite import observations, threads
 
 
 def session_context(
@@ -40,7 +40,8 @@ def session_context(
 
     def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None]]:
         key = _record_for(conn, settings, session_id, resource_id)
-        log, hints = "", (None, None)
+        log = ""
+        hints: tuple[str | None, str | None] = (None, None)
         if key is not None:
             texts = [g.text for g in observations.groups(conn, key)] + [c.text for c in observations.chunks(conn, key)]
             log = "\n\n".join(t.strip() for t in texts if t and t.strip())

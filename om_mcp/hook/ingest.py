@@ -70,10 +70,10 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_outp
         from om_mcp.hosts.gemini_cli import GeminiOptions, GeminiState
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 
-        found, state = read_gemini(
+        found, gemini = read_gemini(
             event.transcript_path, GeminiState.from_dict(previous), final=final, options=GeminiOptions(trim=trim)
         )
-        return Read(found, IngestState(saved.source, 0, state.emitted_through, json.dumps(state.to_dict())))
+        return Read(found, IngestState(saved.source, 0, gemini.emitted_through, json.dumps(gemini.to_dict())))
     from om_mcp.hosts.claude_code import ConvertOptions, TranscriptState, read_messages
 
     before = TranscriptState.from_dict(previous)
@@ -167,7 +167,7 @@ def _append(
                         out.thread_id,
                         out.resource_id,
                         out.record_key,
-                        [row],
+                        [row],  # noqa: B023 - _savepoint calls it right away
                         counted_by=counted_by,
                         thread_metadata=metadata,
                     ),

@@ -69,7 +69,8 @@ def normalise_parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]
         return [{"type": "text", "text": content}]
     out = []
     for part in content:
-        fields = _PART_FIELDS.get(part.get("type"), tuple(part))
+        kind = part.get("type")
+        fields = _PART_FIELDS.get(kind, tuple(part)) if isinstance(kind, str) else tuple(part)
         clean = {k: part[k] for k in fields if part.get(k) is not None}
         if clean.get("type") == "text":
             clean.setdefault("text", "")

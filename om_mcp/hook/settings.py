@@ -93,7 +93,7 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
 
 def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]) -> str:
     config_file = config_file or env.get(CONFIG_FILE_ENV)
-    stamp = None
+    stamp: list[int] | str | None = None
     if config_file:
         try:
             info = os.stat(os.path.expanduser(config_file))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from om_mcp.hosts.common import HookInputError, HookPlan
 
@@ -80,6 +80,12 @@ def plan(host: str, event_name: str) -> HookPlan:
     if event_name == "SessionStart":
         return HookPlan(ingest=True, print_context=True)
     return HookPlan(ingest=event_name in CLAUDE_INGEST_EVENTS)
+
+
+@overload
+def _text(data: Mapping[str, Any], field: str, *, required: Literal[True]) -> str: ...
+@overload
+def _text(data: Mapping[str, Any], field: str, *, required: bool = False) -> str | None: ...
 
 
 def _text(data: Mapping[str, Any], field: str, *, required: bool = False) -> str | None:

@@ -254,15 +254,13 @@ def _user_parts(content: Any, options: GeminiOptions) -> list[dict[str, Any]]:
             text = _HOOK_CONTEXT.sub("", item["text"]).strip()
             if text and not text.startswith("<session_context>"):
                 parts.append({"type": "text", "text": text})
-        elif isinstance(item.get("inlineData"), dict):
-            data = item["inlineData"]
-            mime = str(data.get("mimeType") or "application/octet-stream")
+        elif isinstance(inline := item.get("inlineData"), dict):
+            mime = str(inline.get("mimeType") or "application/octet-stream")
             part: dict[str, Any] = {"type": "image" if mime.startswith("image/") else "file", "mime_type": mime}
-            if isinstance(data.get("data"), str) and len(data["data"]) <= options.max_attachment_chars:
-                part["data"] = data["data"]
+            if isinstance(inline.get("data"), str) and len(inline["data"]) <= options.max_attachment_chars:
+                part["data"] = inline["data"]
             parts.append(part)
-        elif isinstance(item.get("fileData"), dict):
-            data = item["fileData"]
+        elif isinstance(data := item.get("fileData"), dict):
             mime = str(data.get("mimeType") or "application/octet-stream")
             parts.append(
                 {

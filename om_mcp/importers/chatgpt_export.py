@@ -76,7 +76,7 @@ def convert_conversation(raw: dict[str, Any], index: int = 0) -> ImportedThread:
         updated_at=iso_from_epoch(raw.get("update_time")),
         messages=[],
     )
-    mapping = raw.get("mapping") if isinstance(raw.get("mapping"), dict) else {}
+    mapping = found if isinstance(found := raw.get("mapping"), dict) else {}
     path = _active_path(mapping, raw.get("current_node"))
     with_message = sum(1 for n in mapping.values() if isinstance(n, dict) and n.get("message"))
     thread.skipped["other_branch"] += with_message - sum(1 for n in path if n.get("message"))
@@ -123,7 +123,7 @@ def _message(
 ) -> dict[str, Any] | None:
     author = m.get("author") or {}
     role = author.get("role")
-    content = m.get("content") if isinstance(m.get("content"), dict) else {}
+    content = found if isinstance(found := m.get("content"), dict) else {}
     kind = content.get("content_type", "text")
     meta = m.get("metadata") or {}
     recipient = m.get("recipient") or "all"
@@ -191,7 +191,9 @@ def _keep_instructions(thread: ImportedThread, content: dict, meta: dict) -> Non
 
 def _parts(content: dict, meta: dict) -> list[dict[str, Any]]:
     kind = content.get("content_type", "text")
-    attachments = {a.get("id"): a for a in meta.get("attachments") or [] if isinstance(a, dict) and a.get("id")}
+    attachments: dict[str, dict] = {
+        a["id"]: a for a in meta.get("attachments") or [] if isinstance(a, dict) and a.get("id")
+    }
     parts: list[dict[str, Any]] = []
     used: set[str] = set()
     if kind == "code":

@@ -100,7 +100,7 @@ def _active_path(messages: list[dict], leaf_id: Any) -> list[dict]:
         order = {id(m): i for i, m in enumerate(messages)}
         leaf = max(messages, key=lambda m: (iso_from_text(m.get("created_at")) or "", order[id(m)]))
     path, seen = [], set()
-    node = leaf
+    node: dict | None = leaf
     while node is not None and node.get("uuid") not in seen:
         seen.add(node.get("uuid"))
         path.append(node)
@@ -182,8 +182,9 @@ def _result(content: Any) -> Any:
                 items.append(kept["text"] if list(kept) == ["text"] else kept)
         elif isinstance(item, str):
             items.append(item)
-    if all(isinstance(i, str) for i in items):
-        return "\n".join(items)
+    texts = [i for i in items if isinstance(i, str)]
+    if len(texts) == len(items):
+        return "\n".join(texts)
     return items
 
 

@@ -62,7 +62,7 @@ def parse_openai_messages(lines: Iterable[str]) -> list[dict[str, Any]]:
             continue
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:  # the lines are text: nothing else can fail here
             raise ImportFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(data, dict):
             raise ImportFormatError(f"line {number}: expected a JSON object, got {type(data).__name__}")

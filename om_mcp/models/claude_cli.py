@@ -62,7 +62,8 @@ _AUTH = re.compile(
     r"not logged in|/login|invalid api key|authenticat|oauth|unauthori[sz]ed|forbidden|credit balance", re.I
 )
 _TRANSIENT = re.compile(
-    r"unable to connect|connection|timed? ?out|overloaded|rate.?limit|econnreset|socket hang up|network|temporarily|try again",
+    r"unable to connect|connection|timed? ?out|overloaded|rate.?limit|econnreset|socket hang up"
+    r"|network|temporarily|try again",
     re.I,
 )
 
@@ -189,6 +190,7 @@ async def run_process(args: list[str], stdin: bytes, env: dict[str, str], cwd: s
             sink.append(chunk)
 
     async def feed() -> None:
+        assert process.stdin is not None  # opened with stdin=PIPE
         try:
             await process.stdin.send(stdin)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

@@ -13,7 +13,7 @@ A model choice is one of:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -95,7 +95,7 @@ class ModelTarget(_Config):
         return value.strip() if value is not None else None
 
 
-ModelEntry = Union[ModelName, ModelTarget]
+ModelEntry = ModelName | ModelTarget
 
 
 class ByInputSize(_Config):

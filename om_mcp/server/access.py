@@ -29,7 +29,7 @@ async def authorize(
     memory = await app_of(ctx).ready()
     try:
         thread = await memory.thread(thread_id) if thread_id else None
-        if thread is not None:
+        if thread_id and thread is not None:
             check_thread(thread_id, thread.resource_id)
         elif resource_id is None:
             resource_id = default_resource()

@@ -11,7 +11,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -47,14 +47,25 @@ class App:
     def __init__(self, notifier: Notifier, broker: SamplingBroker, memory: Memory | None = None):
         self.notifier = notifier
         self.broker = broker
-        self.memory: Memory = memory  # type: ignore[assignment] - set before `ready()` returns
+        self._memory = memory
         self.failure: str | None = None
         self._ready = anyio.Event()
         if memory is not None:
             self._ready.set()
 
+    @property
+    def is_open(self) -> bool:
+        return self._memory is not None
+
+    @property
+    def memory(self) -> Memory:
+        """The engine, once open: a request handler reads it after `ready()` returned."""
+        if self._memory is None:
+            raise ToolError(f"om-mcp could not open its memory: {self.failure or 'still opening'}")
+        return self._memory
+
     def opened(self, memory: Memory | None, failure: str | None = None) -> None:
-        self.memory, self.failure = memory, failure  # type: ignore[assignment]
+        self._memory, self.failure = memory, failure
         self._ready.set()
 
     async def ready(self) -> Memory:
@@ -65,7 +76,8 @@ class App:
 
 
 def app_of(ctx: Context) -> App:
-    return ctx.request_context.lifespan_context
+    # The lifespan of `build_server` yields the App: the SDK types it as a plain dict.
+    return cast(App, ctx.request_context.lifespan_context)
 
 
 class MemoryServer(MCPServer):

@@ -31,11 +31,13 @@ from om_mcp.store.rows import (
     RecordState,
     ResourceSummary,
     Scope,
+    SettledThread,
     Snapshot,
     Stats,
     Thread,
 )
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
+from om_mcp.store.summaries import SeriesInputs, ThreadState
 
 Lease = tuple[str, str]  # (op, owner)
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
@@ -46,7 +48,9 @@ Listener = Callable[[dict[str, Any]], Awaitable[None]]
 
 @runtime_checkable
 class Store(Protocol):
-    backend: Literal["sqlite", "postgres"]
+    @property
+    def backend(self) -> Literal["sqlite", "postgres"]: ...  # read-only: each class has its own
+
     location: str  # the file path, or the URL without its password
 
     async def close(self) -> None: ...
@@ -106,6 +110,7 @@ class Store(Protocol):
         self, counted_by: int, limit: int = 500, after_seq: int = 0
     ) -> list[dict[str, Any]]: ...
     async def set_token_counts(self, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None: ...
+    async def last_seq(self) -> int: ...
 
     # -- observation records and their windows ------------------------------------------------
     async def record(self, key: str) -> Record | None: ...
@@ -190,6 +195,9 @@ class Store(Protocol):
     async def put_model_health(self, health: ModelHealth) -> None: ...
     async def ingest_state(self, source: str) -> IngestState: ...
     async def put_ingest_state(self, state: IngestState) -> None: ...
+    async def settled_threads(
+        self, quiet_before: str, record_key: str | None = None, limit: int = 50
+    ) -> list[SettledThread]: ...
 
     # -- search and vectors ------------------------------------------------------------------
     async def search_messages(
@@ -219,3 +227,15 @@ class Store(Protocol):
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None: ...
     async def listen(self, callback: Listener) -> Callable[[], Awaitable[None]]: ...
+
+
+@runtime_checkable
+class Overview(Protocol):
+    """Reads for looking at a memory (the status page; `om-mcp status`, `threads`, `show`).
+    Only `SQLiteStore` has them so far."""
+
+    async def thread_states(
+        self, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
+    ) -> list[ThreadState]: ...
+    async def series_inputs(self, key: str, limit_events: int = 5000) -> SeriesInputs: ...
+    async def pending_records(self) -> list[tuple[str, int, int]]: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import anyio
 
@@ -21,7 +21,7 @@ from om_mcp.models.settings import ModelSettings, ModelTarget
 
 __all__ = ["ScriptedCall", "ScriptedModel", "TransientModelError"]
 
-Reply = Union[str, Completion, BaseException, type]
+Reply = str | Completion | BaseException | type
 Responder = Callable[[list[dict[str, Any]], ModelTarget], Any]
 
 

@@ -91,7 +91,7 @@ class Clock:
 @contextmanager
 def simulated(clock: Clock) -> Iterator[Clock]:
     """Every om_mcp module's `now_iso` reads `clock` while the block runs."""
-    patched = [
+    patched: list[Any] = [  # modules, with a `now_iso` of their own
         m
         for name, m in list(sys.modules.items())
         if name.startswith("om_mcp.") and callable(getattr(m, "now_iso", None))
@@ -165,6 +165,7 @@ def _text(rng: random.Random, role: str) -> str:
 
 async def fill(db_path: str | Path, *, seed: int = 7, latency: tuple[float, float] = (0.05, 0.3)) -> None:
     """Play the scripted conversations into `db_path` through the engine."""
+    import om_mcp.store.sqlite.store  # noqa: F401 - loaded before `simulated` patches what is loaded
     from om_mcp.engine.memory import Memory
 
     clock = Clock(START)

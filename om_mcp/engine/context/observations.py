@@ -56,7 +56,7 @@ def parse_date(text: str) -> date | None:
         m, d, y = _MONTHS.get(match.group(1)), int(match.group(2)), int(match.group(3))
     elif match := _DAY_FIRST.match(s):
         d, m, y = int(match.group(1)), _MONTHS.get(match.group(2)), int(match.group(3))
-    if m is None:
+    if y is None or m is None or d is None:
         return None
     try:
         return date(y, m, d)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from om_mcp.engine.observation.cycle import now_iso
+from om_mcp.engine.observation.cycle import Operation, now_iso
 from om_mcp.engine.observation.selection import first_visible, last_visible, safe_prefix
 from om_mcp.engine.observation.sync import ObserverStep, Produced, Selection, render_plain
 from om_mcp.engine.observation.thresholds import enough_to_buffer, max_input_tokens
@@ -40,7 +40,7 @@ def chunk_for(cycle_id: str, thread_id: str, messages: list[Message], produced: 
 
 
 class BufferStep(ObserverStep):
-    kind = "buffering"
+    kind: Operation = "buffering"
     buffered = True
     lease_op = "buffer"
 

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 Trigger = Literal["manual", "turn-sync", "async-buffer"]
 Operation = Literal["observation", "reflection", "buffering", "activation"]
+EventOperation = Literal["observation", "reflection"]  # an event's operation_type
 S = TypeVar("S")
 O = TypeVar("O")  # noqa: E741
 BUDGET_GRACE_SECONDS = 1.0
@@ -53,7 +54,7 @@ class Step(Protocol, Generic[S, O]):
     """What a kind of cycle supplies; `S` is its selection, `O` what the model produced."""
 
     kind: Operation  # observation | buffering | reflection (outcome and log wording)
-    operation: Literal["observation", "reflection"]  # the event's operation_type
+    operation: EventOperation
     buffered: bool  # background work: buffering-* events instead of observation-*
     lease_op: str
     key: str

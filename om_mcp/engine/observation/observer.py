@@ -158,12 +158,13 @@ class Observer:
         self.observe_attachments = observe_attachments
 
     def build(self, request: ObserverRequest) -> list[dict[str, Any]]:
-        multi = request.threads is not None
+        threads = request.threads
+        multi = threads is not None
         instruction = "\n\n".join(x for x in (self.instruction, request.instruction) if x) or None
         system = prompts.observer_system_prompt(instruction, self.thread_title, self.extractors, multi)
-        if multi:
+        if threads is not None:
             history = format_thread_sections(
-                {label: [m.as_dict() for m in msgs] for label, msgs in request.threads.items()},
+                {label: [m.as_dict() for m in msgs] for label, msgs in threads.items()},
                 count_text=self.counter.count_text,
             )
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from om_mcp.engine.observation.cycle import Trigger, now_iso
+from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.observer import AgentResult
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
@@ -97,8 +97,8 @@ def reflection_groups(text: str, covered: list[Group], labels: dict[str, str], c
 
 
 class ReflectStep:
-    kind = "reflection"
-    operation = "reflection"
+    kind: Operation = "reflection"
+    operation: EventOperation = "reflection"
     skip_reason = "no observations to reflect"
 
     def __init__(

@@ -19,7 +19,7 @@ import anyio
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
-from om_mcp.engine.observation.cycle import CycleOutcome, Trigger, run_cycle
+from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, run_cycle
 from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
@@ -51,7 +51,7 @@ class Batch:
 class BatchStep:
     """One batch of threads, observed in one Observer call."""
 
-    operation = "observation"
+    operation: EventOperation = "observation"
 
     def __init__(
         self,
@@ -66,7 +66,7 @@ class BatchStep:
     ):
         self.engine, self.key, self.resource_id, self.batch = engine, key, resource_id, batch
         self.buffered = buffered
-        self.kind = "buffering" if buffered else "observation"
+        self.kind: Operation = "buffering" if buffered else "observation"
         self.lease_op = "buffer" if buffered else "observe"
         self.trigger = trigger
         self.instruction = instruction
@@ -188,7 +188,7 @@ async def run_resource(
     """Observe (or buffer) the resource's busiest threads, in parallel batches."""
     store, key = engine.store, engine.record_key(thread_id, resource_id)
     op = "buffer" if buffered else "observe"
-    kind = "buffering" if buffered else "observation"
+    kind: Operation = "buffering" if buffered else "observation"
     if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl):
         return CycleOutcome(kind, False, reason="another process is observing this resource")
     try:

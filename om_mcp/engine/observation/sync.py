@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine.observation import side_effects
-from om_mcp.engine.observation.cycle import Trigger
+from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger
 from om_mcp.engine.observation.observer import AgentResult, CycleFailed, ObserverRequest
 from om_mcp.engine.observation.selection import first_visible, last_visible, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.thresholds import max_input_tokens
@@ -59,7 +59,8 @@ def group_for(text: str, tokens: int, messages: list[Message], thread_id: str) -
 class ObserverStep:
     """The parts every Observer cycle shares; subclasses choose messages and commit."""
 
-    operation = "observation"
+    kind: Operation
+    operation: EventOperation = "observation"
 
     def __init__(
         self,
@@ -123,7 +124,7 @@ class ObserverStep:
 
 
 class ObserveStep(ObserverStep):
-    kind = "observation"
+    kind: Operation = "observation"
     buffered = False
     lease_op = "observe"
     skip_reason = "no unobserved messages"

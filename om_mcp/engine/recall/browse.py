@@ -92,6 +92,7 @@ async def read_part(
         message, part_index, char_offset = following[0], 0, 0
     chunk_tokens = max(20, min(2000, budget - HINT_RESERVE_TOKENS - 20))
     part = render_part(message, part_index, char_offset, chunk_tokens=chunk_tokens, count=count)
+    next_call: str | None
     if part.next_char_offset is not None:
         next_call = f'cursor="{message.id}" part_index={part_index} char_offset={part.next_char_offset}'
     elif part_index + 1 < part.part_count:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from om_mcp.engine.recall.query import RecallOut, RecallQuery
 from om_mcp.engine.recall.render import fit_to_budget
@@ -13,7 +13,7 @@ from om_mcp.engine.search import Retrieval, parse_query
 SNIPPET_CHARS = 160
 
 
-def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
+def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
     """A window of the text around the first query word found, on one line."""
     flat = " ".join(text.split())
     if len(flat) <= width:
@@ -25,7 +25,7 @@ def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
 
 
-def line(result: SearchResult, terms: list[str]) -> str:
+def line(result: SearchResult, terms: Sequence[str]) -> str:
     when = result.created_at[:10]
     if result.source == "observation":
         return f"- observation ({when}, range {result.range}): {snippet(result.snippet, terms)}"

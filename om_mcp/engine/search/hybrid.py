@@ -10,12 +10,14 @@ its dense z-score, so a clear semantic match can still rise into the top.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 DENSE_WEIGHT = 1.0
+K = TypeVar("K", bound=Hashable)
 
 
-def _z(values: dict) -> dict:
+def _z(values: Mapping[K, float]) -> dict[K, float]:
     if not values:
         return {}
     mean = statistics.fmean(values.values())
@@ -24,8 +26,8 @@ def _z(values: dict) -> dict:
 
 
 def blend(
-    lexical: list[tuple[Hashable, float]], cosines: dict[Hashable, float], weight: float = DENSE_WEIGHT
-) -> list[tuple[Hashable, float]]:
+    lexical: Sequence[tuple[K, float]], cosines: Mapping[K, float], weight: float = DENSE_WEIGHT
+) -> list[tuple[K, float]]:
     """Keys best first by z(word score) + weight x z(cosine).
 
     `lexical` is the ranked word list (key, score); `cosines` the similarity of

@@ -152,6 +152,7 @@ class DateSpan:
         when = when.replace(tzinfo=None)
         slack = timedelta(days=slack_days)
         if self.kind == "range":
+            assert self.end is not None  # a range always has an end
             return self.start - slack <= when <= self.end + slack
         if self.kind == "day":
             return when.month == self.start.month and abs(when.day - self.start.day) <= slack_days
@@ -177,12 +178,12 @@ def _span(form: str, groups: tuple[str, ...], now: datetime | None) -> DateSpan 
         day, month = (groups[0], groups[1]) if form == "day-month" else (groups[1], groups[0])
         return DateSpan(datetime(2000, _MONTHS[month.lower()], int(day)), None, "day")
     if form == "year":
-        year = int(groups[0])
-        return DateSpan(datetime(year, 1, 1), datetime(year, 12, 31, 23, 59, 59), "range")
-    month = _MONTHS[groups[0].lower()]
+        whole = int(groups[0])
+        return DateSpan(datetime(whole, 1, 1), datetime(whole, 12, 31, 23, 59, 59), "range")
+    named = _MONTHS[groups[0].lower()]
     if form == "last-month" and now is not None:
-        return _month_range(now.year if month < now.month else now.year - 1, month)
-    return DateSpan(datetime(2000, month, 1), None, "month")
+        return _month_range(now.year if named < now.month else now.year - 1, named)
+    return DateSpan(datetime(2000, named, 1), None, "month")
 
 
 def find_dates(query: str, now: datetime | None = None) -> tuple[list[DateSpan], str]:
@@ -274,7 +275,8 @@ class Query:
         IDF of its rarest present form.
         """
         present = sorted((f for f in self.forms() if df.get(f)), key=lambda f: df[f])
-        kept, total = set(), 0
+        kept: set[str] = set()
+        total = 0
         for form in present:
             if kept and total + df[form] > budget:
                 break

@@ -20,6 +20,7 @@ from om_mcp.models.embeddings import Embedder, make_embedder
 from om_mcp.store import Group, Store
 
 log = logging.getLogger(__name__)
+Key = tuple[str, object]  # ("message", seq) or ("group", group id)
 
 RRF_K = 60
 FTS_HITS = 50  # index matches fetched and ranked per query, with the messages around each
@@ -63,11 +64,11 @@ class Retrieval:
         hits, stats = await self.store.search_messages(
             resource_id, query, thread_id=thread_id, limit=max(FTS_HITS, limit)
         )
-        lexical = [(("message", r.hit.seq), r.score) for r in rank(hits, query, stats)]
+        lexical: list[tuple[Key, float]] = [(("message", r.hit.seq), r.score) for r in rank(hits, query, stats)]
         group_hits = await self.store.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit)
         group_rows = {h.group.id: h.group for h in group_hits}
-        groups = [(("group", h.group.id), h.score) for h in group_hits]
-        cosines: dict[tuple[str, object], float] = {}
+        groups: list[tuple[Key, float]] = [(("group", h.group.id), h.score) for h in group_hits]
+        cosines: dict[Key, float] = {}
         if self.embedder is not None:
             try:
                 [vector] = await self.embedder.embed([text], query=True)
@@ -126,6 +127,6 @@ def _fuse(lists: list[tuple[float, list]]) -> list[tuple[object, float]]:
     """Weighted reciprocal-rank fusion."""
     scores: dict[object, float] = {}
     for weight, keys in lists:
-        for rank, key in enumerate(keys):
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank + 1)
+        for position, key in enumerate(keys):
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + position + 1)
     return sorted(scores.items(), key=lambda pair: -pair[1])

@@ -48,7 +48,7 @@ def initial_value(config: WorkingMemoryConfig) -> str | dict:
     """The value a fresh memory starts from."""
     if config.mode == "schema":
         return {}
-    return config.effective_template
+    return config.template_text
 
 
 def apply_update(
@@ -65,8 +65,8 @@ def apply_update(
         raise WorkingMemoryError("working memory is read-only; updates are not allowed")
     if not config.enabled:
         raise WorkingMemoryError("working memory is disabled")
-    if config.mode == "schema":
-        return _apply_schema_update(config, current, update, max_chars)
+    if (schema := config.schema_) is not None:  # schema mode
+        return _apply_schema_update(schema, current, update, max_chars)
     return _apply_template_update(config, current, update, max_chars)
 
 
@@ -82,7 +82,7 @@ def _apply_template_update(
         )
     if len(update) > max_chars:
         raise WorkingMemoryError(f"{MEMORY_FIELD}: update is {len(update)} characters; the limit is {max_chars}")
-    template = config.effective_template
+    template = config.template_text
     # Models often "reset" by echoing the blank template; with replace
     # semantics that would wipe everything learned so far, so refuse it.
     if _same_text(update, template) and _has_real_content(current, template):
@@ -116,10 +116,7 @@ def _has_real_content(value: str | dict | None, template: str) -> bool:
 # --- schema mode ------------------------------------------------------------
 
 
-def _apply_schema_update(
-    config: WorkingMemoryConfig, current: str | dict | None, update: Any, max_chars: int
-) -> UpdateResult:
-    schema = config.schema_
+def _apply_schema_update(schema: dict, current: str | dict | None, update: Any, max_chars: int) -> UpdateResult:
     base, notice = _current_object(current)
     patch = _parse_object_update(update, schema)
     if not patch:
@@ -243,4 +240,4 @@ def is_empty(config: WorkingMemoryConfig, value: str | dict | None) -> bool:
         return not obj
     if isinstance(value, dict):
         return not value
-    return not _has_real_content(value, config.effective_template)
+    return not _has_real_content(value, config.template_text)

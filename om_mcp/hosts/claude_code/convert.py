@@ -282,7 +282,7 @@ def _result_value(content: Any) -> Any:
 
 
 def _attachment(block: dict[str, Any], options: ConvertOptions, trimmed: list, index: int) -> dict[str, Any] | None:
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    source = found if isinstance(found := block.get("source"), dict) else {}
     kind = "image" if block.get("type") == "image" else "file"
     mime = source.get("media_type") or ("image/png" if kind == "image" else "application/pdf")
     part: dict[str, Any] = {"type": kind, "mime_type": mime}

@@ -16,11 +16,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
+from om_mcp.hosts.events import CLAUDE_CODE, CLAUDE_INGEST_EVENTS, CLAUDE_SESSION_START_SOURCES, plan
 
-# The events the om-mcp plugin registers, and the SessionStart sources it matches.
-from om_mcp.hosts.events import CLAUDE_CODE, plan
-from om_mcp.hosts.events import CLAUDE_INGEST_EVENTS as INGEST_EVENTS  # noqa: F401 - part of this module's API
-from om_mcp.hosts.events import CLAUDE_SESSION_START_SOURCES as SESSION_START_SOURCES  # noqa: F401 - as above
+# The events the om-mcp plugin registers, and the SessionStart sources it matches
+# (re-exported by `om_mcp.hosts.claude_code`).
+INGEST_EVENTS = CLAUDE_INGEST_EVENTS
+SESSION_START_SOURCES = CLAUDE_SESSION_START_SOURCES
 
 
 class HookInput(BaseModel):

@@ -143,7 +143,7 @@ async def _drop_stale_chunks(conn: Any, key: str, thread_id: str, cursor: int) -
         "DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq <= $3", key, thread_id, cursor
     )
     previous = cursor
-    for chunk_id, first, last in await conn.fetch(
+    for _chunk_id, first, last in await conn.fetch(
         "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = $1 AND thread_id = $2 ORDER BY first_seq",
         key,
         thread_id,

@@ -103,7 +103,8 @@ async def events(
     limit: int = 100,
 ) -> list[Event]:
     """Events oldest first: the newest `limit` after `after_id`."""
-    where, params = ["id > $1"], [after_id]
+    where = ["id > $1"]
+    params: list[object] = [after_id]
     for column, value in (("thread_id", thread_id), ("record_key", record_key), ("cycle_id", cycle_id)):
         if value is not None:
             params.append(value)

@@ -68,7 +68,7 @@ class Listener:
                 pause = min(pause * 2, 30.0)
                 continue
             try:
-                conn.add_termination_listener(lambda _conn: lost.set())
+                conn.add_termination_listener(lambda _conn, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._heard)
                 pause = 0.5
                 self._ready.set()

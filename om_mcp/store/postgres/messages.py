@@ -96,6 +96,7 @@ async def append(
             for seq, m in zip(seqs, fresh)
         ]
         await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
+        assert current is not None  # created above, or read from its locked row
         await _update_thread(conn, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:
@@ -344,13 +345,13 @@ async def tokenizer_id(conn: Any, name: str) -> int:
 
 
 async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
-    """See sqlite.messages.stale_counts."""
+    """Messages counted by another tokenizer; `after_seq` skips those already looked at."""
     rows = await conn.fetch(
-        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > $1 AND counted_by <> $2"
-        " ORDER BY seq LIMIT $3",
-        after_seq,
+        "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > $3 AND counted_by <> $1"
+        " ORDER BY seq LIMIT $2",
         counted_by,
         limit,
+        after_seq,
     )
     return [
         {
@@ -361,6 +362,11 @@ async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: 
         }
         for seq, role, body, parts, counts in rows
     ]
+
+
+async def last_seq(conn: Any) -> int:
+    """The newest message's seq (0 for none): one index probe."""
+    return await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM messages")
 
 
 async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:

@@ -79,7 +79,8 @@ async def migrate(conn: Any, where: str) -> int:
             log.info("database migrated to schema version %d", version)
         if current < LATEST_VERSION:
             await conn.executemany(
-                "INSERT INTO om_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO om_meta (key, value) VALUES ($1, $2)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [("application_id", APPLICATION), ("schema_version", str(LATEST_VERSION))],
             )
         await vectors.adopt(conn)

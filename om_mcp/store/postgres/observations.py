@@ -234,7 +234,8 @@ async def groups(conn: Any, key: str, generation: int | None = None) -> list[Gro
         )
     else:
         rows = await conn.fetch(
-            f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 AND g.generation = $2 ORDER BY g.position",
+            f"SELECT {GROUP_COLUMNS} FROM om_groups g"
+            " WHERE g.record_key = $1 AND g.generation = $2 ORDER BY g.position",
             key,
             generation,
         )
@@ -335,7 +336,8 @@ async def unobserved(
     up to `max_tokens` (at least one)."""
     cursor = await conn.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
     start = max(cursor or 0, after_seq or 0)
-    out, used = [], 0
+    out: list[Message] = []
+    used = 0
     # Read in pages so a long backlog is not fetched whole for a small budget.
     while True:
         rows = await conn.fetch(

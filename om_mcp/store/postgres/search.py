@@ -108,7 +108,8 @@ WEIGHTED_COUNT = (
 INDEX = f"""
 WITH entries AS (
     SELECT u.seq, u.doclen, setweight(to_tsvector('{CONFIG}', u.body), 'A')
-           || setweight(to_tsvector('{CONFIG}', u.prev1), 'B') || setweight(to_tsvector('{CONFIG}', u.prev2), 'C') AS tsv
+           || setweight(to_tsvector('{CONFIG}', u.prev1), 'B')
+           || setweight(to_tsvector('{CONFIG}', u.prev2), 'C') AS tsv
     FROM unnest($3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[]) AS u(seq, body, prev1, prev2, doclen)
 ), new AS (
     INSERT INTO messages_fts (seq, resource_id, thread_id, doclen, tsv, tf)

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from om_mcp.store.postgres import admin, commits, coordination, messages, observations, search, threads, vectors
+from om_mcp.store.postgres import (
+    admin,
+    commits,
+    coordination,
+    messages,
+    observations,
+    search,
+    sessions,
+    threads,
+    vectors,
+)
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
@@ -23,7 +33,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     async def method(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.read(op, *args, **kwargs)
 
@@ -31,7 +41,7 @@ def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concaten
     return method
 
 
-def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     async def method(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.write(op, *args, **kwargs)
 
@@ -42,7 +52,7 @@ def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concate
 class PostgresStore:
     """The memory's PostgreSQL database (tables in its `om` schema)."""
 
-    backend = "postgres"
+    backend: Literal["postgres"] = "postgres"
 
     def __init__(self, db: PgDatabase, vector_status: str | None):
         self.db = db
@@ -92,6 +102,7 @@ class PostgresStore:
     tokenizer_id = _writes(messages.tokenizer_id)
     stale_token_counts = _reads(messages.stale_counts)
     set_token_counts = _writes(messages.set_counts)
+    last_seq = _reads(messages.last_seq)
 
     # observation records and their windows
     record = _reads(observations.get_record)
@@ -126,6 +137,7 @@ class PostgresStore:
     put_model_health = _writes(coordination.put_model_health)
     ingest_state = _reads(coordination.ingest_state)
     put_ingest_state = _writes(coordination.put_ingest_state)
+    settled_threads = _reads(sessions.settled_threads)
 
     # search and vectors
     search_messages = _reads(search.find)

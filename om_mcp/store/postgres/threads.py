@@ -9,7 +9,7 @@ as SQLite's single writer guarantees there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from om_mcp.store.errors import NotFound
@@ -45,7 +45,8 @@ async def list_threads(
     offset: int = 0,
 ) -> tuple[list[Thread], bool]:
     """Newest-updated first; returns (threads, has_more)."""
-    where, params = ["t.resource_id = $1"], [resource_id]
+    where = ["t.resource_id = $1"]
+    params: list[object] = [resource_id]
     if before:
         params.append(before)
         where.append(f"t.created_at < ${len(params)}")
@@ -157,7 +158,7 @@ async def update_working_memory(
 # -- deletion ----------------------------------------------------------------------------
 
 
-async def _lock_records(conn: Any, thread_ids: list[str], extra: list[str] = ()) -> list[str]:
+async def _lock_records(conn: Any, thread_ids: list[str], extra: Sequence[str] = ()) -> list[str]:
     """Lock every record the threads touch, in key order (the order commits take them)."""
     rows = await conn.fetch(
         "SELECT key FROM om_records WHERE key = ANY ($2::text[]) OR key IN (SELECT record_key FROM om_cursors"

@@ -133,7 +133,7 @@ def _drop_stale_chunks(conn: sqlite3.Connection, key: str, thread_id: str, curso
         "DELETE FROM om_chunks WHERE record_key = ? AND thread_id = ? AND first_seq <= ?", (key, thread_id, cursor)
     )
     previous = cursor
-    for chunk_id, first, last in conn.execute(
+    for _chunk_id, first, last in conn.execute(
         "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = ? AND thread_id = ? ORDER BY first_seq",
         (key, thread_id),
     ).fetchall():

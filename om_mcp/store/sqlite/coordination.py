@@ -99,7 +99,8 @@ def events(
     limit: int = 100,
 ) -> list[Event]:
     """Events oldest first: the newest `limit` after `after_id`."""
-    where, params = ["id > ?"], [after_id]
+    where = ["id > ?"]
+    params: list[object] = [after_id]
     for column, value in (("thread_id", thread_id), ("record_key", record_key), ("cycle_id", cycle_id)):
         if value is not None:
             where.append(f"{column} = ?")

@@ -184,7 +184,8 @@ def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessag
     for start in range(0, len(ids), 500):
         batch = ids[start : start + 500]
         rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? AND m.id IN ({','.join('?' * len(batch))})",
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m"
+            f" WHERE m.thread_id = ? AND m.id IN ({','.join('?' * len(batch))})",
             (thread_id, *batch),
         )
         stored.update((r[1], message(r)) for r in rows)
@@ -258,7 +259,8 @@ def page(
     part_filter: tuple[str | None, str | None] = (None, None),
 ) -> list[Message]:
     """A page of a thread's messages by seq; `part_filter` = (part type, tool name)."""
-    where, params = ["m.thread_id = ?"], [thread_id]
+    where = ["m.thread_id = ?"]
+    params: list[object] = [thread_id]
     if after_seq is not None:
         where.append("m.seq > ?")
         params.append(after_seq)

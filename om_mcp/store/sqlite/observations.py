@@ -331,7 +331,8 @@ def unobserved(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? AND m.seq > ? AND m.observable ORDER BY m.seq",
         (thread_id, start),
     )
-    out, used = [], 0
+    out: list[Message] = []
+    used = 0
     for r in rows:
         if max_tokens is not None and out and used + r[9] > max_tokens:
             break

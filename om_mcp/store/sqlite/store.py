@@ -7,9 +7,9 @@ this class only decides, for each, whether it reads or writes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store.sqlite import (
     admin,
@@ -30,7 +30,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _reads(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _reads(
+    op: Callable[Concatenate[sqlite3.Connection, P], R],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.read(op, *args, **kwargs)
 
@@ -38,7 +40,9 @@ def _reads(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Conc
     return method
 
 
-def _writes(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _writes(
+    op: Callable[Concatenate[sqlite3.Connection, P], R],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.write(op, *args, **kwargs)
 
@@ -49,7 +53,7 @@ def _writes(op: Callable[Concatenate[sqlite3.Connection, P], R]) -> Callable[Con
 class SQLiteStore:
     """The memory's SQLite database."""
 
-    backend = "sqlite"
+    backend: Literal["sqlite"] = "sqlite"
 
     def __init__(self, db: Database):
         self.db = db

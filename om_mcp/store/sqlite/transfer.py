@@ -221,6 +221,7 @@ class _Import:
                     int(m.observable),
                 ),
             )
+            assert cursor.lastrowid is not None  # set by the INSERT
             indexed.append((cursor.lastrowid, m.body))
         fts.index_messages(self.conn, [seq for seq, _ in indexed])
         _update_thread(self.conn, current, fresh)
@@ -335,7 +336,8 @@ class _Import:
                 "  WHERE m.thread_id = om_cursors.thread_id AND m.seq > om_cursors.seq AND m.observable),"
                 " pending_messages = (SELECT COUNT(*) FROM messages m"
                 "  WHERE m.thread_id = om_cursors.thread_id AND m.seq > om_cursors.seq AND m.observable),"
-                " counted_seq = (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.thread_id = om_cursors.thread_id)"
+                " counted_seq = (SELECT COALESCE(MAX(m.seq), 0) FROM messages m"
+                "  WHERE m.thread_id = om_cursors.thread_id)"
                 " WHERE thread_id = ?",
                 (thread_id,),
             )

@@ -113,7 +113,8 @@ def search_groups(
     if not match:
         return []
     sql = (
-        f"SELECT {GROUP_COLUMNS}, bm25(om_groups_fts) AS rank FROM om_groups_fts f JOIN om_groups g ON g.id = f.group_id"
+        f"SELECT {GROUP_COLUMNS}, bm25(om_groups_fts) AS rank"
+        " FROM om_groups_fts f JOIN om_groups g ON g.id = f.group_id"
         " JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
         " WHERE om_groups_fts MATCH ? AND r.resource_id = ?"
     )

@@ -46,6 +46,6 @@ class WithStatusPage:
             return
         refused = await self.security.validate_request(Request(scope, receive))
         live = getattr(self.server, "live", None)
-        if refused is None and (live is None or live.memory is None) and not is_public(scope["path"]):
+        if refused is None and (live is None or not live.is_open) and not is_public(scope["path"]):
             refused = JSONResponse({"error": "the server is starting; retry in a moment"}, status_code=503)
         await (refused or self.page)(scope, receive, send)

@@ -12,7 +12,7 @@ a CORS preflight, which these routes never grant.
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import Any, overload
 
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -66,8 +66,10 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         thread_id = request.path_params["thread_id"]
         after = _int_param(request, "after", None)
         limit = _int_param(request, "limit", 200)
-        if isinstance(after, str) or isinstance(limit, str):
-            return _error(400, after if isinstance(after, str) else limit)
+        if isinstance(after, str):
+            return _error(400, after)
+        if isinstance(limit, str):
+            return _error(400, limit)
         if not 1 <= limit <= EVENTS_LIMIT:
             return _error(400, f"limit: expected 1 to {EVENTS_LIMIT}")
         return _found(await api.events(thread_id, after, limit), f"unknown thread {thread_id!r}")
@@ -95,7 +97,14 @@ def ui_routes(api: UiDataSource) -> list[Route]:
     ]
 
 
+@overload
+def _int_param(request: Request, name: str, default: int) -> int | str: ...
+@overload
+def _int_param(request: Request, name: str, default: None) -> int | str | None: ...
+
+
 def _int_param(request: Request, name: str, default: int | None) -> int | str | None:
+    """The parameter's value, `default` when absent, or an error message (a str)."""
     value = request.query_params.get(name)
     if value is None or value == "":
         return default
@@ -105,6 +114,7 @@ def _int_param(request: Request, name: str, default: int | None) -> int | str | 
 
 
 def _json(value: Any) -> Response:
+    data: Any
     if isinstance(value, BaseModel):
         data = value.model_dump(mode="json")
     elif isinstance(value, list):

@@ -162,7 +162,7 @@ def _cycle(event: dict[str, Any], at: datetime) -> Cycle | None:
         return None
     if event.get("operation_type") == "reflection":
         kind = "reflection"
-    usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+    usage = found if isinstance(found := event.get("usage"), dict) else {}
     failed = str(event.get("type", "")).endswith("-failed")
     return Cycle(
         at=at.isoformat(),

@@ -9,7 +9,7 @@ cannot even learn that it exists.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from om_mcp import __version__
 from om_mcp.engine import message_threshold
@@ -33,7 +33,16 @@ from om_mcp.server.http.ui.series import build_series
 
 if TYPE_CHECKING:
     from om_mcp.engine import Memory
+    from om_mcp.store.interface import Overview
     from om_mcp.store.summaries import ThreadState
+
+
+def overview(memory: Memory) -> Overview:
+    """The store's overview reads (`store.interface.Overview`: SQLite only so far)."""
+    store = memory.store
+    if not all(hasattr(store, name) for name in ("thread_states", "series_inputs")):
+        raise NotImplementedError(f"the status page needs a SQLite database; {store.backend} has no overview reads yet")
+    return cast("Overview", store)
 
 
 def _granted(resource_id: str) -> bool:
@@ -82,12 +91,14 @@ class MemorySource:
         memory = self.memory
         if not any(r.id == resource_id for r in await memory.store.list_resources()):
             return None
-        states = await memory.store.thread_states(memory.config.observational_memory.scope, resource_id=resource_id)
+        states = await overview(memory).thread_states(memory.config.observational_memory.scope, resource_id=resource_id)
         return [_summary(s) for s in states]
 
     async def _state(self, thread_id: str) -> ThreadState | None:
         memory = self.memory
-        found = await memory.store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id, limit=1)
+        found = await overview(memory).thread_states(
+            memory.config.observational_memory.scope, thread_id=thread_id, limit=1
+        )
         return found[0] if found and _granted(found[0].thread.resource_id) else None
 
     async def thread(self, thread_id: str) -> ThreadDetail | None:
@@ -161,7 +172,7 @@ class MemorySource:
         if state is None:
             return None
         memory = self.memory
-        inputs = await memory.store.series_inputs(state.record_key)
+        inputs = await overview(memory).series_inputs(state.record_key)
         limits = memory.observation.limits
         events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
         return build_series(
