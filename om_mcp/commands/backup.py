@@ -3,6 +3,9 @@
 Safe while servers run and write: the copy is one snapshot, taken under a read
 lock that lets writers go on (WAL). Written beside FILE and renamed into place,
 so FILE is never half a database.
+
+From PostgreSQL (--db postgresql://...) the copy is a new SQLite file read from one
+snapshot (as `om-mcp migrate` does); PostgreSQL's own backups are pg_dump's job.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from om_mcp.commands.common import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="where to write the copy")
+    parser.add_argument(
+        "file", metavar="FILE", help="where to write the copy (a SQLite file, also from PostgreSQL; or use pg_dump)"
+    )
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     config, code = prepare(args)
     if config is None:
         return code
-    if target.resolve() == Path(config.db_path).resolve():  # type: ignore[arg-type]
+    if config.db_url is None and target.resolve() == Path(config.db_path).resolve():  # type: ignore[arg-type]
         return fail("the backup cannot replace the database itself", EXIT_CONFIG)
 
     async def main(memory: Any) -> int:

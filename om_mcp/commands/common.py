@@ -95,7 +95,8 @@ def prepare(
         return None, EXIT_CONFIG
     if config.log_level == "info":
         logs.configure("warning")
-    if must_exist and not str(config.db_path) == ":memory:" and not config.db_path.exists():  # type: ignore[union-attr]
+    missing = config.db_url is None and str(config.db_path) != ":memory:" and not config.db_path.exists()  # type: ignore[union-attr]
+    if must_exist and missing:
         print(
             f"om-mcp: no database at {config.db_path} (nothing stored yet; --db or $OM_DB_PATH choose another)",
             file=sys.stderr,

@@ -5,7 +5,8 @@ integrity (every page and index entry, both search indexes, the running totals),
 and whether a model is configured for observation. Only `--model` touches the
 network: one small real call to the Observer's model, with its latency and cost.
 Exit 0 when every check passes, 1 when one fails (2 bad config, 3 the database
-refused, with SQLite's own findings).
+refused, with SQLite's own findings). On PostgreSQL the page-level check is the
+server's (amcheck); doctor runs the store's own checks there.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from om_mcp.commands.common import (
     EXIT_OK,
     add_config_arguments,
     load,
+    run_async,
     run_memory,
 )
 
@@ -71,6 +73,8 @@ def _database(config: Any, check: Any) -> int:
     from om_mcp.store.sqlite import admin
     from om_mcp.store.sqlite.database import connect
 
+    if config.db_url is not None:
+        return run_async(lambda: _postgres(config.db_url, check))
     path = config.db_path
     if not path.exists():
         check("database", None, f"none yet at {path} (created on first use)")
@@ -106,6 +110,32 @@ def _database(config: Any, check: Any) -> int:
         check("running totals", not totals, "; ".join(totals) or "unobserved-token totals match the messages")
     finally:
         conn.close()
+    return EXIT_OK
+
+
+async def _postgres(url: str, check: Any) -> int:
+    """The store's own checks on a PostgreSQL database; its pages are PostgreSQL's business
+    (amcheck, pg_dump), not ours."""
+    from om_mcp.store import open_store
+    from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
+
+    try:
+        store = await open_store(url)
+    except (DatabaseRefused, StoreUnavailable) as error:
+        check("database", False, str(error))
+        return EXIT_DATABASE
+    try:
+        stats = await store.stats()
+        check("database", True, f"{stats.path}: ours, schema {stats.schema_version}; vectors {stats.vectors}")
+        started = time.monotonic()
+        problems = await store.integrity()
+        took = time.monotonic() - started
+    finally:
+        await store.close()
+    totals = [p for p in problems if "totals" in p]
+    index = [p for p in problems if p not in totals]
+    check("search index", not index, "; ".join(index) or f"in step with the messages ({took:.2f} s)")
+    check("running totals", not totals, "; ".join(totals) or "unobserved-token totals match the messages")
     return EXIT_OK
 
 

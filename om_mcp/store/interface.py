@@ -232,7 +232,7 @@ class Store(Protocol):
 @runtime_checkable
 class Overview(Protocol):
     """Reads for looking at a memory (the status page; `om-mcp status`, `threads`, `show`).
-    Only `SQLiteStore` has them so far."""
+    `SQLiteStore` and `PostgresStore` both have them."""
 
     async def thread_states(
         self, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200

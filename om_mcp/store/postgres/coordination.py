@@ -65,10 +65,15 @@ async def expire_leases(conn: Any) -> int:
 
 async def add_events(conn: Any, events: Iterable[dict[str, Any]]) -> None:
     """Insert events with ids from the counter; call it last in the transaction (the counter row
-    stays locked until COMMIT, which is what puts ids in commit order)."""
+    stays locked until COMMIT, which is what puts ids in commit order). An event carrying a
+    `windows` object gets its record's two windows as they stand in this transaction, as on
+    SQLite: the samples the status page plots."""
     events = list(events)
     if not events:
         return
+    for e in events:
+        if isinstance(e.get("windows"), dict) and e.get("record_id"):
+            e["windows"].update(await _windows(conn, e["record_id"]))
     last = await conn.fetchval(
         "UPDATE om_counters SET value = value + $1 WHERE name = 'events' RETURNING value", len(events)
     )
@@ -91,6 +96,17 @@ async def add_events(conn: Any, events: Iterable[dict[str, Any]]) -> None:
             for i, e in enumerate(events)
         ],
     )
+
+
+async def _windows(conn: Any, key: str) -> dict[str, int]:
+    row = await conn.fetchrow(
+        "SELECT r.observation_tokens, COALESCE(SUM(c.pending_tokens), 0), COALESCE(MAX(c.counted_seq), 0)"
+        " FROM om_records r LEFT JOIN om_cursors c ON c.record_key = r.key WHERE r.key = $1 GROUP BY r.key",
+        key,
+    )
+    observation, unobserved, seq = row or (0, 0, 0)
+    # seq: the newest message these numbers include, so a plot places later appends after them.
+    return {"unobserved_tokens": int(unobserved), "observation_tokens": observation, "seq": int(seq)}
 
 
 async def events(

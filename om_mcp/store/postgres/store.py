@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store.postgres import (
     admin,
@@ -18,6 +18,7 @@ from om_mcp.store.postgres import (
     coordination,
     messages,
     observations,
+    overview,
     search,
     sessions,
     threads,
@@ -26,6 +27,9 @@ from om_mcp.store.postgres import (
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
+
+if TYPE_CHECKING:
+    from om_mcp.store.interface import Overview
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +150,11 @@ class PostgresStore:
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
 
+    # looking at the memory (the status page; `om-mcp status`, `threads`, `show`)
+    thread_states = _reads(overview.thread_states)
+    series_inputs = _reads(overview.series_inputs)
+    pending_records = _reads(overview.pending_records)
+
     async def nearest_vectors(
         self,
         resource_id: str,
@@ -206,3 +215,7 @@ class PostgresStore:
                 await listener.stop()
 
         return stop
+
+
+def _has_the_overview_reads(store: PostgresStore) -> Overview:
+    return store  # mypy checks PostgresStore against the Overview protocol, read by read

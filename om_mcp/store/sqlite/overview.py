@@ -109,6 +109,6 @@ def pending_records(conn: sqlite3.Connection) -> list[tuple[str, int, int]]:
     rows = conn.execute(
         "SELECT r.key, (SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors c WHERE c.record_key = r.key) AS p,"
         " (SELECT COUNT(*) FROM om_chunks k WHERE k.record_key = r.key) AS n FROM om_records r"
-        " WHERE p > 0 OR n > 0 ORDER BY p DESC"
+        " WHERE p > 0 OR n > 0 ORDER BY p DESC, r.key"
     ).fetchall()
     return [tuple(r) for r in rows]  # type: ignore[misc]
