@@ -197,6 +197,20 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
     assert done.returncode == 0 and "bad arguments" in box.log_lines()[-1]
 
 
+def test_a_postgresql_memory_is_named_not_split(tmp_path: Path) -> None:
+    """The hooks write SQLite only: with OM_DB_URL they record nothing elsewhere and say why, unless --db
+    names the file."""
+    box = Box(tmp_path)
+    box.env.pop("OM_DB_PATH")
+    box.env["OM_DB_URL"] = "postgresql://om@127.0.0.1:1/memory"
+    transcript = copy_fixture(box)
+    done = box.hook(box.event("Stop", transcript), "--no-worker")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert "db_url" in box.log_lines()[-1] and not box.db.exists()
+    done = box.hook(box.event("Stop", transcript), "--no-worker", "--db", str(box.db))
+    assert done.returncode == 0 and box.db.exists()
+
+
 def test_switched_off_and_uninteresting_events_touch_nothing(tmp_path: Path) -> None:
     box = Box(tmp_path)
     transcript = copy_fixture(box)

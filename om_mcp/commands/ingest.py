@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return 2
+    if config.db_url is not None:
+        print("om-mcp: ingest writes a SQLite file only (as the hooks do); give --db PATH", file=sys.stderr)
+        return 2
     path = Path(args.file).expanduser()
     try:
         fmt = args.format or detect(path)

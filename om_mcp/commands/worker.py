@@ -13,6 +13,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from om_mcp.commands.common import add_config_arguments, load, open_database_or_exit, run_async
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         memory = await Memory.open(config)
         try:
             async with memory.running(poll_seconds=None):
-                log.info("om-mcp worker %d: started on %s", os.getpid(), config.db_path)
+                log.info("om-mcp worker %d: started on %s", os.getpid(), _where(config))
                 await Drainer(memory, owner=args.lease_owner).run_until_idle(args.poll, args.idle_exit)
         finally:
             await memory.close()
@@ -72,3 +73,12 @@ def _log_to_file(path: Path, level: str) -> None:
         force=True,
         format=f"%(asctime)s %(levelname)s worker {os.getpid()} %(name)s: %(message)s",
     )
+
+
+def _where(config: Any) -> str:
+    """The database, as a log line may show it (a URL without its password)."""
+    if config.db_url is None:
+        return str(config.db_path)
+    from om_mcp.store.postgres.database import redact
+
+    return redact(config.db_url)

@@ -73,9 +73,17 @@ def load_settings(
 
 
 def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]) -> HookSettings:
-    from om_mcp.config import load_config  # pydantic: only on a cache miss
+    from om_mcp.config import ConfigError, load_config  # pydantic: only on a cache miss
 
+    if db:  # the flag wins over the environment's choice of database, as for every command
+        env = {k: v for k, v in env.items() if k != "OM_DB_URL"}
     config = load_config(config_file, env=env, overrides={"db_path": db})
+    if config.db_url is not None:
+        # The hooks write SQLite directly, to stay fast; recording elsewhere would split the memory.
+        raise ConfigError(
+            "db_url: the hooks record into a SQLite file only; give the hook --db PATH, or let the agent store"
+            " the conversation with append_messages on the PostgreSQL server"
+        )
     om = config.observational_memory
     limits = om.limits()
     wm = config.working_memory
