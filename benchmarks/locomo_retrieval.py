@@ -122,6 +122,8 @@ async def evaluate(args, conversations: list[dict], ks: list[int], db_url: str |
     db = db_url or str(workdir / "memory.db")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
     env["HOME"] = str(workdir)
+    # Retrieval only: no model may observe (and spend someone's quota) while thousands of turns go in.
+    env["OM_OBSERVATIONAL_MEMORY__ENABLED"] = "false"
     if args.vector:
         env["OM_OBSERVATIONAL_MEMORY__RETRIEVAL"] = json.dumps({"vector": True, "embedder": args.embedder})
     params = StdioServerParameters(command=sys.executable, args=["-m", "om_mcp", "serve", "--db", str(db)], env=env)
