@@ -9,7 +9,8 @@ to repeat old words ("yes", "Thanks!"). Hashing the words alone would silently d
   (a retried append after a lost acknowledgement is still recognised) and repeated words never collide.
 
 Temporal-gap markers are written by the engine before a user message; they follow their message's fate.
-Both store backends call `settle`, inside the append transaction, with the thread's stored tail.
+Both store backends call `settle_against_tail`, inside the append transaction, with the thread's stored tail
+(`tail_size` of its newest messages), then `new_by_id` with the stored messages of the batch's ids.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
+from datetime import datetime
 
+from om_mcp.store.errors import StoreError
 from om_mcp.store.rows import Message, NewMessage
 
 GAP_KIND = "temporal-gap"
@@ -41,6 +44,53 @@ def leading_untimed(messages: list[NewMessage]) -> int:
             break
         count += 1
     return count
+
+
+def tail_size(messages: list[NewMessage]) -> int:
+    """How many of the thread's newest stored messages `settle_against_tail` needs (0: none)."""
+    if not any(untimed(m) for m in messages):
+        return 0
+    # A marker precedes at most one message, so twice the run always reaches far enough back.
+    return 2 * leading_untimed(messages) + 1
+
+
+def settle_against_tail(stored: list[Message], messages: list[NewMessage]) -> tuple[list[NewMessage], int]:
+    """`settle` given the thread's newest stored messages, oldest first, markers included."""
+    tail = [m for m in stored if not is_gap_marker(m)]
+    return settle(tail, stored[-1].id if stored else None, messages)
+
+
+def new_by_id(thread_id: str, messages: list[NewMessage], stored: dict[str, Message]) -> tuple[list[NewMessage], int]:
+    """(the messages not stored yet; how many were re-sends), given the stored messages of the batch's ids.
+    A re-send must match what is stored; an id with other content is refused, naming the message."""
+    seen: dict[str, NewMessage] = {}
+    fresh: list[NewMessage] = []
+    skipped = 0
+    for index, new in enumerate(messages):
+        earlier = seen.get(new.id)
+        if earlier is not None:
+            same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
+                not new.created_at_given or earlier.created_at == new.created_at
+            )
+            if not same:
+                raise StoreError(
+                    f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
+                    field=f"messages[{index}].id",
+                )
+            skipped += 1
+            continue
+        seen[new.id] = new
+        if new.id in stored:
+            if not _same_message(stored[new.id], new):
+                raise StoreError(
+                    f"messages[{index}].id {new.id!r} already exists in thread {thread_id!r} with different"
+                    " content; message ids are immutable",
+                    field=f"messages[{index}].id",
+                )
+            skipped += 1
+            continue
+        fresh.append(new)
+    return fresh, skipped
 
 
 def settle(tail: list[Message], last_id: str | None, messages: list[NewMessage]) -> tuple[list[NewMessage], int]:
@@ -89,3 +139,11 @@ def _overlap(tail: list[Message], run: list[NewMessage]) -> int:
 
 def _same_words(stored: Message, new: NewMessage) -> bool:
     return (stored.role, stored.parts, stored.metadata) == (new.role, new.parts, new.metadata)
+
+
+def _same_message(stored: Message, new: NewMessage) -> bool:
+    if not _same_words(stored, new):
+        return False
+    return not new.created_at_given or (
+        datetime.fromisoformat(stored.created_at) == datetime.fromisoformat(new.created_at)
+    )

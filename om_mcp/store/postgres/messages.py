@@ -20,7 +20,6 @@ from om_mcp.store.postgres import search
 from om_mcp.store.postgres.observations import ensure_record, record_state
 from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
 from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, stored_parts, thread
-from om_mcp.store.sqlite.messages import _same
 
 LOCK_THREAD = (
     f"SELECT {THREAD_COLUMNS}, (SELECT MAX(seq) FROM messages WHERE thread_id = t.id),"
@@ -163,58 +162,22 @@ async def _create_thread(
     return thread(tuple(row))
 
 
-async def _settle_untimed(
-    conn: Any, thread_id: str, messages: list[NewMessage], result: AppendResult
-) -> list[NewMessage]:
-    """Messages with neither id nor time: see om_mcp.store.resends (and sqlite.messages, its twin)."""
-    if not any(resends.untimed(m) for m in messages):
-        return messages
-    rows = await conn.fetch(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",
-        thread_id,
-        2 * resends.leading_untimed(messages) + 1,
-    )
-    stored = [message(tuple(r)) for r in reversed(rows)]
-    tail = [m for m in stored if not resends.is_gap_marker(m)]
-    settled, resent = resends.settle(tail, stored[-1].id if stored else None, messages)
-    result.skipped_duplicates += resent
-    return settled
-
-
 async def _new_only(conn: Any, thread_id: str, messages: list[NewMessage], result: AppendResult) -> list[NewMessage]:
-    """The messages not stored yet; re-sends are counted, clashes refused (naming the message)."""
-    messages = await _settle_untimed(conn, thread_id, messages, result)
+    """The messages not stored yet; re-sends are counted, clashes refused (see om_mcp.store.resends)."""
+    if size := resends.tail_size(messages):
+        rows = await conn.fetch(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",
+            thread_id,
+            size,
+        )
+        messages, resent = resends.settle_against_tail([message(tuple(r)) for r in reversed(rows)], messages)
+        result.skipped_duplicates += resent
     ids = list(dict.fromkeys(m.id for m in messages))
     rows = await conn.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = ANY ($2::text[])", thread_id, ids
     )
-    stored = {r[1]: message(tuple(r)) for r in rows}
-    seen: dict[str, NewMessage] = {}
-    fresh = []
-    for index, new in enumerate(messages):
-        earlier = seen.get(new.id)
-        if earlier is not None:
-            same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
-                not new.created_at_given or earlier.created_at == new.created_at
-            )
-            if not same:
-                raise StoreError(
-                    f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
-                    field=f"messages[{index}].id",
-                )
-            result.skipped_duplicates += 1
-            continue
-        seen[new.id] = new
-        if new.id in stored:
-            if not _same(stored[new.id], new):
-                raise StoreError(
-                    f"messages[{index}].id {new.id!r} already exists in thread {thread_id!r} with different"
-                    " content; message ids are immutable",
-                    field=f"messages[{index}].id",
-                )
-            result.skipped_duplicates += 1
-            continue
-        fresh.append(new)
+    fresh, skipped = resends.new_by_id(thread_id, messages, {r[1]: message(tuple(r)) for r in rows})
+    result.skipped_duplicates += skipped
     return fresh
 
 

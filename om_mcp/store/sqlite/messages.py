@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from om_mcp.store import resends
@@ -151,34 +150,15 @@ def _create_thread(
     return thread(row)
 
 
-def _same(stored: Message, new: NewMessage) -> bool:
-    if (stored.role, stored.parts, stored.metadata) != (new.role, new.parts, new.metadata):
-        return False
-    return not new.created_at_given or (
-        datetime.fromisoformat(stored.created_at) == datetime.fromisoformat(new.created_at)
-    )
-
-
-def _settle_untimed(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessage], result: AppendResult):
-    """Messages with neither id nor time: re-sends of the thread's tail skipped, the rest named by position."""
-    if not any(resends.untimed(m) for m in messages):
-        return messages
-    # A marker precedes at most one message, so twice the run always reaches far enough back.
-    rows = conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? ORDER BY m.seq DESC LIMIT ?",
-        (thread_id, 2 * resends.leading_untimed(messages) + 1),
-    ).fetchall()
-    stored = [message(r) for r in reversed(rows)]
-    tail = [m for m in stored if not resends.is_gap_marker(m)]
-    settled, resent = resends.settle(tail, stored[-1].id if stored else None, messages)
-    result.skipped_duplicates += resent
-    return settled
-
-
 def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessage], result: AppendResult):
     """The messages not stored yet; re-sends are counted, clashes refused (naming the message)."""
-    messages = _settle_untimed(conn, thread_id, messages, result)
-    seen: dict[str, NewMessage] = {}
+    if size := resends.tail_size(messages):
+        tail = conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = ? ORDER BY m.seq DESC LIMIT ?",
+            (thread_id, size),
+        ).fetchall()
+        messages, resent = resends.settle_against_tail([message(r) for r in reversed(tail)], messages)
+        result.skipped_duplicates += resent
     ids = list(dict.fromkeys(m.id for m in messages))
     stored: dict[str, Message] = {}
     for start in range(0, len(ids), 500):
@@ -189,31 +169,8 @@ def _new_only(conn: sqlite3.Connection, thread_id: str, messages: list[NewMessag
             (thread_id, *batch),
         )
         stored.update((r[1], message(r)) for r in rows)
-    fresh = []
-    for index, new in enumerate(messages):
-        earlier = seen.get(new.id)
-        if earlier is not None:
-            same = (earlier.role, earlier.parts, earlier.metadata) == (new.role, new.parts, new.metadata) and (
-                not new.created_at_given or earlier.created_at == new.created_at
-            )
-            if not same:
-                raise StoreError(
-                    f"messages[{index}].id {new.id!r} appears twice in the batch with different content",
-                    field=f"messages[{index}].id",
-                )
-            result.skipped_duplicates += 1
-            continue
-        seen[new.id] = new
-        if new.id in stored:
-            if not _same(stored[new.id], new):
-                raise StoreError(
-                    f"messages[{index}].id {new.id!r} already exists in thread {thread_id!r} with different"
-                    " content; message ids are immutable",
-                    field=f"messages[{index}].id",
-                )
-            result.skipped_duplicates += 1
-            continue
-        fresh.append(new)
+    fresh, skipped = resends.new_by_id(thread_id, messages, stored)
+    result.skipped_duplicates += skipped
     return fresh
 
 
