@@ -29,15 +29,15 @@ import argparse
 import json
 import os
 import re
-import selectors
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from stdio_client import StdioServer
 
 REPO = Path(__file__).resolve().parent.parent
 THREAD = "bench"
@@ -67,86 +67,6 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "unreachable": {"label": "unreachable api_base", "delay": 0.0, "status": 200, "api_base": UNREACHABLE},
     "nokey": {"label": "no key", "model": "openai/gpt-4o-mini"},
 }
-
-
-class Server:
-    """`om-mcp serve` over stdio; stderr lines are counted with the time they came."""
-
-    def __init__(self, db: Path, env: dict[str, str]):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.log_times: list[float] = []
-        self.log_tail: list[str] = []
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buffer = b""
-        self._id = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "faults-benchmark", "version": "0"},
-            },
-        )
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _drain_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self.log_times.append(time.monotonic())
-            self.log_tail = (self.log_tail + [line.decode(errors="replace").rstrip()])[-5:]
-
-    def _send(self, message: dict) -> None:
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict, timeout: float = 300.0) -> dict:
-        self._id += 1
-        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        while True:
-            line, newline, rest = self._buffer.partition(b"\n")
-            if newline:
-                self._buffer = rest
-                message = json.loads(line)
-                if message.get("id") == self._id and "method" not in message:
-                    if "error" in message:
-                        raise RuntimeError(f"{method}: {message['error']}")
-                    return message["result"]
-                continue
-            if time.monotonic() > deadline or not self._selector.select(deadline - time.monotonic()):
-                raise RuntimeError(f"no answer to {method} within {timeout} s")
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-            if not chunk:
-                raise RuntimeError(f"the server closed stdout; stderr: {self.log_tail}")
-            self._buffer += chunk
-
-    def tool(self, name: str, **arguments: Any) -> Any:
-        result = self.request("tools/call", {"name": name, "arguments": arguments})
-        text = result["content"][0]["text"] if result.get("content") else ""
-        if result.get("isError"):
-            raise RuntimeError(f"{name}: {text}")
-        return json.loads(text) if text[:1] in "{[" else text
-
-    def resource(self, uri: str) -> Any:
-        return json.loads(self.request("resources/read", {"uri": uri})["contents"][0]["text"])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def start_fake_llm(delay: float, status: int, seen: Path) -> tuple[subprocess.Popen, str]:
@@ -206,7 +126,7 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         llm, base = start_fake_llm(spec["delay"], spec["status"], seen)
         model = {"model": "openai/fake", "api_base": spec.get("api_base", base)}
     db = workdir / f"{name}.db"
-    server = Server(db, server_env(workdir, model))
+    server = StdioServer(db, server_env(workdir, model), name="faults-benchmark", timeout=300.0)
     try:
         turns = Turns(server, args.pace)
         cold = turns.play(args.warm_up)
@@ -242,7 +162,7 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 class Turns:
     """Paced turns on one thread, numbered across phases."""
 
-    def __init__(self, server: Server, pace: float):
+    def __init__(self, server: StdioServer, pace: float):
         self.server, self.pace, self.n = server, pace, 0
 
     def play(self, seconds: float) -> list[float]:

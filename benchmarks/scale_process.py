@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+from stdio_client import StdioServer
 
 REPO = Path(__file__).resolve().parent.parent
 BATCH = 100
@@ -34,78 +36,18 @@ def rss_mib(pid: int | str = "self") -> float:
     return float("nan")
 
 
-class Stdio:
-    """`python -m om_mcp serve` over stdio, spoken to with raw JSON-RPC."""
+class Stdio(StdioServer):
+    """The server, on one thread of one resource."""
 
     def __init__(self, db: Path, env: dict[str, str]):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buffer, self._id = b"", 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "scale-benchmark", "version": "0"},
-            },
-        )
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        super().__init__(db, env, name="scale-benchmark")
         self.request("tools/list", {})
 
-    def _send(self, message: dict) -> None:
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict, timeout: float = 120.0) -> dict:
-        self._id += 1
-        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        while True:
-            newline = self._buffer.find(b"\n")
-            if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
-                message = json.loads(line) if line.strip() else {}
-                if message.get("id") == self._id:
-                    if "error" in message:
-                        raise RuntimeError(f"{method}: {message['error']}")
-                    return message["result"]
-                continue
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no answer to {method} within {timeout} s")
-            if self._selector.select(deadline - time.monotonic()):
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    raise RuntimeError("the server closed stdout")
-                self._buffer += chunk
-
-    def tool(self, name: str, **arguments) -> dict:
-        result = self.request(
-            "tools/call", {"name": name, "arguments": {"thread_id": "t", "resource_id": "r", **arguments}}
-        )
-        text = result["content"][0]["text"] if result.get("content") else "{}"
-        if result.get("isError"):
-            raise RuntimeError(f"{name}: {text}")
-        return json.loads(text)
+    def tool(self, name: str, **arguments: Any) -> Any:
+        return super().tool(name, **{"thread_id": "t", "resource_id": "r", **arguments})
 
     def append(self, messages: list[dict]) -> dict:
         return self.tool("append_messages", messages=messages)
-
-    def stop(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def batches(turns: list[str], total: int, offset: int = 0) -> list[list[dict]]:

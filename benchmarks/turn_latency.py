@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import re
-import selectors
 import sqlite3
 import statistics
 import subprocess
@@ -51,6 +50,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from stdio_client import StdioServer
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = next(
@@ -79,86 +80,6 @@ signal.signal(signal.SIGTERM, lambda *_: stop.set())
 stop.wait()
 server.close()
 """
-
-
-class RpcError(RuntimeError):
-    pass
-
-
-class StdioServer:
-    """`python -m om_mcp serve` over stdio, spoken to with raw JSON-RPC."""
-
-    def __init__(self, db: Path, env: dict[str, str], stderr: Path):
-        self._stderr = open(stderr, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            cwd=REPO,
-        )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buffer = b""
-        self._id = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "turn-latency-benchmark", "version": "0"},
-            },
-        )
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _send(self, message: dict) -> None:
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict, timeout: float = 120.0) -> dict:
-        self._id += 1
-        request_id = self._id
-        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        deadline = time.monotonic() + timeout
-        while True:
-            newline = self._buffer.find(b"\n")
-            if newline >= 0:
-                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
-                if not line.strip():
-                    continue
-                message = json.loads(line)
-                if message.get("id") == request_id and ("result" in message or "error" in message):
-                    if "error" in message:
-                        raise RpcError(f"{method} failed: {message['error']}")
-                    return message["result"]
-                continue  # notifications (events, progress)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RpcError(f"no answer to {method} within {timeout} s")
-            if self._selector.select(remaining):
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    raise RpcError("the server closed stdout")
-                self._buffer += chunk
-
-    def tool(self, name: str, **arguments: Any) -> dict:
-        result = self.request("tools/call", {"name": name, "arguments": arguments})
-        text = result["content"][0]["text"] if result.get("content") else "{}"
-        if result.get("isError"):
-            raise RpcError(f"{name}: {text}")
-        return json.loads(text)  # tools answer compact JSON text
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._stderr.close()
 
 
 def conversation(turns: int) -> list[dict[str, str]]:
@@ -239,7 +160,7 @@ def run_mode(mode: str, args, workdir: Path, port: int, seen: Path) -> dict[str,
     if mode == "off":  # the baseline: storing and returning context with no observation at all
         env["OM_OBSERVATIONAL_MEMORY__ENABLED"] = "false"
     db = workdir / f"{mode}.db"
-    server = StdioServer(db, env, workdir / f"{mode}.stderr.log")
+    server = StdioServer(db, env, name="turn-latency-benchmark", stderr=workdir / f"{mode}.stderr.log")
     try:
         # Warm-up on another thread: the first model call imports litellm.
         server.tool(
@@ -308,7 +229,7 @@ def run_start(args, workdir: Path, observation: bool = True) -> dict[str, Any]:
             env["OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS"] = str(args.start_buffer_tokens)
             if not observation:
                 env["OM_OBSERVATIONAL_MEMORY__ENABLED"] = "false"
-            server = StdioServer(db, env, workdir / f"{db.stem}.stderr.log")
+            server = StdioServer(db, env, name="turn-latency-benchmark", stderr=workdir / f"{db.stem}.stderr.log")
             try:
                 time.sleep(args.start_gap)
                 latencies = []

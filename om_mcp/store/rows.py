@@ -170,6 +170,20 @@ class Chunk:
     last_message_at: str | None
     created_at: str
 
+    def as_group(self) -> dict[str, Any]:
+        """The observation group this chunk becomes when it is activated."""
+        return {
+            "kind": "observation",
+            "thread_id": self.thread_id,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "first_message_id": self.first_message_id,
+            "last_message_id": self.last_message_id,
+            "text": self.text,
+            "tokens": self.tokens,
+            "observed_at": self.last_message_at,
+        }
+
 
 @dataclass(slots=True)
 class BufferedReflection:

@@ -234,25 +234,7 @@ def activate_chunks(
             return False
         previous[c.thread_id] = c.last_seq
     generation = conn.execute("SELECT generation FROM om_records WHERE key = ?", (key,)).fetchone()[0]
-    insert_groups(
-        conn,
-        key,
-        generation,
-        [
-            {
-                "kind": "observation",
-                "thread_id": c.thread_id,
-                "first_seq": c.first_seq,
-                "last_seq": c.last_seq,
-                "first_message_id": c.first_message_id,
-                "last_message_id": c.last_message_id,
-                "text": c.text,
-                "tokens": c.tokens,
-                "observed_at": c.last_message_at,
-            }
-            for c in prefix
-        ],
-    )
+    insert_groups(conn, key, generation, [c.as_group() for c in prefix])
     last_by_thread: dict[str, Chunk] = {}
     for c in prefix:
         last_by_thread[c.thread_id] = c
