@@ -25,11 +25,21 @@ class RpcError(RuntimeError):
 
 
 class StdioServer:
-    def __init__(self, db: Path, env: dict[str, str], *, name: str, stderr: Path | None = None, timeout: float = 120.0):
+    def __init__(
+        self,
+        db: Path | None,
+        env: dict[str, str],
+        *,
+        name: str,
+        stderr: Path | None = None,
+        timeout: float = 120.0,
+        command: list[str] | None = None,
+    ):
+        """`command`: another server to speak to (a bare SDK server, for a reference)."""
         self.timeout = timeout  # for each request
         self._stderr = open(stderr, "wb") if stderr is not None else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
+            command or [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
             cwd=REPO,
             env=env,
             stdin=subprocess.PIPE,
