@@ -126,7 +126,7 @@ def read_response(fd: int, selector: selectors.BaseSelector, buffer: bytearray, 
             buffer += chunk
 
 
-def time_to_tools_list(command: list[str]) -> tuple[float, int]:
+def time_to_tools_list(command: list[str]) -> tuple[float, float, int]:
     start = time.perf_counter()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env()
@@ -159,6 +159,7 @@ def time_to_tools_list(command: list[str]) -> tuple[float, int]:
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         tools = read_response(fd, selector, buffer, 2)["tools"]
         elapsed = time.perf_counter() - start
+        cpu = cpu_seconds(process.pid)  # the CPU it took, which a busy machine does not inflate as much
     finally:
         process.stdin.close()
         try:
@@ -166,7 +167,7 @@ def time_to_tools_list(command: list[str]) -> tuple[float, int]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return elapsed, len(tools)
+    return elapsed, cpu, len(tools)
 
 
 def import_profile(code: str) -> tuple[float, dict[str, float], int]:
@@ -312,6 +313,7 @@ def main() -> int:
     runs = args.runs
     print(f"python {sys.version.split()[0]}; {runs} runs each, alternating; spawn -> tools/list answered")
     times: dict[str, list[float]] = {"bare": [], "bare+ours": [], "om-mcp": []}
+    cpus: dict[str, list[float]] = {name: [] for name in times}
     with tempfile.TemporaryDirectory(prefix="om-mcp-transport-") as tmp:
         script = Path(tmp) / "bare_server.py"
         script.write_text(BARE_SERVER)
@@ -323,9 +325,10 @@ def main() -> int:
             }
             line = []
             for name, command in commands.items():
-                elapsed, tools = time_to_tools_list(command)
+                elapsed, cpu, tools = time_to_tools_list(command)
                 times[name].append(elapsed)
-                line.append(f"{name} {elapsed:.3f} s ({tools} tools)")
+                cpus[name].append(cpu)
+                line.append(f"{name} {elapsed:.3f} s, cpu {cpu:.2f} s ({tools} tools)")
             print(f"run {index + 1:2d}: " + "  ".join(line))
         bare = statistics.median(times["bare"])
         medians = "  ".join(
@@ -334,6 +337,14 @@ def main() -> int:
         ratio = statistics.median(times["om-mcp"]) / bare
         verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
         print(f"median: {medians}; om-mcp target <= {TARGET_RATIO}x: {verdict}")
+        ratios = [om / b for om, b in zip(times["om-mcp"], times["bare"])]
+        cpu_bare = statistics.median(cpus["bare"])
+        print(
+            f"median of the per-run ratios om-mcp / bare: {statistics.median(ratios):.2f}x; CPU at tools/list:"
+            + "  ".join(
+                f" {n} {statistics.median(c):.3f} s ({statistics.median(c) / cpu_bare:.2f}x)" for n, c in cpus.items()
+            )
+        )
         if args.rss_runs:
             rss = idle_rss(Path(tmp), script, args.rss_runs)
             line = "  ".join(f"{name} {statistics.median(v):.0f} MiB" for name, v in rss.items())

@@ -89,9 +89,11 @@ class Memory:
         the MCP clients the server registers with it."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
-        return cls(
+        memory = cls(
             await open_store(db_path or config.database()), config, client=client, hooks=hooks, sampling=sampling
         )
+        await memory.counter.ready()  # milliseconds: no append waits for it later
+        return memory
 
     @asynccontextmanager
     async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator[Memory]:

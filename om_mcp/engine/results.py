@@ -66,6 +66,7 @@ class ObservationState(BaseModel):
     model_ready: bool = True
     model: str | None = Field(None, description="the model that observes")
     reason: str | None = Field(None, description="one line: why observation is paused and how to fix it")
+    warming_up: bool = Field(False, description="the model client is loading (seconds after start)")
     last_failure: str | None = None
     next_attempt_at: str | None = Field(None, description="when a failing model is tried again (ISO-8601)")
 
@@ -76,6 +77,8 @@ class MessageOut(BaseModel):
     role: str
     created_at: str
     parts: list[dict[str, Any]]
+    # The stored count (role, parts, overhead): what fits a budget, without counting again.
+    tokens: int = Field(0, exclude=True)
 
 
 class AppendOutcome(BaseModel):
@@ -183,6 +186,7 @@ def message_out(message: Message) -> MessageOut:
         role=message.role,
         created_at=message.created_at,
         parts=message.parts,
+        tokens=message.tokens,
     )
 
 

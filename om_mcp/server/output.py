@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+# A message's tokens in the JSON the client reads, by (thread, id, stored count): a long window
+# is fitted every turn, and each message is sized once.
+_SIZES: dict[tuple[str, str, int], int] = {}
+SIZES_KEPT = 8192
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 
 
 def compact(value: Any) -> str:
@@ -33,3 +41,27 @@ def utc(stamp: str) -> str:
 def _empty(value: Any) -> bool:
     # 0 and False are information; only nothing is left out.
     return value is None or (isinstance(value, (str, list, dict)) and not value)
+
+
+def view_tokens(message: Any, view: dict[str, Any], count: Callable[[str], int]) -> int:
+    """At least the tokens `compact(view)` costs, for a message (a MessageOut) and its view.
+
+    A plain text message is sized from its stored count (its role and overhead taken off),
+    plus its envelope (id, role, time) and a token or two for each JSON escape and for the
+    text's edges, where a quote may split a word differently: never encoded again. Any other
+    message (several parts, tool calls, files) is counted as it is shown, once."""
+    key = (message.thread_id, message.id, message.tokens)
+    size = _SIZES.get(key)
+    if size is None:
+        content = view["content"]
+        if isinstance(content, str) and message.tokens:
+            envelope = json.dumps({**view, "content": ""}, ensure_ascii=False, separators=(",", ":"))
+            body = max(0, message.tokens - count(message.role) - 4)
+            escapes = len(_ESCAPED.findall(content))
+            size = count(envelope) + body + 2 * escapes + 2
+        else:
+            size = count(compact(view))
+        if len(_SIZES) >= SIZES_KEPT:
+            _SIZES.clear()
+        _SIZES[key] = size
+    return size

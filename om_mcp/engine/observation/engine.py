@@ -213,6 +213,13 @@ class ObservationEngine:
             out[slug] = value if replaced is None else replaced
         return out
 
+    async def warm_up(self) -> None:
+        """Set up the model clients ahead of the first cycle (litellm's import takes seconds)."""
+        if not self.om.enabled or not (await self.model_available("observation"))[0]:
+            return
+        await self.observer.router.warm_up()
+        await self.reflector.router.warm_up()
+
     # -- operations -------------------------------------------------------------------
 
     async def observe(

@@ -96,4 +96,7 @@ def observation_state(engine: ObservationEngine, health: ModelHealth | None) -> 
     elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
         state.model_ready = False
         state.reason = readiness.reason
+    elif readiness.ready and engine.observer.router.warming_up:
+        state.model_ready, state.warming_up = False, True
+        state.reason = "warming up: the model client is loading; observation starts when it is ready"
     return state

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -10,7 +11,7 @@ from pydantic import Field
 from om_mcp.server import descriptions as text
 from om_mcp.server.access import authorize
 from om_mcp.server.app import app_of
-from om_mcp.server.output import compact, message_view
+from om_mcp.server.output import compact, message_view, view_tokens
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import STEP, invoke, status_view
 
@@ -33,31 +34,23 @@ def register(server: MCPServer) -> None:
         )
         messages = [message_view(m) for m in out.messages]
         omitted = out.omitted_messages
+        result: dict[str, Any] = {"system_text": out.system_text, "messages": [], "omitted_messages": omitted}
+        if out.status is not None:
+            result["status"] = status_view(out.status)
 
-        def render() -> str:
-            result: dict[str, Any] = {"system_text": out.system_text, "messages": messages, "omitted_messages": omitted}
-            if out.status is not None:
-                result["status"] = status_view(out.status)
-            return compact(result)
-
-        # The budget bounds what the model reads: the JSON, not the stored counts.
+        # The budget bounds what the model reads, the JSON: fitted from the stored counts (each
+        # message's size is reckoned once, see view_tokens), never by encoding the result.
         budget = max_tokens or app.memory.config.output_token_budget
         count = app.memory.counter.count_text
-        text = render()
-        over = count(text) - budget
-        if over > 0 and messages:
-            # Each message counted once, the oldest dropped until the excess is covered:
-            # counting the whole text again per dropped message made a long unobserved
-            # backlog (a model down, observation off) cost every turn a third of a second.
-            drop = 0
-            while drop < len(messages) and over > 0:
-                over -= count(compact(messages[drop]))
-                drop += 1
-            del messages[:drop]
-            omitted += drop
-            text = render()
-        while messages and count(text) > budget:  # the pieces' counts may fall a little short of the whole's
-            messages.pop(0)
-            omitted += 1
-            text = render()
-        return text
+        wrapper = {**result, "system_text": "", "omitted_messages": omitted + len(messages)}
+        used = count(compact(wrapper)) + count(json.dumps(out.system_text, ensure_ascii=False)) + 2
+        start = len(messages)
+        while start > 0:
+            size = view_tokens(out.messages[start - 1], messages[start - 1], count) + 1  # and its comma
+            if used + size > budget:
+                break
+            used += size
+            start -= 1
+        result["messages"] = messages[start:]
+        result["omitted_messages"] = omitted + start
+        return compact(result)
