@@ -174,6 +174,21 @@ def events_of(db: Path) -> dict[str, int]:
         return dict(Counter(r[0] for r in conn.execute("SELECT type FROM om_events WHERE thread_id = ?", (THREAD,))))
 
 
+def failures_of(db: Path) -> Counter:
+    """Cycles that failed for another reason than a discard, by their error (first 80 characters)."""
+    errors: Counter = Counter()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT payload FROM om_events WHERE type IN ('data-om-observation-failed', 'data-om-buffering-failed')"
+        ).fetchall()
+    for (payload,) in rows:
+        event = json.loads(payload)
+        error = str(event.get("error") or "")
+        if not event.get("discarded") and not error.startswith("discarded"):
+            errors[error[:80]] += 1
+    return errors
+
+
 def discards_of(db: Path) -> Counter:
     """Cycles whose finished model call was thrown away, by reason (from their failed events)."""
     reasons: Counter = Counter()
@@ -455,6 +470,7 @@ def run_clients(args, workdir: Path) -> dict[str, Any]:
         "wall": wall,
         "events": events,
         "discards": discards_of(db),
+        "failed": failures_of(db),
         "calls": seen_count(seen),
         "failures": failures,
     }
@@ -475,6 +491,8 @@ def report_clients(result: dict[str, Any], args) -> None:
     thrown = sum(result["discards"].values())
     per_100 = 100 * thrown / (ended + thrown) if ended + thrown else 0.0
     print(f"  discarded per 100 cycles: {per_100:.1f} (target < 2: {'met' if per_100 < 2 else 'NOT met'})")
+    if result["failed"]:
+        print("  other failed cycles: " + "; ".join(f"{n} x {error}" for error, n in result["failed"].most_common(4)))
     print(f"  model calls: {result['calls']}; events: {result['events']}")
     if result["failures"]:
         print(f"  client failures: {len(result['failures'])}, first: {result['failures'][0]}")

@@ -189,6 +189,8 @@ async def run_resource(
     store, key = engine.store, engine.record_key(thread_id, resource_id)
     op = "buffer" if buffered else "observe"
     kind: Operation = "buffering" if buffered else "observation"
+    if buffered and await engine.observing(key):
+        return CycleOutcome(kind, False, reason="an observation is running")
     if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl):
         return CycleOutcome(kind, False, reason="another process is observing this resource")
     try:
