@@ -10,6 +10,7 @@ from om_mcp.config.memory import (
     Limits,
     ObservationalMemoryConfig,
     ObservationConfig,
+    OtherThreadsConfig,
     ReflectionConfig,
     RetrievalConfig,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "HooksConfig",
     "Limits",
     "ObservationConfig",
+    "OtherThreadsConfig",
     "ObservationalMemoryConfig",
     "ReflectionConfig",
     "RetrievalConfig",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 from om_mcp.config import Config
 from om_mcp.engine.context.build import compose, fit_messages
 from om_mcp.engine.errors import InputError
@@ -38,12 +41,15 @@ async def assemble(
     config, count = observation.config, observation.counter.count_text
     if exists:
         await observation.before_context(thread_id, resource_id, actor_model)
+    age = config.observational_memory.other_threads.max_age_seconds()
+    since = None if age is None else datetime.fromtimestamp(time.time() - age, UTC).isoformat()
     read = (
         await observation.store.context(
             observation.record_key(thread_id, resource_id),
             thread_id,
             budget,
             working_memory.context_location(thread_id, resource_id),
+            others_since=since,  # threads quiet since before then show nothing raw anyway
         )
         if exists
         else None

@@ -262,9 +262,16 @@ def generations(conn: sqlite3.Connection, key: str) -> list[tuple[int, list[Grou
 
 
 def context(
-    conn: sqlite3.Connection, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None
+    conn: sqlite3.Connection,
+    key: str,
+    thread_id: str,
+    budget: int,
+    working_memory: tuple[str, str] | None,
+    others_since: str | None = None,
 ) -> ContextRead | None:
-    """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory."""
+    """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory.
+    Other threads: the most recently active ones with unobserved messages (active since
+    `others_since`, an ISO time, when given)."""
     snap = snapshot(conn, key, thread_id)
     if snap is None:
         return None
@@ -272,9 +279,10 @@ def context(
     others: dict[str, list[Message]] = {}
     if snap.record.scope == "resource":
         busy = conn.execute(
-            "SELECT thread_id, seq FROM om_cursors WHERE record_key = ? AND thread_id != ? AND pending_messages > 0"
-            " ORDER BY counted_seq DESC LIMIT ?",
-            (key, thread_id, OTHER_THREADS),
+            "SELECT c.thread_id, c.seq FROM om_cursors c JOIN threads t ON t.id = c.thread_id"
+            " WHERE c.record_key = ? AND c.thread_id != ? AND c.pending_messages > 0 AND t.updated_at >= ?"
+            " ORDER BY t.updated_at DESC LIMIT ?",
+            (key, thread_id, others_since or "", OTHER_THREADS),
         ).fetchall()
         for other, seq in busy:
             recent = conn.execute(
