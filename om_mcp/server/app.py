@@ -198,6 +198,6 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
-    install_subscriptions(server)  # and subscribe to the resources they want updates of
+    install_subscriptions(server, notifier.watch)  # and subscribe to the resources they want updates of
     install_scoped_listen(server, notifier.bus)  # a token hears only the URIs it may read
     return server
