@@ -57,6 +57,10 @@ class Status(BaseModel):
     generation_count: int = Field(0, description="reflections so far")
     last_observed_at: str | None = None
     observation: ObservationState
+    discarded_cycles: dict[str, int] = Field(
+        default_factory=dict,
+        description="cycles whose model call was thrown away since this process started, by reason",
+    )
 
 
 class ObservationState(BaseModel):

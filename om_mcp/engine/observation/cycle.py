@@ -4,6 +4,12 @@ conditional commit -> side effects -> events.
 Synchronous and manual observation, buffering, resource-scope batches and
 reflection are all this shape; what varies is a `Step`. The lease, its renewal,
 the time budget, the failure path and the events exist here once.
+
+A commit is refused only when what the cycle read changed under it (another cycle
+observed those messages first, they were deleted, a newer generation replaced the log
+it reflected, another process took its work over): messages appended after its
+selection, and other threads' commits, leave it valid. A refused commit throws a paid
+model call away, so it is counted with its reason, in the status and in its event.
 """
 
 from __future__ import annotations
@@ -72,6 +78,10 @@ class Step(Protocol, Generic[S, O]):
     def end_fields(self, selection: S, produced: O) -> dict[str, Any]: ...
 
     async def commit(self, selection: S, produced: O, events: list[dict[str, Any]]) -> bool: ...
+
+    async def stale_reason(self, selection: S) -> str:
+        """After a refused commit: what changed under the cycle (said in the status and its event)."""
+        ...
 
     async def after_commit(self, selection: S, produced: O, base: dict[str, Any]) -> list[dict[str, Any]]: ...
 
@@ -153,8 +163,10 @@ async def run_cycle(
             "windows": windows(engine.limits, engine.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
+            reason = await step.stale_reason(selection)
+            engine.discarded(step.key, reason)
             return await failed(
-                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started
+                engine, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
             )
         extra = await step.after_commit(selection, produced, base)
         await engine.events.emit([end, *extra], persisted=True)

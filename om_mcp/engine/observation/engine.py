@@ -14,6 +14,7 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -94,6 +95,7 @@ class ObservationEngine:
         self.lease_ttl = self.om.lease_seconds
         self.call_budget = self.om.call_policy.total_budget_seconds
         self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
+        self.discards: dict[str, Counter[str]] = {}  # record key -> why its cycles were thrown away (this process)
         self.extractors = Extractors(self.om, counter)
         self.clients = Clients(sampling)
         self.health = health = StoreHealthBook(store)
@@ -152,6 +154,18 @@ class ObservationEngine:
             "observation_tokens": self.limits.observation_tokens,
             "scope": self.om.scope,
         }
+
+    def discarded(self, key: str, reason: str) -> None:
+        self.discards.setdefault(key, Counter())[reason] += 1
+
+    async def stale_reason(self, key: str, lease_op: str, moved: str | None) -> str:
+        """Why a commit was refused: what moved (`moved`, from the step), else who holds the lease now."""
+        if moved:
+            return moved
+        holder = await self.store.lease_holder(key, lease_op)
+        if holder is not None and holder != self.owner:
+            return "another process took this cycle over (its lease)"
+        return "the messages it read were deleted or changed"
 
     def renewing(self, key: str, op: str, cycle_id: str) -> LeaseRenewal:
         return LeaseRenewal(self, key, op, cycle_id)

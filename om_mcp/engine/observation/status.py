@@ -73,6 +73,7 @@ def build(
         generation_count=generation,
         last_observed_at=observed_at,
         observation=observation_state(engine, health),
+        discarded_cycles=dict(engine.discards.get(key, {})),
     )
 
 

@@ -76,4 +76,6 @@ def status_view(status: Any) -> dict[str, Any]:
     }
     if status.observation.reason:
         view["reason"] = status.observation.reason
+    if status.discarded_cycles:
+        view["discarded_cycles"] = sum(status.discarded_cycles.values())
     return view

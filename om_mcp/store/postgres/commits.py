@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from om_mcp.store.postgres.coordination import add_events, holds
+from om_mcp.store.postgres.coordination import add_events, holds, lease_holder
 from om_mcp.store.postgres.observations import groups as read_groups
 from om_mcp.store.postgres.observations import insert_groups
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
@@ -31,7 +31,9 @@ async def _lock(conn: Any, key: str) -> int | None:
 
 
 async def _leased(conn: Any, key: str, lease: Lease | None) -> bool:
-    return lease is None or await holds(conn, key, *lease)
+    """No other process took the cycle over. A lease that lapsed with nobody taking it (a slow
+    renewal on a busy machine) leaves the work valid: the state checks decide, not the lease."""
+    return lease is None or await holds(conn, key, *lease) or await lease_holder(conn, key, lease[0]) is None
 
 
 async def _cursor(conn: Any, key: str, thread_id: str) -> int:

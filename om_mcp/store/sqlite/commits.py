@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
-from om_mcp.store.sqlite.coordination import add_events, holds
+from om_mcp.store.sqlite.coordination import add_events, holds, lease_holder
 from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
 from om_mcp.store.sqlite.observations import groups as read_groups
 from om_mcp.store.sqlite.observations import insert_groups
@@ -26,7 +26,9 @@ Lease = tuple[str, str]  # (op, owner)
 
 
 def _leased(conn: sqlite3.Connection, key: str, lease: Lease | None) -> bool:
-    return lease is None or holds(conn, key, *lease)
+    """No other process took the cycle over. A lease that lapsed with nobody taking it (a slow
+    renewal on a busy machine) leaves the work valid: the state checks decide, not the lease."""
+    return lease is None or holds(conn, key, *lease) or lease_holder(conn, key, lease[0]) is None
 
 
 def _cursor(conn: sqlite3.Connection, key: str, thread_id: str) -> int:
