@@ -139,3 +139,21 @@ async def test_a_resource_batch_keeps_the_threads_nobody_else_observed():
     (end,) = [e for e in await stored_events(mem, "a") if e["type"] == "data-om-observation-end"]
     assert end["dropped_thread_ids"] == ["b"] and end["observed_thread_ids"] == ["a"]
     await mem.close()
+
+
+async def test_a_buffering_run_and_an_observation_never_hold_one_record_at_once():
+    mem = await Memory.open(config(), db_path=location(), client=Script().model)
+    store = mem.store
+    try:
+        assert await store.acquire_lease("thread:t", "buffer", "A", 30, excluding=("observe",))
+        for owner in ("A", "B"):  # whoever asks, while the buffering run lives
+            assert not await store.acquire_lease("thread:t", "observe", owner, 30, excluding=("buffer",))
+        assert await store.acquire_lease("thread:t", "observe", "B", 30)  # a manual observe goes ahead
+        await store.release_lease("thread:t", "observe", "B")
+        assert await store.acquire_lease("thread:other", "observe", "B", 30, excluding=("buffer",))  # another record
+        await store.release_lease("thread:t", "buffer", "A")
+        assert await store.acquire_lease("thread:t", "observe", "B", 30, excluding=("buffer",))
+        assert not await store.acquire_lease("thread:t", "buffer", "A", 30, excluding=("observe",))
+        assert await store.acquire_lease("thread:t", "observe", "B", 30, excluding=("buffer",))  # a renewal
+    finally:
+        await mem.close()

@@ -51,9 +51,6 @@ class BufferStep(ObserverStep):
 
     async def select(self) -> Selection | None:
         engine, store = self.engine, self.engine.store
-        if await engine.observing(self.key):
-            self.skip_reason = "an observation is running"
-            return None
         snap = await store.snapshot(self.key, self.thread_id)
         if snap is None:
             return None

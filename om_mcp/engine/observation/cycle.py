@@ -86,6 +86,17 @@ class Step(Protocol, Generic[S, O]):
     async def after_commit(self, selection: S, produced: O, base: dict[str, Any]) -> list[dict[str, Any]]: ...
 
 
+def exclusive_with(lease_op: str, trigger: Trigger) -> tuple[str, ...]:
+    """The cycles that must not run beside this one on the same record: a buffering run and an
+    observation read the same messages after the cursor, and whichever commits second would be
+    thrown away. (A manual observe goes ahead: it was asked for, and it activates what was buffered.)"""
+    if lease_op == "buffer":
+        return ("observe",)
+    if lease_op == "observe" and trigger != "manual":
+        return ("buffer",)
+    return ()
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -104,8 +115,10 @@ async def run_cycle(
 ) -> CycleOutcome:
     """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
     store = engine.store
-    if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
-        return CycleOutcome(step.kind, False, reason="another process is running this cycle")
+    if take_lease and not await store.acquire_lease(
+        step.key, step.lease_op, engine.owner, engine.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
+    ):
+        return CycleOutcome(step.kind, False, reason="another cycle of this record is running")
     token = probe.set(step.trigger == "manual")
     try:
         available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")

@@ -194,14 +194,6 @@ class ObservationEngine:
             reasons.append(why)
         return (True, "") if not reasons else (False, "; ".join(reasons))
 
-    async def observing(self, key: str) -> bool:
-        """Is an observation cycle running for this record, here or in another process? A
-        buffering run started now would read the messages it is observing, and be thrown away."""
-        if self.worker.busy(key, "observe"):
-            return True
-        holder = await self.store.lease_holder(key, "observe")
-        return holder is not None and holder != self.owner
-
     async def model_failing(self, operation: str) -> bool:
         """Did the last call of every model of the operation fail (breaker not closed, even
         if its backoff is over)? Then a turn does not wait on the retry."""

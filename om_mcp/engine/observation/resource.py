@@ -19,7 +19,7 @@ import anyio
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
-from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, run_cycle
+from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, exclusive_with, run_cycle
 from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
@@ -225,10 +225,8 @@ async def run_resource(
     store, key = engine.store, engine.record_key(thread_id, resource_id)
     op = "buffer" if buffered else "observe"
     kind: Operation = "buffering" if buffered else "observation"
-    if buffered and await engine.observing(key):
-        return CycleOutcome(kind, False, reason="an observation is running")
-    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl):
-        return CycleOutcome(kind, False, reason="another process is observing this resource")
+    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl, excluding=exclusive_with(op, trigger)):
+        return CycleOutcome(kind, False, reason="another cycle of this resource is running")
     try:
         if not buffered:
             await engine.activate(thread_id, resource_id, "all")

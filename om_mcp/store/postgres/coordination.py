@@ -21,8 +21,28 @@ NOW = "extract(epoch FROM clock_timestamp())"
 # -- leases -----------------------------------------------------------------------------
 
 
-async def acquire_lease(conn: Any, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None) -> bool:
-    """Take or renew the (key, op) lease; False while another owner holds a live one. One statement."""
+async def acquire_lease(
+    conn: Any,
+    key: str,
+    op: str,
+    owner: str,
+    ttl: float,
+    cycle_id: str | None = None,
+    *,
+    excluding: tuple[str, ...] = (),
+) -> bool:
+    """Take or renew the (key, op) lease; False while another owner holds a live one, or while
+    anyone holds a live lease on the same key for one of the `excluding` ops (takers that exclude
+    each other queue on the key's advisory lock, so two of them never both look and both take)."""
+    if excluding:
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+        held = await conn.fetchval(
+            f"SELECT 1 FROM om_leases WHERE key = $1 AND op = ANY($2::text[]) AND expires_at > {NOW}",
+            key,
+            list(excluding),
+        )
+        if held:
+            return False
     taken = await conn.fetchval(
         "INSERT INTO om_leases AS l (key, op, owner, cycle_id, expires_at)"
         f" VALUES ($1, $2, $3, $4, {NOW} + $5) ON CONFLICT (key, op) DO UPDATE SET owner = excluded.owner,"

@@ -15,12 +15,28 @@ from om_mcp.store.sqlite.decode import EVENT_COLUMNS, dumps, event, now_iso
 
 
 def acquire_lease(
-    conn: sqlite3.Connection, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None
+    conn: sqlite3.Connection,
+    key: str,
+    op: str,
+    owner: str,
+    ttl: float,
+    cycle_id: str | None = None,
+    *,
+    excluding: tuple[str, ...] = (),
 ) -> bool:
-    """Take or renew the (key, op) lease; False while another owner holds a live one."""
+    """Take or renew the (key, op) lease; False while another owner holds a live one, or while
+    anyone holds a live lease on the same key for one of the `excluding` ops."""
     now = time.time()
     row = conn.execute("SELECT owner, expires_at FROM om_leases WHERE key = ? AND op = ?", (key, op)).fetchone()
     if row is not None and row[0] != owner and row[1] > now:
+        return False
+    if (
+        excluding
+        and conn.execute(
+            f"SELECT 1 FROM om_leases WHERE key = ? AND op IN ({','.join('?' * len(excluding))}) AND expires_at > ?",
+            (key, *excluding, now),
+        ).fetchone()
+    ):
         return False
     conn.execute(
         "INSERT INTO om_leases (key, op, owner, cycle_id, expires_at) VALUES (?, ?, ?, ?, ?)"
