@@ -98,12 +98,19 @@ if __name__ == "__main__":
     mcp.run()
 """
 STDIO_MODULE = Path(__file__).resolve().parent.parent / "om_mcp" / "server" / "stdio.py"
-OM_IMPORTS = "import om_mcp.cli; from om_mcp.server import build_server; from om_mcp.server.stdio import run_stdio"
+# What `om-mcp serve` imports before it answers (the engine included: it is open before the first request).
+OM_IMPORTS = (
+    "import om_mcp.cli, om_mcp.commands.serve; from om_mcp.server import sdk; sdk.import_server_side();"
+    " from om_mcp.server import build_server; from om_mcp.server.stdio import run_stdio;"
+    " import om_mcp.engine.memory, om_mcp.store.sqlite.store"
+)
 BARE_IMPORTS = "from mcp.server.mcpserver import MCPServer"
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    from stdio_client import compiled
+
+    return compiled({k: v for k, v in os.environ.items() if not k.startswith("OM_")})
 
 
 def read_response(fd: int, selector: selectors.BaseSelector, buffer: bytearray, request_id: int) -> dict:
@@ -317,6 +324,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="om-mcp-transport-") as tmp:
         script = Path(tmp) / "bare_server.py"
         script.write_text(BARE_SERVER)
+        for command in (  # untimed: each server once, so every timed run starts from bytecode
+            [sys.executable, str(script)],
+            [sys.executable, "-m", "om_mcp", "serve", "--db", str(Path(tmp) / "warm-up.db")],
+        ):
+            time_to_tools_list(command)
         for index in range(runs):
             commands = {
                 "bare": [sys.executable, str(script)],

@@ -12,12 +12,25 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+PYCACHE = Path(tempfile.gettempdir()) / "om-mcp-benchmarks-pycache"
+
+
+def compiled(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a server process that runs from bytecode, as an installed package does (pip
+    compiles it): PYTHONDONTWRITEBYTECODE would make every spawn compile om_mcp from source
+    again, a cost no user pays. The bytecode goes to a folder of its own, not the checkout."""
+    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return out
 
 
 class RpcError(RuntimeError):

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import client_load as client_load_module
-from stdio_client import StdioServer
+from stdio_client import StdioServer, compiled
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = next(
@@ -155,6 +155,7 @@ def server_env(workdir: Path, port: int, message_tokens: int, client_load: float
         OM_OBSERVATIONAL_MEMORY__MODEL=json.dumps({"model": "openai/fake", "api_base": f"http://127.0.0.1:{port}/v1"}),
         OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS=str(message_tokens),
     )
+    env = compiled(env)
     if client_load:
         site = client_load_module.sitecustomize_dir(workdir / "site")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
