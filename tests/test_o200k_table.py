@@ -88,3 +88,15 @@ def test_a_damaged_table_is_refused(tmp_path):
     bad.write_bytes(o200k.TABLE.read_bytes()[:1000])
     with pytest.raises(ValueError):
         o200k.O200k(bad)
+
+
+def test_ascii_text_splits_as_the_unicode_pattern_splits_it(table, encoding):
+    rng = random.Random(11)
+    pieces = ["'s", "'S", "'LL", "'ll", "'Re", " ", "\t", "\n", "\r\n", "\x1c", "\x1f", "\x0b", "\x0c", "ab", "AB"]
+    pieces += ["Ab", "aB", "12345", "--", "/", ".", "a'", "'", "x\r", " \n ", "  \n", "$%^", "e.g.", "I'm"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
+    texts += ["".join(chr(rng.randrange(128)) for _ in range(rng.randint(1, 120))) for _ in range(3000)]
+    for text in texts:
+        assert text.isascii()
+        assert table._split_ascii(text) == table.unicode()(text), repr(text)
+        assert table.count(text) == len(encoding.encode_ordinary(text)), repr(text)

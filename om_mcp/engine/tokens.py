@@ -57,11 +57,11 @@ Message = dict[str, Any]
 PartCache = dict[str, Any]  # {"tokenizer": cache_key, "parts": [int, ...]}
 
 
-def _load_o200k(path: Path | None) -> Callable[[str], int]:
-    """The table's count function (see engine/o200k.py); raises when it cannot be read."""
+def _load_o200k(path: Path | None) -> Any:
+    """The table's counter (see engine/o200k.py); raises when it cannot be read."""
     from om_mcp.engine.o200k import TABLE, O200k
 
-    return O200k(path or TABLE).count
+    return O200k(path or TABLE)
 
 
 def _estimate(text: str) -> int:
@@ -91,6 +91,7 @@ class TokenCounter:
         self._version = ""
         self._role_tokens: dict[str, int] = {}
         self._long: dict[str, int] = {}
+        self._encoder: Any = None
 
     @classmethod
     def estimating(cls) -> TokenCounter:
@@ -130,13 +131,23 @@ class TokenCounter:
 
             await anyio.to_thread.run_sync(self._ensure_loaded)
 
+    async def warm(self) -> None:
+        """Prepare what the first text beyond ASCII would otherwise wait for, off the event loop."""
+        await self.ready()
+        unicode = getattr(self._encoder, "unicode", None)
+        if unicode is not None:
+            import anyio
+
+            await anyio.to_thread.run_sync(unicode)
+
     def _ensure_loaded(self) -> Callable[[str], int]:
         if self._count is not None:
             return self._count
         with self._lock:
             if self._count is None:
                 try:
-                    count = _load_o200k(self._file)
+                    self._encoder = _load_o200k(self._file)
+                    count = self._encoder.count
                     # The same counts as tiktoken's o200k_base (see the module docstring).
                     self._name, self._version = O200K_NAME, f"tiktoken-{_tiktoken_version()}+c{CACHE_VERSION}"
                 except (OSError, ValueError, ImportError, struct.error):

@@ -141,6 +141,7 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
             app.opened(opened)
             task_status.started()
             await opened.worker.submit("tokens", "recount", opened.recount_tokens)
+            await opened.worker.submit("tokens", "unicode", opened.counter.warm)
             await opened.worker.submit("models", "warm-up", lambda: _warm_up(opened))
             await anyio.sleep_forever()
     finally:
