@@ -167,3 +167,23 @@ async def test_with_buffering_off_the_wait_is_bounded_by_turn_wait_seconds():
         context = await mem.get_context("t")
     assert "saw m0" in context.observations  # the cycle went on in the background
     await mem.close()
+
+
+async def test_with_buffering_off_the_client_loads_before_the_threshold_is_reached():
+    per = await per_message()
+    loaded = anyio.Event()
+    script = Script()
+    script.model._loaded = loaded
+    mem = await Memory.open(
+        config(observation__message_tokens=8 * per, turn_wait_seconds=60), db_path=location(), client=script.model
+    )
+    async with mem.running(poll_seconds=None):
+        await mem.append_messages("t", [msg(n) for n in range(2)])  # a quarter of the threshold: nothing yet
+        assert mem.worker.job("models", "warm-up") is None
+        await mem.append_messages("t", [msg(n) for n in range(2, 4)])  # half of it: the client starts loading
+        warming = mem.worker.job("models", "warm-up")
+        assert warming is not None and script.observer_calls == []
+        loaded.set()
+        await warming.wait()
+        assert mem.observation.observer.router.warm
+    await mem.close()

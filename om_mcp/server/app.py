@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from om_mcp.engine import Memory, SamplingBroker
 
 log = logging.getLogger(__name__)
-WARM_UP_DELAY_SECONDS = 0.3
 
 
 class App:
@@ -142,18 +141,10 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
             task_status.started()
             await opened.worker.submit("tokens", "recount", opened.recount_tokens)
             await opened.worker.submit("tokens", "unicode", opened.counter.warm)
-            await opened.worker.submit("models", "warm-up", lambda: _warm_up(opened))
             await anyio.sleep_forever()
     finally:
         with anyio.CancelScope(shield=True):
             await opened.close()
-
-
-async def _warm_up(memory: Memory) -> None:
-    """Load the model clients (litellm: seconds) in the background once the handshake has had
-    its moment (the load competes for the GIL); the status says "warming up" meanwhile."""
-    await anyio.sleep(WARM_UP_DELAY_SECONDS)
-    await memory.observation.warm_up()
 
 
 def _live(server: MCPServer, app: App) -> App:

@@ -56,6 +56,10 @@ async def after_append(
         await engine.worker.submit(
             key, "observe", lambda: engine.observe(thread_id, resource_id, "turn-sync"), rerun=True
         )
+    elif state.pending_tokens >= threshold / 2 and not engine.observer.router.warm:
+        # Without buffering a turn waits for the observation at the threshold: have the model's
+        # client loaded (litellm: seconds) before then, not during that wait.
+        await engine.worker.submit("models", "warm-up", engine.warm_up)
     await schedule_reflection(engine, thread_id, resource_id, state)
 
 
