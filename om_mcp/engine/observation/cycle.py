@@ -97,6 +97,15 @@ def exclusive_with(lease_op: str, trigger: Trigger) -> tuple[str, ...]:
     return ()
 
 
+async def refusal(engine: ObservationEngine, key: str, lease_op: str) -> str:
+    """Why a cycle could not take its lease."""
+    holder = await engine.store.lease_holder(key, lease_op)
+    if holder is not None and holder != engine.owner:
+        return "another process is running this cycle"
+    other = "an observation" if lease_op == "buffer" else "a buffering run"
+    return f"{other} of this record is running; they take turns"
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -118,7 +127,7 @@ async def run_cycle(
     if take_lease and not await store.acquire_lease(
         step.key, step.lease_op, engine.owner, engine.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
     ):
-        return CycleOutcome(step.kind, False, reason="another cycle of this record is running")
+        return CycleOutcome(step.kind, False, reason=await refusal(engine, step.key, step.lease_op))
     token = probe.set(step.trigger == "manual")
     try:
         available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")

@@ -19,7 +19,15 @@ import anyio
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
-from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, exclusive_with, run_cycle
+from om_mcp.engine.observation.cycle import (
+    CycleOutcome,
+    EventOperation,
+    Operation,
+    Trigger,
+    exclusive_with,
+    refusal,
+    run_cycle,
+)
 from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
@@ -226,7 +234,7 @@ async def run_resource(
     op = "buffer" if buffered else "observe"
     kind: Operation = "buffering" if buffered else "observation"
     if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl, excluding=exclusive_with(op, trigger)):
-        return CycleOutcome(kind, False, reason="another cycle of this resource is running")
+        return CycleOutcome(kind, False, reason=await refusal(engine, key, op))
     try:
         if not buffered:
             await engine.activate(thread_id, resource_id, "all")
