@@ -117,7 +117,7 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
     """Open the engine (tokenizer included), report it started, then run its worker until the
     server stops, and close it."""
     try:
-        from om_mcp.engine.memory import Memory
+        from om_mcp.engine import Memory
 
         opened = await Memory.open(config, sampling=app.broker)
         heap.settle()  # the start-up heap leaves the full collections (a 40 ms pause in some turn)
