@@ -184,7 +184,8 @@ Status.model_rebuild()
 
 
 def message_out(message: Message) -> MessageOut:
-    return MessageOut(
+    # A stored row is already valid: built without validating it again (a long window, every turn).
+    return MessageOut.model_construct(
         id=message.id,
         thread_id=message.thread_id,
         role=message.role,

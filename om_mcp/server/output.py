@@ -12,6 +12,7 @@ from typing import Any
 # is fitted every turn, and each message is sized once.
 _SIZES: dict[tuple[str, str, int], int] = {}
 SIZES_KEPT = 8192
+_UTC: dict[str, str] = {}  # a stored time as shown: the same window is shown every turn
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON writes as an escape
 
 
@@ -35,7 +36,13 @@ def message_view(message: Any) -> dict[str, Any]:
 
 
 def utc(stamp: str) -> str:
-    return datetime.fromisoformat(stamp).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    shown = _UTC.get(stamp)
+    if shown is None:
+        shown = datetime.fromisoformat(stamp).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if len(_UTC) >= SIZES_KEPT:
+            _UTC.clear()
+        _UTC[stamp] = shown
+    return shown
 
 
 def _empty(value: Any) -> bool:

@@ -302,8 +302,14 @@ class ObservationEngine:
     async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:
         await turn.after_append(self, thread_id, resource_id, state, turn_ended)
 
-    async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> None:
-        await turn.before_context(self, thread_id, resource_id, actor_model)
+    async def before_context(
+        self, thread_id: str, resource_id: str, actor_model: str | None = None, snap: Any = None
+    ) -> bool:
+        """Activate what is due, and let the valve wait; True if the memory may have changed since
+        `snap` (the state the context was read from; None: read it here)."""
+        if snap is None:
+            snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
+        return await turn.before_context(self, thread_id, resource_id, actor_model, snap)
 
     async def poll(self) -> int:
         """Schedule work appended by other processes (hooks, other servers); returns how many records."""

@@ -63,11 +63,12 @@ async def after_append(
     await schedule_reflection(engine, thread_id, resource_id, state)
 
 
-async def schedule_reflection(engine: ObservationEngine, thread_id: str, resource_id: str, state: RecordState) -> None:
-    """Background reflection ahead of the threshold, or the threshold's own, in the background."""
+async def schedule_reflection(engine: ObservationEngine, thread_id: str, resource_id: str, state: RecordState) -> bool:
+    """Background reflection ahead of the threshold, or the threshold's own, in the background.
+    True if a cycle was started (with no worker running, it ran: the memory may have changed)."""
     limits, tokens = engine.limits, state.observation_tokens
     if not (await engine.model_available("reflection"))[0]:
-        return
+        return False
     if (
         reflection_buffer_due(limits, tokens)
         and state.buffered_reflection_generation != state.generation
@@ -77,20 +78,23 @@ async def schedule_reflection(engine: ObservationEngine, thread_id: str, resourc
         await engine.worker.submit(
             state.key, "reflect-buffer", lambda: engine.reflect(thread_id, resource_id, "async-buffer")
         )
-    elif reflection_due(limits, tokens, state.reflection_blocked_at) and (
+        return True
+    if reflection_due(limits, tokens, state.reflection_blocked_at) and (
         limits.reflection_buffer_at is None or state.buffered_reflection_generation != state.generation
     ):
         await engine.worker.submit(state.key, "reflect", lambda: engine.reflect(thread_id, resource_id, "turn-sync"))
+        return True
+    return False
 
 
-async def before_context(engine: ObservationEngine, thread_id: str, resource_id: str, actor_model: str | None) -> None:
-    """Activate what is due; past block_after, let this turn wait once for a sync cycle."""
-    if not engine.om.enabled:
-        return
-    key = engine.record_key(thread_id, resource_id)
-    snap = await engine.store.snapshot(key, thread_id)
-    if snap is None:
-        return
+async def before_context(
+    engine: ObservationEngine, thread_id: str, resource_id: str, actor_model: str | None, snap: Snapshot | None
+) -> bool:
+    """Activate what is due; past block_after, let this turn wait once for a sync cycle. `snap` is
+    the state the context was read from; True if the memory may have changed since (read it again)."""
+    if not engine.om.enabled or snap is None:
+        return False
+    key = snap.record.key
     trigger = activation.chunk_trigger(engine, snap, actor_model)
     changed = False
     if trigger is not None:
@@ -101,23 +105,24 @@ async def before_context(engine: ObservationEngine, thread_id: str, resource_id:
     if changed:
         snap = await engine.store.snapshot(key, thread_id)
         if snap is None:
-            return
-    await _valve(engine, snap, thread_id, resource_id, actor_model)
+            return True
+    return await _valve(engine, snap, thread_id, resource_id, actor_model) or changed
 
 
 async def _valve(
     engine: ObservationEngine, snap: Snapshot, thread_id: str, resource_id: str, actor_model: str | None
-) -> None:
+) -> bool:
+    """True if the turn waited for a cycle (or one ran inline): what it reads may have changed."""
     state, limits = snap.state, engine.limits
     threshold = message_threshold(limits, state.observation_tokens, engine.om.share_token_budget)
     if past_block_after(limits, state.pending_tokens, threshold):
-        await _observe_now(engine, snap, thread_id, resource_id, actor_model)
-    elif reflection_due(limits, state.observation_tokens, state.reflection_blocked_at) and reflection_must_block(
+        return await _observe_now(engine, snap, thread_id, resource_id, actor_model)
+    if reflection_due(limits, state.observation_tokens, state.reflection_blocked_at) and reflection_must_block(
         limits, state.observation_tokens
     ):
-        await _reflect_now(engine, snap, thread_id, resource_id, actor_model)
-    else:
-        await schedule_reflection(engine, thread_id, resource_id, state)
+        return await _reflect_now(engine, snap, thread_id, resource_id, actor_model)
+    started = await schedule_reflection(engine, thread_id, resource_id, state)
+    return started and engine.worker.group is None
 
 
 def _crossing(snap: Snapshot) -> tuple:
@@ -142,56 +147,60 @@ def _left(deadline: float) -> float:
 
 async def _observe_now(
     engine: ObservationEngine, snap: Snapshot, thread_id: str, resource_id: str, actor_model: str | None
-) -> None:
+) -> bool:
     """Past block_after (buffering) or the threshold (buffering off): wait, once per crossing,
-    for the run in flight and take its result, or observe now and wait for that."""
+    for the run in flight and take its result, or observe now and wait for that. True if the
+    turn waited (or the cycle ran inline): the memory may have changed."""
     key, limits = snap.state.key, engine.limits
     crossing = _crossing(snap)
     if engine.waited.get((key, "observe")) == crossing or not await _may_wait(engine, "observation"):
-        return  # this crossing already cost one turn its wait, or the model is failing
+        return False  # this crossing already cost one turn its wait, or the model is failing
     sync = limits.buffer_tokens is None
     warm = engine.observer.router.warm
     deadline = _deadline(engine)
     running = engine.worker.job(key, "buffer")
     if running is not None:
         if not warm and not sync:
-            return  # the run in flight is loading its client: its chunk is activated by a later turn
+            return False  # the run in flight is loading its client: its chunk is activated by a later turn
         engine.waited[(key, "observe")] = crossing
         await running.wait_run(_left(deadline))
         after = await engine.store.snapshot(key, thread_id)
         if after is None:
-            return
+            return True
         trigger = activation.chunk_trigger(engine, after, actor_model)
         if trigger is not None and (await activation.activate_chunks(engine, after, thread_id, trigger)).ran:
             after = await engine.store.snapshot(key, thread_id)
             if after is None:
-                return
+                return True
         threshold = message_threshold(limits, after.state.observation_tokens, engine.om.share_token_budget)
         if not past_block_after(limits, after.state.pending_tokens, threshold) or engine.worker.busy(key, "buffer"):
-            return
+            return True
     elif await _held_elsewhere(engine, key, "buffer"):
-        return  # another process is buffering this record: its chunk is activated by a later turn
+        return False  # another process is buffering this record: its chunk is activated by a later turn
     # Nothing in flight (or the run just joined was not enough): observe now. With buffering off
     # the append already started this cycle, and the turn joins it.
     job = await engine.worker.submit(key, "observe", lambda: engine.observe(thread_id, resource_id, "turn-sync"))
     if not warm and not sync:
-        return  # the model's client is still loading (litellm: seconds): the cycle goes on in the background
+        # the model's client is still loading (litellm: seconds): the cycle goes on in the background
+        return engine.worker.group is None
     engine.waited[(key, "observe")] = crossing
     await job.wait_run(_left(deadline))
+    return True
 
 
 async def _reflect_now(
     engine: ObservationEngine, snap: Snapshot, thread_id: str, resource_id: str, actor_model: str | None
-) -> None:
+) -> bool:
     """The log is past its threshold and must be reflected before this turn: join the
-    reflection in flight (and activate what it buffered), or reflect now; once per size."""
+    reflection in flight (and activate what it buffered), or reflect now; once per size.
+    True if the turn waited (or the cycle ran inline)."""
     state, key = snap.state, snap.state.key
     crossing = ("reflect", state.generation, state.observation_tokens)
     if engine.waited.get((key, "reflect")) == crossing or not await _may_wait(engine, "reflection"):
-        return
+        return False
     if not engine.reflector.router.warm and engine.limits.buffer_tokens is not None:
         await engine.worker.submit(key, "reflect", lambda: engine.reflect(thread_id, resource_id, "turn-sync"))
-        return  # the client is still loading: the reflection goes on in the background
+        return engine.worker.group is None  # the client is still loading: the reflection goes on in the background
     engine.waited[(key, "reflect")] = crossing
     deadline = _deadline(engine)
     running = engine.worker.job(key, "reflect-buffer")
@@ -200,9 +209,10 @@ async def _reflect_now(
         after = await engine.store.snapshot(key, thread_id)
         if after is not None and (trigger := activation.reflection_trigger(engine, after, actor_model)) is not None:
             await activation.activate_reflection(engine, after, thread_id, trigger)
-        return
+        return True
     job = await engine.worker.submit(key, "reflect", lambda: engine.reflect(thread_id, resource_id, "turn-sync"))
     await job.wait_run(_left(deadline))
+    return True
 
 
 async def _held_elsewhere(engine: ObservationEngine, key: str, op: str) -> bool:
