@@ -163,12 +163,15 @@ async def run_cycle(
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
         model = engine.reflector if step.operation == "reflection" else engine.observer
-        await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
-            # The whole model part, retries, fallbacks, extractors and escalation included.
-            with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
-                async with engine.renewing(step.key, step.lease_op, cycle_id):
+            # The lease is renewed from here on: a client that takes long to load (litellm on a busy
+            # machine: tens of seconds) must not let it lapse and hand the work to another process.
+            async with engine.renewing(step.key, step.lease_op, cycle_id):
+                await model.router.warm_up()  # a slow first import is not the model's time
+                started = time.monotonic()
+                # The whole model part, retries, fallbacks, extractors and escalation included.
+                with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
             if isinstance(error, TimeoutError):
