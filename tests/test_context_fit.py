@@ -48,6 +48,7 @@ async def test_get_context_keeps_the_newest_messages_that_fit_and_hardly_fewer(m
         for max_tokens in (300, 700, 1500, 4000):
             text = await call(client, "get_context", thread_id="t1", max_tokens=max_tokens)
             assert counter.count_text(text) <= max_tokens
+            assert text == compact(json.loads(text))  # assembled from its parts, as compact() writes it
             shown = json.loads(text)
             kept = len(shown["messages"])
             assert 0 < kept < 120

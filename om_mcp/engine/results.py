@@ -184,8 +184,7 @@ Status.model_rebuild()
 
 
 def message_out(message: Message) -> MessageOut:
-    # A stored row is already valid: built without validating it again (a long window, every turn).
-    return MessageOut.model_construct(
+    return MessageOut(
         id=message.id,
         thread_id=message.thread_id,
         role=message.role,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
@@ -11,7 +11,7 @@ from pydantic import Field
 from om_mcp.server import descriptions as text
 from om_mcp.server.access import authorize
 from om_mcp.server.app import app_of
-from om_mcp.server.output import compact, message_view, view_tokens
+from om_mcp.server.output import compact, shown
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import STEP, invoke, status_view
 
@@ -32,25 +32,26 @@ def register(server: MCPServer) -> None:
         out = await invoke(
             ctx, lambda app: app.memory.get_context(thread_id, resource, max_tokens, with_status=include_status)
         )
-        messages = [message_view(m) for m in out.messages]
         omitted = out.omitted_messages
-        result: dict[str, Any] = {"system_text": out.system_text, "messages": [], "omitted_messages": omitted}
-        if out.status is not None:
-            result["status"] = status_view(out.status)
+        status = compact(status_view(out.status)) if out.status is not None else None
 
         # The budget bounds what the model reads, the JSON: fitted from the stored counts (each
-        # message's size is reckoned once, see view_tokens), never by encoding the result.
+        # message is rendered and sized once, see `shown`), never by encoding the result.
         budget = max_tokens or app.memory.config.output_token_budget
         count = app.memory.counter.count_text
-        wrapper = {**result, "system_text": "", "omitted_messages": omitted + len(messages)}
-        used = count(compact(wrapper)) + count(json.dumps(out.system_text, ensure_ascii=False)) + 2
-        start = len(messages)
-        while start > 0:
-            size = view_tokens(out.messages[start - 1], messages[start - 1], count) + 1  # and its comma
-            if used + size > budget:
-                break
-            used += size
+        views = [shown(m, count) for m in out.messages]
+        system = json.dumps(out.system_text, ensure_ascii=False)
+        frame = f'{{"system_text":,"messages":[],"omitted_messages":{omitted + len(views)}'
+        used = count(frame + (f',"status":{status}}}' if status else "}")) + count(system) + 2
+        start = len(views)
+        while start > 0 and used + views[start - 1][1] + 1 <= budget:  # each with its comma
+            used += views[start - 1][1] + 1
             start -= 1
-        result["messages"] = messages[start:]
-        result["omitted_messages"] = omitted + start
-        return compact(result)
+        # As compact() writes the whole: empty values left out, the rest in this order.
+        fields = [f'"system_text":{system}'] if out.system_text else []
+        if start < len(views):
+            fields.append('"messages":[' + ",".join(text for text, _ in views[start:]) + "]")
+        fields.append(f'"omitted_messages":{omitted + start}')
+        if status:
+            fields.append(f'"status":{status}')
+        return "{" + ",".join(fields) + "}"
