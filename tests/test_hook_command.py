@@ -29,9 +29,10 @@ from om_mcp.hook import db
 from om_mcp.hook.run import HookOptions, run_hook
 from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import build_server
+from om_mcp.store import observations
 from om_mcp.store.keys import resource_key
-from om_mcp.store.sqlite import observations
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.fake_server import FakeLLMServer
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -117,8 +118,8 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     db.write(
         conn,
         lambda c: (
-            observations.ensure_record(c, key, str(box.project), "old"),
-            observations.insert_groups(c, key, 0, groups),
+            run(c, observations.ensure_record, key, str(box.project), "old"),
+            run(c, observations.insert_groups, key, 0, groups),
         ),
     )
     conn.close()

@@ -31,9 +31,10 @@ from om_mcp.hosts.claude_code import ConvertOptions, parse_hook_input, read_mess
 from om_mcp.hosts.common import HookInputError
 from om_mcp.hosts.events import HookEvent, read_event
 from om_mcp.hosts.gemini_cli import read_messages as read_gemini
+from om_mcp.store import coordination, observations, threads
 from om_mcp.store.keys import resource_key
-from om_mcp.store.sqlite import coordination, observations, threads
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -184,7 +185,7 @@ def test_ingest_is_incremental_and_idempotent(tmp_path: Path, settings, conn) ->
     assert [r[0] for r in rows] == [e["uuid"] for e in lines if "uuid" in e]  # ids are the entries' uuids
     estimator = conn.execute("SELECT id FROM om_tokenizers WHERE name = ?", (counter.cache_key,)).fetchone()[0]
     assert {r[3] for r in rows} == {estimator}
-    state = coordination.ingest_state(conn, source_of(event("Stop", None)))
+    state = run(conn, coordination.ingest_state, source_of(event("Stop", None)))
     assert state.offset == transcript.path.stat().st_size and state.last_id == lines[-2]["uuid"]
     assert json.loads(state.fingerprint)["offset"] == state.offset
 
@@ -215,7 +216,7 @@ def test_session_end_marks_the_thread_and_a_thread_keeps_its_resource(tmp_path: 
     done = ingest(
         conn, settings, TokenCounter.estimating(), event("SessionEnd", transcript.path), "/elsewhere", "/elsewhere"
     )  # resumed from another folder: the thread stays where it began
-    thread = threads.get(conn, "s1")
+    thread = run(conn, threads.get, "s1")
     assert done.resource_id == PROJECT and thread.resource_id == PROJECT
     assert thread.metadata["host"] == "claude-code" and thread.metadata["ended_at"] >= thread.updated_at
 
@@ -246,7 +247,10 @@ def seed_log(conn: sqlite3.Connection, key: str, days: int, per_day: int = 30) -
         )
     db.write(
         conn,
-        lambda c: (observations.ensure_record(c, key, PROJECT, "old"), observations.insert_groups(c, key, 0, groups)),
+        lambda c: (
+            run(c, observations.ensure_record, key, PROJECT, "old"),
+            run(c, observations.insert_groups, key, 0, groups),
+        ),
     )
 
 
@@ -313,7 +317,7 @@ def test_a_worker_starts_once_when_work_is_due_and_nobody_drains(tmp_path: Path,
 
     assert start(settings) is None  # below the interval: nothing to do
     assert start(small) == "started" and spawned[0][1].startswith("hook:")
-    assert coordination.lease_holder(conn, *WORKER_LEASE) == spawned[0][1]  # held for it
+    assert run(conn, coordination.lease_holder, *WORKER_LEASE) == spawned[0][1]  # held for it
     assert start(small) is None and len(spawned) == 1  # the next hook sees the lease
     assert start(settings, event("SessionEnd", transcript.path)) == "alongside"  # the tail must not wait
     assert spawned[1][1] is None
@@ -356,7 +360,7 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
         async with memory.running(poll_seconds=None):
             drainer = Drainer(memory)
             await drainer.tick()
-            assert coordination.lease_holder(conn, *WORKER_LEASE) == drainer.owner
+            assert run(conn, coordination.lease_holder, *WORKER_LEASE) == drainer.owner
             for _ in range(100):
                 if not memory.worker.active:
                     break
@@ -374,7 +378,7 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
         await memory.close()
     text = session_context(conn, settings, "s2", PROJECT, 8000)
     assert "User chose SQLite over Postgres" in text and "set up SQLite" in text
-    assert coordination.lease_holder(conn, *WORKER_LEASE) is None
+    assert run(conn, coordination.lease_holder, *WORKER_LEASE) is None
 
 
 @pytest.mark.anyio

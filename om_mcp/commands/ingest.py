@@ -149,10 +149,11 @@ def store(
     from om_mcp.hook.rows import to_rows
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.hosts.events import HookEvent
+    from om_mcp.store import messages as ops
+    from om_mcp.store import threads
+    from om_mcp.store.decode import now_iso
     from om_mcp.store.keys import record_key
-    from om_mcp.store.sqlite import messages as ops
-    from om_mcp.store.sqlite import threads
-    from om_mcp.store.sqlite.decode import now_iso
+    from om_mcp.store.sqlite.driver import on_connection, run
 
     counter = get_token_counter()
     conn = db.open_database(str(config.db_path))
@@ -164,15 +165,17 @@ def store(
         "worker": None,
     }
     try:
-        existing = threads.get(conn, thread_id)
+        existing = run(conn, threads.get, thread_id)
         if existing is not None:
             summary["resource_id"] = resource_id = existing.resource_id
         key = record_key(config.observational_memory.scope, thread_id, resource_id)
         metadata = {"host": fmt, "source": "om-mcp ingest"}
 
         def append(conn: Any, rows: list[Any]) -> Any:
-            counted_by = ops.tokenizer_id(conn, counter.cache_key)
-            return ops.append(conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata)
+            counted_by = run(conn, ops.tokenizer_id, counter.cache_key)
+            return run(
+                conn, ops.append, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
+            )
 
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
@@ -182,7 +185,7 @@ def store(
                 summary["skipped"] += result.skipped_duplicates
                 advance(len(batch))
         if messages:
-            db.write(conn, threads.set_metadata_paths, thread_id, {"ended_at": now_iso()})
+            db.write(conn, on_connection(threads.set_metadata_paths), thread_id, {"ended_at": now_iso()})
         if start_worker and messages:
             settings = load_settings(str(config.db_path), config_file)
             event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)

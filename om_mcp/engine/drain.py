@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from om_mcp.store.sqlite.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
+from om_mcp.store.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
 
 if TYPE_CHECKING:
     from om_mcp.engine.memory import Memory

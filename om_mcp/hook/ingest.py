@@ -27,11 +27,12 @@ from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import GEMINI_CLI, HookEvent
+from om_mcp.store import coordination, messages, observations, threads
+from om_mcp.store.decode import now_iso
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
-from om_mcp.store.sqlite import coordination, messages, observations, threads
-from om_mcp.store.sqlite.decode import now_iso
+from om_mcp.store.sqlite.driver import run
 
 
 @dataclass
@@ -98,13 +99,13 @@ def ingest(
 ) -> Ingested:
     """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
     source = source_of(event)
-    saved = coordination.ingest_state(conn, source)
+    saved = run(conn, coordination.ingest_state, source)
     first = read_transcript(event, saved, final, tool_output_chars)
     rows = to_rows(first.messages, counter, settings.max_message_chars)
 
     def transaction(conn: sqlite3.Connection) -> Ingested:
         nonlocal first, rows
-        now_saved = coordination.ingest_state(conn, source)
+        now_saved = run(conn, coordination.ingest_state, source)
         if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (
             saved.offset,
             saved.last_id,
@@ -114,19 +115,19 @@ def ingest(
                 event, now_saved, final, tool_output_chars
             )  # another hook of this session got here first
             rows = to_rows(first.messages, counter, settings.max_message_chars)
-        thread = threads.get(conn, event.session_id)
+        thread = run(conn, threads.get, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
         out = Ingested(event.session_id, resource, key, rescanned=first.rescanned)
         if rows:
-            counted_by = messages.tokenizer_id(conn, counter.cache_key)
+            counted_by = run(conn, messages.tokenizer_id, counter.cache_key)
             metadata = {"host": event.host, "project": project_root}
             _append(conn, out, rows, counted_by, metadata)
-        coordination.put_ingest_state(conn, first.state)
+        run(conn, coordination.put_ingest_state, first.state)
         if event.ends_session and (thread is not None or out.appended):
-            threads.set_metadata_paths(conn, event.session_id, {"ended_at": now_iso()})
+            run(conn, threads.set_metadata_paths, event.session_id, {"ended_at": now_iso()})
         if thread is not None or out.appended:
-            out.state = observations.record_state(conn, key, event.session_id)
+            out.state = run(conn, observations.record_state, key, event.session_id)
         return out
 
     return db.write(conn, transaction)
@@ -141,8 +142,9 @@ def _append(
             conn,
             lambda: _count(
                 out,
-                messages.append(
+                run(
                     conn,
+                    messages.append,
                     out.thread_id,
                     out.resource_id,
                     out.record_key,
@@ -162,8 +164,9 @@ def _append(
                 conn,
                 lambda: _count(
                     out,
-                    messages.append(
+                    run(
                         conn,
+                        messages.append,
                         out.thread_id,
                         out.resource_id,
                         out.record_key,

@@ -90,9 +90,10 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
             for problem in done.problems:
                 log_line(env, options.host, event, problem)
         else:
-            from om_mcp.store.sqlite import threads
+            from om_mcp.store import threads
+            from om_mcp.store.sqlite.driver import run
 
-            thread = threads.get(conn, event.session_id)
+            thread = run(conn, threads.get, event.session_id)
             resource = thread.resource_id if thread else resource
         output = ""
         if todo.print_context:

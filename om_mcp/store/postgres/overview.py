@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from om_mcp.store.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
 from om_mcp.store.rows import Scope
-from om_mcp.store.sqlite.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
-from om_mcp.store.sqlite.overview import CYCLE_END_TYPES
-from om_mcp.store.summaries import SeriesInputs, ThreadState
+from om_mcp.store.summaries import CYCLE_END_TYPES, SeriesInputs, ThreadState
 
 _ENDS = ",".join(f"'{t}'" for t in CYCLE_END_TYPES)
 _LAST_EVENT = ", ".join(f"e.{c.strip()}" for c in EVENT_COLUMNS.split(","))

@@ -1,8 +1,8 @@
 """`PostgresStore`: the store operations on PostgreSQL, one transaction each.
 
-The operations are the plain async functions of this package's modules; this
-class only decides, for each, whether it reads (one REPEATABLE READ snapshot)
-or writes (READ COMMITTED with row locks), as `SQLiteStore` does for SQLite.
+The shared rules (`store.operations`) run through `driver.PgTx` in a read (one
+REPEATABLE READ snapshot) or a write (READ COMMITTED with row locks); what only
+PostgreSQL has (its search index, pgvector, LISTEN/NOTIFY) is this package's own.
 """
 
 from __future__ import annotations
@@ -12,19 +12,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from om_mcp.store.postgres import (
-    admin,
-    commits,
-    coordination,
-    messages,
-    observations,
-    overview,
-    search,
-    sessions,
-    threads,
-    vectors,
-)
+from om_mcp.store import observations
+from om_mcp.store.operations import Op, Operations, writes
+from om_mcp.store.postgres import admin, overview, search, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
+from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
 
@@ -53,7 +45,15 @@ def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concate
     return method
 
 
-class PostgresStore:
+def _on_tx(op: Op[P, R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    async def run(conn: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await op(PgTx(conn), *args, **kwargs)
+
+    run.__name__ = op.__name__  # named in the retry log
+    return run
+
+
+class PostgresStore(Operations):
     """The memory's PostgreSQL database (tables in its `om` schema)."""
 
     backend: Literal["postgres"] = "postgres"
@@ -84,64 +84,13 @@ class PostgresStore:
         self._listeners.clear()
         await self.db.close()
 
-    # threads and resources
-    get_thread = _reads(threads.get)
-    list_threads = _reads(threads.list_threads)
-    list_resources = _reads(threads.resources)
-    update_thread = _writes(threads.update)
-    set_generated_title = _writes(threads.set_generated_title)
-    set_thread_metadata_paths = _writes(threads.set_metadata_paths)
-    get_working_memory = _reads(threads.get_working_memory)
-    update_working_memory = _writes(threads.update_working_memory)
-    delete_thread = _writes(threads.delete_thread)
-    delete_resource = _writes(threads.delete_resource)
+    async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.read(_on_tx(op), *args, **kwargs)
 
-    # messages
-    append_messages = _writes(messages.append)
-    message_page = _reads(messages.page)
-    count_messages_before = _reads(messages.count_before)
-    find_message = _reads(messages.find)
-    messages_by_seq = _reads(messages.by_seq)
-    last_message_time = _reads(messages.last_created_at)
-    tokenizer_id = _writes(messages.tokenizer_id)
-    stale_token_counts = _reads(messages.stale_counts)
-    set_token_counts = _writes(messages.set_counts)
-    last_seq = _reads(messages.last_seq)
+    async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.write(_on_tx(op), *args, **kwargs)
 
-    # observation records and their windows
-    record = _reads(observations.get_record)
-    record_state = _reads(observations.record_state)
-    snapshot = _reads(observations.snapshot)
-    context = _reads(observations.context)
-    groups = _reads(observations.groups)
-    generations = _reads(observations.generations)
-    chunks = _reads(observations.chunks)
-    unobserved = _reads(observations.unobserved)
-    busy_threads = _reads(observations.busy_threads)
-    thread_hints = _reads(observations.thread_hints)
-    due_work = _writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
-    tail = _reads(commits.tail)
-
-    # cycles' conditional commits
-    commit_observation = _writes(commits.commit_observation)
-    append_chunks = _writes(commits.append_chunks)
-    activate_chunks = _writes(commits.activate_chunks)
-    commit_reflection = _writes(commits.commit_reflection)
-    store_buffered_reflection = _writes(commits.store_buffered_reflection)
-    discard_buffered_reflection = _writes(commits.discard_buffered_reflection)
-
-    # coordination between processes
-    acquire_lease = _writes(coordination.acquire_lease)
-    release_lease = _writes(coordination.release_lease)
-    lease_holder = _reads(coordination.lease_holder)
-    expire_leases = _writes(coordination.expire_leases)
-    add_events = _writes(coordination.add_events)
-    events = _reads(coordination.events)
-    model_health = _reads(coordination.model_health)
-    put_model_health = _writes(coordination.put_model_health)
-    ingest_state = _reads(coordination.ingest_state)
-    put_ingest_state = _writes(coordination.put_ingest_state)
-    settled_threads = _reads(sessions.settled_threads)
+    due_work = writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
 
     # search and vectors
     search_messages = _reads(search.find)

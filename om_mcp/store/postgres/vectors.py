@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from om_mcp.store.decode import GROUP_COLUMNS, group
 from om_mcp.store.rows import Group, Pending
-from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
 
 log = logging.getLogger(__name__)
 

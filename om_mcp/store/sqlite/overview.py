@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 
+from om_mcp.store.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
 from om_mcp.store.rows import Scope
-from om_mcp.store.sqlite.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
-from om_mcp.store.summaries import SeriesInputs, ThreadState
+from om_mcp.store.summaries import CYCLE_END_TYPES, SeriesInputs, ThreadState
 
-# The events that end a cycle (a model call, or an activation, which calls none).
-CYCLE_END_TYPES = (
-    "data-om-observation-end",
-    "data-om-observation-failed",
-    "data-om-buffering-end",
-    "data-om-buffering-failed",
-    "data-om-activation",
-)
 _ENDS = ",".join(f"'{t}'" for t in CYCLE_END_TYPES)
 
 

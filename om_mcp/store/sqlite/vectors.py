@@ -11,8 +11,8 @@ import sqlite3
 from array import array
 from collections.abc import Iterable
 
+from om_mcp.store.decode import GROUP_COLUMNS, group
 from om_mcp.store.rows import Group, GroupHit, Pending
-from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
 
 ACTIVE_GROUP = (
     "EXISTS (SELECT 1 FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
