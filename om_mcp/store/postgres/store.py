@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store import observations
+from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
 from om_mcp.store.postgres import admin, overview, search, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
@@ -70,7 +71,7 @@ class PostgresStore(Operations):
         db = await PgDatabase.open(url)
         try:
             async with db.pool.acquire() as conn:
-                await migrate(conn, redact(url))
+                await migrate(conn, redact(url), [m.postgres for m in MIGRATIONS])
                 status = await vectors.status(conn)
         except BaseException:
             await db.close()

@@ -27,6 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 
 from om_mcp.store.errors import StoreUnavailable
+from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -54,7 +55,7 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
-        write(conn, migrate)
+        write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
         conn.close()
         raise
