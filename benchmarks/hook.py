@@ -31,12 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from om_mcp.hook import db
 from om_mcp.hook.settings import load_settings
 from om_mcp.store import coordination, messages, observations
 from om_mcp.store.keys import resource_key
 from om_mcp.store.rows import NewMessage
 from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import on_connection, run
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -50,7 +50,7 @@ def command() -> list[str]:
 
 
 def build_database(path: str, project: str, count: int, log_lines: int) -> None:
-    conn = db.open_database(path)
+    conn = direct.open_database(path)
     key = resource_key(project)
     rng = random.Random(7)
     per_thread = max(1, count // 200)
@@ -71,8 +71,8 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
                     tokens=len(text) // 4,
                 )
             )
-        # db.write calls the lambda right away, before the loop moves on (B023 is a false positive).
-        db.write(
+        # direct.write calls the lambda right away, before the loop moves on (B023 is a false positive).
+        direct.write(
             conn,
             lambda c: run(c, messages.append, thread, project, key, rows, thread_metadata={"host": "claude-code"}),  # noqa: B023
         )
@@ -99,7 +99,7 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
             }
         )
         line += len(body)
-    db.write(conn, lambda c: run(c, observations.insert_groups, key, 0, groups))
+    direct.write(conn, lambda c: run(c, observations.insert_groups, key, 0, groups))
     # The earlier sessions are fully observed: no tail is left behind.
     conn.execute("UPDATE om_cursors SET pending_tokens = 0, pending_messages = 0")
     conn.close()
@@ -187,8 +187,9 @@ def main() -> None:
             f"database: {args.messages:,} messages, {args.log_lines:,}-line observation log, "
             f"{(folder / 'memory.db').stat().st_size / 1e6:.0f} MB, built in {time.perf_counter() - started:.0f}s"
         )
-        conn = db.open_database(str(folder / "memory.db"))
-        plant = lambda: db.write(conn, on_connection(coordination.acquire_lease), *WORKER_LEASE, "benchmark", 3600.0)  # noqa: E731
+        conn = direct.open_database(str(folder / "memory.db"))
+        take = on_connection(coordination.acquire_lease)
+        plant = lambda: direct.write(conn, take, *WORKER_LEASE, "benchmark", 3600.0)  # noqa: E731
         plant()
 
         transcript = ClaudeTranscript(folder / "session.jsonl", "bench-session", str(project))

@@ -25,13 +25,13 @@ from support.processes import PYTHON
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
-from om_mcp.hook import db
 from om_mcp.hook.run import HookOptions, run_hook
 from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import build_server
 from om_mcp.store import observations
 from om_mcp.store.keys import resource_key
 from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.fake_server import FakeLLMServer
 from om_mcp.testing.transcripts import ClaudeTranscript
@@ -96,7 +96,7 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     start = box.event("SessionStart", None, "new-session", source="startup")
     empty = box.hook(start)
     assert (empty.returncode, empty.stdout) == (0, b"")  # no memory yet: nothing at all
-    conn = db.open_database(str(box.db))
+    conn = direct.open_database(str(box.db))
     key = resource_key(str(box.project))
     groups = [
         {
@@ -115,7 +115,7 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
         }
         for d in range(1, 11)
     ]  # 2,010 lines
-    db.write(
+    direct.write(
         conn,
         lambda c: (
             run(c, observations.ensure_record, key, str(box.project), "old"),

@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from om_mcp.config import Config
 from om_mcp.engine import intake
 from om_mcp.engine.drain import NO_MODEL_BACKOFF_SECONDS, Drainer
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
-from om_mcp.hook import background, db
+from om_mcp.hook import background
 from om_mcp.hook.context import session_context
 from om_mcp.hook.ingest import ingest, source_of
 from om_mcp.hook.rows import to_rows
@@ -31,9 +32,11 @@ from om_mcp.hosts.claude_code import ConvertOptions, parse_hook_input, read_mess
 from om_mcp.hosts.common import HookInputError
 from om_mcp.hosts.events import HookEvent, read_event
 from om_mcp.hosts.gemini_cli import read_messages as read_gemini
+from om_mcp.limits import Limits
 from om_mcp.store import coordination, observations, threads
 from om_mcp.store.keys import resource_key
 from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -48,9 +51,15 @@ def settings(tmp_path: Path) -> HookSettings:
         db_path=str(tmp_path / "memory.db"),
         observation=True,
         scope="resource",
-        due_tokens=6000,
-        message_tokens=30000,
-        reflect_tokens=20000,
+        limits=Limits(
+            message_tokens=30000,
+            observation_tokens=40000,
+            buffer_tokens=6000,
+            buffer_activation=0.8,
+            block_after=36000,
+            reflection_buffer_at=20000,
+            reflection_block_after=48000,
+        ),
         working_memory="resource",
         max_message_chars=1_000_000,
     )
@@ -58,7 +67,7 @@ def settings(tmp_path: Path) -> HookSettings:
 
 @pytest.fixture
 def conn(settings: HookSettings):
-    connection = db.open_database(settings.db_path)
+    connection = direct.open_database(settings.db_path)
     yield connection
     connection.close()
 
@@ -147,7 +156,11 @@ def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, 
         "OM_MCP_HOOKS": "on",
     }
     first = load_settings(env=env)
-    assert first.db_path == str(tmp_path / "a.db") and first.message_tokens == 1000 and first.due_tokens == 200
+    assert (
+        first.db_path == str(tmp_path / "a.db")
+        and first.limits.message_tokens == 1000
+        and first.limits.buffer_tokens == 200
+    )
     assert len(list((tmp_path / "cache" / "om-mcp").glob("hook-settings-*.json"))) == 1
     monkeypatch.setattr("om_mcp.hook.settings._from_config", lambda *a: pytest.fail("the cache was not used"))
     assert load_settings(env=env) == first
@@ -245,7 +258,7 @@ def seed_log(conn: sqlite3.Connection, key: str, days: int, per_day: int = 30) -
                 "observed_at": None,
             }
         )
-    db.write(
+    direct.write(
         conn,
         lambda c: (
             run(c, observations.ensure_record, key, PROJECT, "old"),
@@ -304,7 +317,7 @@ def test_thread_scope_lends_the_latest_observed_session(settings, conn) -> None:
 def test_a_worker_starts_once_when_work_is_due_and_nobody_drains(tmp_path: Path, settings, conn, monkeypatch) -> None:
     spawned: list = []
     monkeypatch.setattr(background, "spawn_worker", lambda *args: spawned.append(args))
-    small = HookSettings(**{**vars(settings), "due_tokens": 5})
+    small = HookSettings(**{**vars(settings), "limits": replace(settings.limits, buffer_tokens=5)})
     transcript = ClaudeTranscript(tmp_path / "s1.jsonl", "s1", PROJECT)
     transcript.turn("hi", "hello")
     hook = event("UserPromptSubmit", transcript.path)

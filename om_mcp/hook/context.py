@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
-from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.context import RECALL_WITH_IDS, preselect_observations, render_session_context
 from om_mcp.store import observations, sessions, threads
 from om_mcp.store.keys import record_key
+from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import run
 
 # Compacting the log and adding relative dates never lengthens an observation by much, so a
@@ -55,7 +55,7 @@ def session_context(
             memory = run(conn, threads.get_working_memory, "thread", session_id)
         return log, memory, hints
 
-    log, memory, (task, response) = db.read(conn, snapshot)
+    log, memory, (task, response) = direct.read(conn, snapshot)
     omitted = 0
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.hook import db
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
@@ -32,6 +31,7 @@ from om_mcp.store.decode import now_iso
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
+from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import run
 
 
@@ -130,68 +130,38 @@ def ingest(
             out.state = run(conn, observations.record_state, key, event.session_id)
         return out
 
-    return db.write(conn, transaction)
+    return direct.write(conn, transaction)
 
 
 def _append(
     conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int, metadata: dict[str, Any]
 ) -> None:
     """Append the batch; if one id clashes with a stored message, append the others one by one."""
+
+    def append(batch: list[NewMessage]) -> None:
+        with direct.savepoint(conn, "om_hook_append"):
+            result = run(
+                conn,
+                messages.append,
+                out.thread_id,
+                out.resource_id,
+                out.record_key,
+                batch,
+                counted_by=counted_by,
+                thread_metadata=metadata,
+            )
+        out.appended += len(result.appended)
+        out.skipped += result.skipped_duplicates
+
     try:
-        _savepoint(
-            conn,
-            lambda: _count(
-                out,
-                run(
-                    conn,
-                    messages.append,
-                    out.thread_id,
-                    out.resource_id,
-                    out.record_key,
-                    rows,
-                    counted_by=counted_by,
-                    thread_metadata=metadata,
-                ),
-            ),
-        )
+        append(rows)
         return
     except StoreError as error:
         if error.field == "resource_id":
             raise
     for row in rows:
         try:
-            _savepoint(
-                conn,
-                lambda: _count(
-                    out,
-                    run(
-                        conn,
-                        messages.append,
-                        out.thread_id,
-                        out.resource_id,
-                        out.record_key,
-                        [row],  # noqa: B023 - _savepoint calls it right away
-                        counted_by=counted_by,
-                        thread_metadata=metadata,
-                    ),
-                ),
-            )
+            append([row])
         except StoreError as error:
             out.refused += 1
             out.problems.append(f"kept the stored message: {error}")
-
-
-def _count(out: Ingested, result: Any) -> None:
-    out.appended += len(result.appended)
-    out.skipped += result.skipped_duplicates
-
-
-def _savepoint(conn: sqlite3.Connection, action: Any) -> None:
-    conn.execute("SAVEPOINT om_hook_append")
-    try:
-        action()
-    except BaseException:
-        conn.execute("ROLLBACK TO om_hook_append")
-        conn.execute("RELEASE om_hook_append")
-        raise
-    conn.execute("RELEASE om_hook_append")
