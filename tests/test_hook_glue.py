@@ -12,6 +12,8 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +24,7 @@ from support.engine import Memory, Script, config
 from om_mcp.config import Config
 from om_mcp.engine import intake
 from om_mcp.engine.drain import NO_MODEL_BACKOFF_SECONDS, Drainer
+from om_mcp.engine.observation import thresholds
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.hook import background
 from om_mcp.hook.context import session_context
@@ -145,6 +148,19 @@ def test_lean_reader_agrees_with_the_typed_models(path: Path) -> None:
 def test_lean_reader_names_what_is_wrong(data: str, field: str) -> None:
     with pytest.raises(HookInputError, match=field):
         read_event("claude-code", data)
+
+
+def test_the_hook_applies_the_engines_rules_without_pydantic_or_an_event_loop() -> None:
+    """What a hook loads on every prompt: the engine's intake and thresholds, the store's shared
+    operations in SQLite's synchronous mode; not the config model, not an event loop."""
+    code = (
+        "import sys, om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.hook.background, om_mcp.hook.context;"
+        "import om_mcp.engine.intake, om_mcp.engine.observation.thresholds, om_mcp.store.sqlite.direct;"
+        "print(sorted(m for m in ('pydantic', 'anyio', 'asyncio') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+    assert background.background_work_due is thresholds.background_work_due  # the engine's rule, not a copy
 
 
 def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, monkeypatch) -> None:
