@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store import commits, coordination, messages, observations, sessions, threads, transfer
+from om_mcp.store import commits, coordination, messages, observations, overview, sessions, threads, transfer
 from om_mcp.store.tx import Tx
 
 P = ParamSpec("P")
@@ -101,6 +101,11 @@ class Operations:
     ingest_state = reads(coordination.ingest_state)
     put_ingest_state = writes(coordination.put_ingest_state)
     settled_threads = reads(sessions.settled_threads)
+
+    # looking at a memory (the status page; `om-mcp status`, `threads`, `show`)
+    thread_states = reads(overview.thread_states)
+    series_inputs = reads(overview.series_inputs)
+    pending_records = reads(overview.pending_records)
 
     # moving a memory
     export = reads(transfer.export)

@@ -1,8 +1,10 @@
-"""Running the same tests on both store backends.
+"""Running the same tests on both store backends, where the backends differ.
 
-A test module opts in with `pytestmark = [..., pytest.mark.usefixtures("store_location")]`
-(or a test takes `store_location`): each test then runs twice, on SQLite and on
-PostgreSQL. `store_location` is the test's own database, as `db_path` is its own
+The store conformance suite (`test_store_conformance.py`) and the tests of what only a
+database can show (the overview reads, deletion, a NUL byte, the background drain's reads)
+opt in with `pytestmark = [..., pytest.mark.usefixtures("store_location")]` (or a test takes
+`store_location`): each test then runs twice, on SQLite and on PostgreSQL. The engine's and
+the MCP tools' tests run on SQLite only. `store_location` is the test's own database, as `db_path` is its own
 file (conftest's `make_config` uses it). Helpers that open a memory call
 `location()`, which is a new empty database at each call, as ":memory:" is:
 ":memory:" itself on SQLite, a fresh PostgreSQL database otherwise. Outside

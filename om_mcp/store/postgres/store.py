@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 from om_mcp.store import observations
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
-from om_mcp.store.postgres import admin, overview, search, vectors
+from om_mcp.store.postgres import admin, search, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
@@ -99,11 +99,6 @@ class PostgresStore(Operations):
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
-
-    # looking at the memory (the status page; `om-mcp status`, `threads`, `show`)
-    thread_states = _reads(overview.thread_states)
-    series_inputs = _reads(overview.series_inputs)
-    pending_records = _reads(overview.pending_records)
 
     async def nearest_vectors(
         self,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store.operations import Op, Operations
-from om_mcp.store.sqlite import admin, fts, overview, vectors
+from om_mcp.store.sqlite import admin, fts, vectors
 from om_mcp.store.sqlite.database import Database
 from om_mcp.store.sqlite.driver import on_connection
 
@@ -91,11 +91,6 @@ class SQLiteStore(Operations):
 
     async def backup(self, target: str) -> int:
         return await self.db.raw(admin.backup, target)
-
-    # looking at a memory
-    thread_states = _reads(overview.thread_states)
-    series_inputs = _reads(overview.series_inputs)
-    pending_records = _reads(overview.pending_records)
 
     # changes seen by other processes: SQLite's processes share a file, not a channel
     async def broadcast(self, message: dict) -> None:
