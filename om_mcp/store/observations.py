@@ -260,6 +260,14 @@ async def groups(tx: Tx, key: str, generation: int | None = None) -> list[Group]
     return [group(r) for r in rows]
 
 
+async def groups_by_id(tx: Tx, ids: list[str]) -> dict[str, Group]:
+    """Groups by id, whatever their generation (search hits and vectors name them)."""
+    if not ids:
+        return {}
+    rows = await tx.fetch(f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.id = ANY ($1::text[])", ids)
+    return {r[0]: group(r) for r in rows}
+
+
 async def generations(tx: Tx, key: str) -> list[tuple[int, list[Group]]]:
     """Every generation, newest first."""
     out: dict[int, list[Group]] = {}

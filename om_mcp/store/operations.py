@@ -73,6 +73,7 @@ class Operations:
     snapshot = reads(observations.snapshot)
     context = reads(observations.context)
     groups = reads(observations.groups)
+    groups_by_id = reads(observations.groups_by_id)
     generations = reads(observations.generations)
     chunks = reads(observations.chunks)
     unobserved = reads(observations.unobserved)

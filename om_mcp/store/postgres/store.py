@@ -98,7 +98,6 @@ class PostgresStore(Operations):
     search_groups = _reads(search.search_groups)
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
-    groups_by_id = _reads(vectors.groups_by_id)
 
     async def nearest_vectors(
         self,

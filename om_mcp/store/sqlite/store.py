@@ -81,7 +81,6 @@ class SQLiteStore(Operations):
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
     nearest_vectors = _reads(vectors.nearest)
-    groups_by_id = _reads(vectors.groups_by_id)
 
     # the file
     async def stats(self):
