@@ -28,7 +28,7 @@ from om_mcp.store.decode import (
 )
 from om_mcp.store.keys import parse_key, resource_key, thread_key
 from om_mcp.store.rows import Chunk, ContextRead, DueWork, Group, Hints, Message, Record, RecordState, Snapshot
-from om_mcp.store.tx import Tx
+from om_mcp.store.tx import Row, Tx
 
 OTHER_THREADS = 5  # resource scope: how many other busy threads the context shows
 OTHER_THREAD_MESSAGES = 10
@@ -323,27 +323,23 @@ async def context(
 
 async def window(tx: Tx, thread_id: str, cursor: int, budget: int) -> list[Message]:
     """The newest unobserved messages whose stored token counts fit `budget` (at least one), oldest first.
-    Sizes are read newest first, a page at a time, stopping at the budget as SQLite's stepped scan does."""
-    used, first, before = 0, None, None
-    while True:
-        sizes = await tx.fetch(
-            "SELECT seq, tokens FROM messages WHERE thread_id = $1 AND seq > $2 AND observable"
-            " AND ($3::bigint IS NULL OR seq < $3) ORDER BY seq DESC LIMIT 200",
-            thread_id,
-            cursor,
-            before,
-        )
-        for seq, tokens in sizes:
-            if first is not None and used + tokens > budget:
-                sizes = []
-                break
-            used += tokens
-            first = seq
-        else:
-            if len(sizes) == 200:
-                before = first
-                continue
-        break
+    Sizes are read newest first and the reading stops at the budget."""
+    used, first = 0, None
+
+    def full(row: Row) -> bool:
+        nonlocal used, first
+        seq, tokens = row
+        if first is not None and used + tokens > budget:
+            return True
+        used, first = used + tokens, seq
+        return False
+
+    await tx.scan(
+        "SELECT seq, tokens FROM messages WHERE thread_id = $1 AND seq > $2 AND observable ORDER BY seq DESC",
+        thread_id,
+        cursor,
+        until=full,
+    )
     if first is None:
         return []
     rows = await tx.fetch(
@@ -359,27 +355,27 @@ async def unobserved(
     tx: Tx, key: str, thread_id: str, *, after_seq: int | None = None, max_tokens: int | None = None
 ) -> list[Message]:
     """A thread's observable messages after the record's cursor (and `after_seq`), oldest first,
-    up to `max_tokens` (at least one)."""
+    up to `max_tokens` (at least one); a long backlog is not read whole for a small budget."""
     cursor = await tx.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
-    start = max(cursor or 0, after_seq or 0)
     out: list[Message] = []
     used = 0
-    # Read in pages so a long backlog is not fetched whole for a small budget.
-    while True:
-        rows = await tx.fetch(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq > $2 AND m.observable"
-            " ORDER BY m.seq LIMIT 200",
-            thread_id,
-            start,
-        )
-        for r in rows:
-            if max_tokens is not None and out and used + r[9] > max_tokens:
-                return out
-            out.append(message(r))
-            used += r[9]
-        if len(rows) < 200:
-            return out
-        start = rows[-1][0]
+
+    def full(row: Row) -> bool:
+        nonlocal used
+        if max_tokens is not None and out and used + row[9] > max_tokens:
+            return True
+        out.append(message(row))
+        used += row[9]
+        return False
+
+    await tx.scan(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq > $2 AND m.observable"
+        " ORDER BY m.seq",
+        thread_id,
+        max(cursor or 0, after_seq or 0),
+        until=full,
+    )
+    return out
 
 
 async def busy_threads(tx: Tx, key: str) -> list[tuple[str, int, int]]:

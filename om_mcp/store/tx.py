@@ -54,6 +54,11 @@ class Tx:
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         raise NotImplementedError
 
+    async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
+        """Read rows one at a time until `until(row)` says enough: a bounded read of a long range
+        (a window found newest first) costs what it reads, not the whole range."""
+        raise NotImplementedError
+
     # -- what truly differs between the backends --------------------------------------------------
 
     async def epoch(self) -> float:

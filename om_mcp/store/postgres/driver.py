@@ -70,6 +70,11 @@ class PgTx(Tx):
         if rows:
             await self.conn.executemany(sql, rows)
 
+    async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
+        async for row in self.conn.cursor(sql, *args, prefetch=100):  # a server-side cursor, 100 rows a trip
+            if until(tuple(row)):
+                return
+
     async def epoch(self) -> float:
         return await self.conn.fetchval(f"SELECT {NOW}::float8")
 

@@ -82,6 +82,15 @@ class SQLiteTx(Tx):
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(translate(sql), [_params(r) for r in rows])
 
+    async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
+        cursor = self.conn.execute(translate(sql), _params(args))
+        try:
+            for row in cursor:  # stepped lazily: SQLite reads no further than asked
+                if until(row):
+                    return
+        finally:
+            cursor.close()
+
     async def epoch(self) -> float:
         # The processes on one file share its machine, and so its clock.
         return time.time()
