@@ -17,11 +17,11 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine.errors import InputError
-from om_mcp.engine.observation.transcript import TEMPORAL_GAP_KIND
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.store import Message, NewMessage, Store, Thread
+from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
