@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import anyio
@@ -58,8 +59,14 @@ def postgres_template(postgres_server: PostgresServer) -> str:
     async def migrate() -> None:
         await (await open_store(url)).close()
 
-    anyio.run(migrate)
+    _run(migrate)
     return TEMPLATE
+
+
+def _run(function, *args):
+    """anyio.run, on a thread of its own: a fixture may be set up while a test's event loop runs."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, function, *args).result()
 
 
 _clean: list[str] = []  # emptied databases, ready for the next test
@@ -101,7 +108,7 @@ def release(server: PostgresServer, url: str) -> None:
     """Empty the database for the next test; drop it if that fails (a connection left open)."""
     name = urlsplit(url).path.lstrip("/")
     try:
-        anyio.run(_empty, url)
+        _run(_empty, url)
     except Exception:  # noqa: BLE001 - a fresh copy is made instead
         server.drop_database(name)
         return
