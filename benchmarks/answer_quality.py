@@ -490,6 +490,9 @@ async def run_conversation(args, models, ledger, progress, conv: Conversation, q
                 }
             )
         bar.advance(1)
+        for left in await memory.threads(conv.id, limit=100_000):
+            if left.id.startswith("ask-"):  # a question's thread that a stop left behind: no later one may see it
+                await client.call_tool("delete_thread", {"thread_id": left.id, "resource_id": conv.id})
         tool = recall_tool(await client.list_tools()) if "om" in arms else None
         transcript = conv.transcript()
         for q in questions:

@@ -9,7 +9,11 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+
+from om_mcp.config import Config
+from om_mcp.engine import Memory
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "answer_quality.py"
 
@@ -63,6 +67,25 @@ def locomo_file(tmp_path: Path) -> Path:
     return path
 
 
+def _memory(db: Path):
+    config = Config.model_validate({"db_path": str(db), "observational_memory": {"enabled": False}})
+    return Memory.open(config)
+
+
+async def leave_a_question_thread(db: Path) -> None:
+    memory = await _memory(db)
+    await memory.append_messages("ask-conv-x-q7", [{"role": "user", "content": "half asked"}], resource_id="conv-x")
+    await memory.close()
+
+
+async def thread_ids(db: Path) -> list[str]:
+    memory = await _memory(db)
+    try:
+        return sorted(t.id for t in await memory.threads("conv-x", limit=100))
+    finally:
+        await memory.close()
+
+
 def answers(work: Path) -> list[dict]:
     return [json.loads(line) for line in (work / "progress.jsonl").read_text().splitlines() if '"answer"' in line]
 
@@ -76,8 +99,12 @@ def test_locomo_runs_end_to_end_and_resumes(answer_quality, tmp_path):
     assert first["conversations"] == 1 and first["messages"] == 6
     assert first["memory_model"]["calls"] >= 1  # the Observer ran through litellm on the scripted server
 
+    # A stop in the middle of a question leaves its thread behind; the next run removes it before answering.
+    anyio.run(leave_a_question_thread, work / "conv-x.db")
+
     # Started again with more questions, it keeps what was done: the conversation is not appended again.
     summary = answer_quality.main([*common])
+    assert anyio.run(thread_ids, work / "conv-x.db") == ["conv-x-s1", "conv-x-s2"]
     rows = answers(work)
     assert sorted((r["question"], r["arm"]) for r in rows) == sorted(
         (q, a) for q in ("conv-x-q0", "conv-x-q1") for a in ("om", "full", "none")
