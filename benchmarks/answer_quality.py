@@ -17,10 +17,13 @@ For each conversation of the data file:
      it was given does not hold the answer, and so may this one.
    - full: the same answer model with the whole conversation in its prompt (no om-mcp).
    - none: the same answer model with the question alone.
-3. Judging: a judge model (--judge-model) with the LongMemEval rubric (the `get_anscheck_prompt` templates of
-   Wu et al., "LongMemEval: Benchmarking Chat Assistants on Long-Term Interactive Memory", ICLR 2025,
-   https://github.com/xiaowu0162/LongMemEval, src/evaluation/evaluate_qa.py at b11ff72; MIT licence): "yes"
-   in its answer counts as correct. LoCoMo's temporal questions get the temporal template, the others the
+3. Judging: a judge model (--judge-model) applies the grading criteria LongMemEval publishes (Wu et al.,
+   "LongMemEval: Benchmarking Chat Assistants on Long-Term Interactive Memory", ICLR 2025,
+   https://github.com/xiaowu0162/LongMemEval, `get_anscheck_prompt` in src/evaluation/evaluate_qa.py): one
+   template per question type (off-by-one day counts accepted for temporal questions, the latest value for
+   knowledge updates, a rubric for preferences, recognising an unanswerable question), written here in our own
+   words rather than copied, so figures are close to, not identical with, LongMemEval's own judge. "yes" in
+   the judge's answer counts as correct. LoCoMo's temporal questions get the temporal template, the others the
    default one; LoCoMo's adversarial questions (category 5) have no reference answer and are left out.
 
 Data:
@@ -69,40 +72,30 @@ ARMS = ("om", "full", "none")
 ANSWER_MARK = "You answer a question about earlier conversations."
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}  # 5 (adversarial): no answer
 
-# -- the judge: LongMemEval's rubric (see the module docstring for the source) ------------------------------------
+# -- the judge: LongMemEval's criteria, in our own words (see the module docstring) ---------------------------------
 
-_JUDGE_HEAD = "I will give you a question, a correct answer, and a response from a model. "
-_JUDGE_YES = (
-    "Please answer yes if the response contains the correct answer. Otherwise, answer no. If the response is "
-    "equivalent to the correct answer or contains all the intermediate steps to get the correct answer, you "
-    "should also answer yes. If the response only contains a subset of the information required by the answer, "
-    "answer no. "
-)
-_JUDGE_TAIL = (
-    "\n\nQuestion: {}\n\nCorrect Answer: {}\n\nModel Response: {}\n\n"
-    "Is the model response correct? Answer yes or no only."
+_JUDGE_ASK = "\n\nQuestion: {}\n\nReference answer: {}\n\nResponse to grade: {}\n\nReply with one word: yes or no."
+_JUDGE_BASE = (
+    "You grade an assistant's response against a reference answer. Say yes when the response gives the reference "
+    "answer, says something equivalent to it, or works through every step that leads to it. Say no when it is "
+    "wrong, or gives only part of what the reference answer requires. "
 )
 JUDGE_TEMPLATES = {
-    "default": _JUDGE_HEAD + _JUDGE_YES + _JUDGE_TAIL,
-    "temporal-reasoning": _JUDGE_HEAD
-    + _JUDGE_YES
-    + "In addition, do not penalize off-by-one errors for the number of days. If the question asks for the number "
-    "of days/weeks/months, etc., and the model makes off-by-one errors (e.g., predicting 19 days when the answer "
-    "is 18), the model's response is still correct. " + _JUDGE_TAIL,
-    "knowledge-update": _JUDGE_HEAD
-    + "Please answer yes if the response contains the correct answer. Otherwise, answer no. If the response "
-    "contains some previous information along with an updated answer, the response should be considered as "
-    "correct as long as the updated answer is the required answer." + _JUDGE_TAIL,
-    "single-session-preference": "I will give you a question, a rubric for desired personalized response, and a "
-    "response from a model. Please answer yes if the response satisfies the desired response. Otherwise, answer "
-    "no. The model does not need to reflect all the points in the rubric. The response is correct as long as it "
-    "recalls and utilizes the user's personal information correctly.\n\nQuestion: {}\n\nRubric: {}\n\nModel "
-    "Response: {}\n\nIs the model response correct? Answer yes or no only.",
-    "abstention": "I will give you an unanswerable question, an explanation, and a response from a model. Please "
-    "answer yes if the model correctly identifies the question as unanswerable. The model could say that the "
-    "information is incomplete, or some other information is given but the asked information is not.\n\n"
-    "Question: {}\n\nExplanation: {}\n\nModel Response: {}\n\nDoes the model correctly identify the question as "
-    "unanswerable? Answer yes or no only.",
+    "default": _JUDGE_BASE + _JUDGE_ASK,
+    "temporal-reasoning": _JUDGE_BASE
+    + "A count of days, weeks or months that is off by one (19 days where the reference says 18) still counts "
+    "as correct. " + _JUDGE_ASK,
+    "knowledge-update": _JUDGE_BASE
+    + "The fact asked about changed over time: a response that mentions earlier values as well is correct as "
+    "long as the value it gives as current is the reference answer. " + _JUDGE_ASK,
+    "single-session-preference": "You grade whether an assistant's response is personalised as a rubric "
+    "describes. Say yes when it remembers the user's own information and uses it correctly; it need not cover "
+    "every point of the rubric. Otherwise say no.\n\nQuestion: {}\n\nRubric: {}\n\nResponse to grade: {}\n\n"
+    "Reply with one word: yes or no.",
+    "abstention": "The question cannot be answered from the conversation; the explanation says why. Say yes when "
+    "the assistant's response recognises that (for example by saying the information was never given, or that "
+    "only related information was), otherwise say no.\n\nQuestion: {}\n\nExplanation: {}\n\n"
+    "Response to grade: {}\n\nReply with one word: yes or no.",
 }
 
 
@@ -658,8 +651,8 @@ def scripted_responder(request: dict[str, Any]) -> Any:
             return FakeReply(tool_calls=[{"name": "recall", "arguments": {"mode": "search", "query": question}}])
         hits = re.findall(r"^- \[[^\]]+\] \w+: (.*)$", "\n".join(tool_results), re.M)
         return hits[0] if hits else "I do not know."
-    if isinstance(first, str) and first.startswith("I will give you"):
-        answer = first.split("Correct Answer: ", 1)[-1].split("\n\nModel Response: ", 1)
+    if isinstance(first, str) and first.endswith("yes or no."):
+        answer = first.split("Reference answer: ", 1)[-1].split("\n\nResponse to grade: ", 1)
         correct = len(answer) == 2 and answer[0].strip().lower() in answer[1].lower()
         return "yes" if correct else "no"
     last = messages[-1].get("content") if messages else ""

@@ -153,7 +153,7 @@ def test_longmemeval_format(answer_quality, tmp_path):
     [conv] = answer_quality.load_longmemeval(data)
     assert [s.when.day for s in conv.sessions] == [20, 21]  # in time order
     assert conv.questions[0].abstention and conv.questions[0].asked_at.day == 30
-    assert "unanswerable question" in answer_quality.judge_prompt(conv.questions[0], "I don't know")
+    assert "cannot be answered" in answer_quality.judge_prompt(conv.questions[0], "I don't know")
 
     work = tmp_path / "work"
     summary = answer_quality.main(
