@@ -33,9 +33,10 @@ What to know before replying in a thread: system_text (memory of earlier convers
 memory) for your system context, and the newest raw messages that fit max_tokens. Call it before each reply."""
 
 RECALL = """\
-Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms) finds \
-messages across the user's threads. mode="messages" pages a thread: from a message id as cursor (page=1 forward, \
-page=-1 back), or anchor="start"/"end"; target_thread_id reads another thread. detail="high" with part_index shows \
+Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms) lists \
+matching messages across the user's threads, a line each: read those that matter by id, cursor=<id> page=0 (with \
+the messages around it). mode="messages" pages a thread: from a message id as cursor (page=1 forward, page=-1 \
+back), or anchor="start"/"end"; target_thread_id reads another thread. detail="high" with part_index shows \
 one part whole. mode="threads" lists the user's threads. Each result ends with the call that continues it."""
 
 GET_WORKING_MEMORY = """\
