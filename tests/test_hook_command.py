@@ -223,7 +223,7 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
         done = box.hook(data, *args)
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), data
         assert expected in box.log_lines()[-1]
-    done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "cursor"], input=b"{}", capture_output=True, env=box.env)
+    done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "windsurf"], input=b"{}", capture_output=True, env=box.env)
     assert done.returncode == 0 and "bad arguments" in box.log_lines()[-1]
 
 
