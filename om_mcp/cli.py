@@ -17,6 +17,7 @@ from om_mcp import __version__
 # name -> one-line help; the module om_mcp.commands.<name> does the work.
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
+    "setup": "connect om-mcp to an agent host (Claude Code, Cursor, VS Code, Codex, ...): server and hooks",
     "token": "create a bearer token for the HTTP server",
     "status": "the database, what it holds, model readiness, pending work, recent threads",
     "threads": "list threads with their windows and last cycle",
@@ -29,7 +30,7 @@ COMMANDS = {
     "backup": "an online, consistent copy of the database",
     "export": "write the memory as versioned JSONL (to stdout or -o FILE)",
     "import": "import an om-mcp export, or Claude / ChatGPT conversations",
-    "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI)",
+    "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI, Codex, Cursor, VS Code)",
     "worker": "observe and reflect in the background until idle (started by the hooks)",
     "ingest": "add a transcript file to memory (claude-code, gemini-cli, openai-messages)",
     "migrate": "copy a memory into another database (SQLite to PostgreSQL); resumable",
