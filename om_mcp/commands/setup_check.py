@@ -49,7 +49,7 @@ def check_hook(line: str, event: dict[str, Any], env: dict[str, str] | None = No
         environment = {k: v for k, v in (env or os.environ).items() if k != "OM_MCP_HOOKS"}
         try:
             done = subprocess.run(
-                ["sh", "-c", line.removesuffix(" || true")],
+                ["/bin/sh" if os.path.exists("/bin/sh") else "sh", "-c", line.removesuffix(" || true")],
                 input=json.dumps(payload).encode(),
                 capture_output=True,
                 cwd=folder,
