@@ -62,9 +62,34 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(0, "serve")  # `om-mcp --db x` means `om-mcp serve --db x`
     args = parser().parse_args(argv)
     try:
-        return _module(args.command).run(args)
+        code = _module(args.command).run(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where it is a traceback
+        return code
     except KeyboardInterrupt:  # Ctrl-C: no traceback
         return 130
+    except BaseException as error:
+        if not _broken_pipe(error):
+            raise
+        return _closed_early()
+
+
+def _broken_pipe(error: BaseException) -> bool:
+    if isinstance(error, BrokenPipeError):
+        return True
+    return isinstance(error, BaseExceptionGroup) and all(_broken_pipe(e) for e in error.exceptions)
+
+
+def _closed_early() -> int:
+    """`om-mcp status | head`: the reader left. One line, the conventional exit code, and no second
+    error when Python flushes stdout at exit."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+    print("om-mcp: the output was closed before it was all written (broken pipe)", file=sys.stderr)
+    return 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
 if __name__ == "__main__":
