@@ -142,3 +142,19 @@ def test_terminal_tables_keep_ids_whole(hooked: Path, tmp_path: Path) -> None:
 def test_search_without_resource_finds_hook_sessions(hooked: Path, tmp_path: Path) -> None:
     found = json.loads(om(tmp_path, "search", "Lisbon hotel", "--json", "--db", str(hooked)).stdout)
     assert found and found[0]["thread_id"] == SESSION and found[0]["resource_id"].endswith("/p")
+
+
+def test_every_command_the_readme_names_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from om_mcp import cli
+
+    readme = (REPO / "README.md").read_text()
+    code = "\n".join(re.findall(r"```[a-z]*\n(.*?)```", readme, re.DOTALL) + re.findall(r"`([^`\n]+)`", readme))
+    named = set(re.findall(r"(?:^|[\s;&|(])om-mcp ([a-z][a-z-]*)\b(?!:)", code, re.MULTILINE))
+    named -= {"long-term"}  # "om-mcp long-term memory for this project": the text a hook prints
+    assert {"setup", "hook", "serve", "doctor", "search"} <= named
+    for command in sorted(named):
+        assert command in cli.COMMANDS, f"the README names `om-mcp {command}`, which does not exist"
+        with pytest.raises(SystemExit) as done:
+            cli.parser().parse_args([command, "--help"])
+        assert done.value.code == 0, command
+    capsys.readouterr()
