@@ -59,3 +59,15 @@ def found(place: Place, command: str, *folders: Path) -> str | None:
 
 def server_args(command: list[str], hooks: bool) -> list[str]:
     return [*command[1:], "serve", *(["--hooks"] if hooks else [])]
+
+
+def session_start(cwd: str, **extra: Any) -> dict[str, Any]:
+    """A SessionStart payload in Claude Code's shape (Gemini CLI and Codex add their own fields)."""
+    return {
+        "session_id": HOOK_CHECK_SESSION,
+        "transcript_path": None,
+        "cwd": cwd,
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+        **extra,
+    }

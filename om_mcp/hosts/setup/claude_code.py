@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from om_mcp.hosts.setup import entries
-from om_mcp.hosts.setup.base import HOOK_CHECK_SESSION, HostSetup, Place, found, server_args
-from om_mcp.hosts.setup.files import Change, json_change
+from om_mcp.hosts.setup.base import HostSetup, Place, found, server_args, session_start
+from om_mcp.hosts.setup.files import Change
 from om_mcp.hosts.setup.launch import shell_command
 
 # (event, matcher, timeout in seconds, async): as the plugin's hooks/hooks.json.
@@ -43,39 +43,15 @@ def hook_groups(command: list[str], host: str = "claude-code") -> dict[str, dict
 
 def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     root = place.project
-    servers = root / ".mcp.json" if root else place.home / ".claude.json"
-    settings = (root if root else place.home) / ".claude" / "settings.json"
     entry = {"type": "stdio", "command": command[0], "args": server_args(command, True), "env": {}}
-    groups = hook_groups(command)
-    if uninstall:
-        return [
-            json_change(servers, "MCP server", lambda d: entries.drop_server(d, "mcpServers"), dict),
-            json_change(settings, "hooks", entries.drop_grouped_hooks, dict),
-        ]
     return [
-        json_change(
-            servers,
-            "MCP server",
-            lambda d: entries.set_server(d, "mcpServers", entry, str(servers)),
-            lambda: {"mcpServers": {entries.SERVER_NAME: entry}},
+        entries.server_change(
+            root / ".mcp.json" if root else place.home / ".claude.json", "mcpServers", entry, uninstall
         ),
-        json_change(
-            settings,
-            "hooks",
-            lambda d: entries.set_grouped_hooks(d, groups, str(settings)),
-            lambda: {"hooks": {e: [g] for e, g in groups.items()}},
+        entries.grouped_hooks_change(
+            (root or place.home) / ".claude" / "settings.json", hook_groups(command), uninstall
         ),
     ]
-
-
-def hook_event(cwd: str) -> dict[str, Any]:
-    return {
-        "session_id": HOOK_CHECK_SESSION,
-        "transcript_path": None,
-        "cwd": cwd,
-        "hook_event_name": "SessionStart",
-        "source": "startup",
-    }
 
 
 SETUP = HostSetup(
@@ -83,7 +59,7 @@ SETUP = HostSetup(
     title="Claude Code",
     changes=changes,
     detect=lambda place: found(place, "claude", place.home / ".claude"),
-    hook_event=hook_event,
+    hook_event=session_start,
     notes=(
         "restart Claude Code; `claude mcp list` shows om-mcp connected, and each session is recorded",
         "with the om-mcp plugin installed too, the same hooks run twice (harmless, but use one of the two)",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from om_mcp.hosts.setup import entries
 from om_mcp.hosts.setup.base import HostSetup, Place, server_args
-from om_mcp.hosts.setup.files import Change, json_change
+from om_mcp.hosts.setup.files import Change
 
 
 def config_file(place: Place) -> Path:
@@ -21,18 +21,8 @@ def config_file(place: Place) -> Path:
 
 
 def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
-    path = config_file(place)
-    if uninstall:
-        return [json_change(path, "MCP server", lambda d: entries.drop_server(d, "mcpServers"), dict)]
     entry = {"command": command[0], "args": server_args(command, False)}
-    return [
-        json_change(
-            path,
-            "MCP server",
-            lambda d: entries.set_server(d, "mcpServers", entry, str(path)),
-            lambda: {"mcpServers": {entries.SERVER_NAME: entry}},
-        )
-    ]
+    return [entries.server_change(config_file(place), "mcpServers", entry, uninstall)]
 
 
 def detect(place: Place) -> str | None:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from om_mcp.hosts.setup import entries
-from om_mcp.hosts.setup.base import HOOK_CHECK_SESSION, HostSetup, Place, found, server_args
-from om_mcp.hosts.setup.files import Change, ConfigProblem, json_change, read_text, toml_string, toml_table_change
+from om_mcp.hosts.setup.base import HostSetup, Place, found, server_args, session_start
+from om_mcp.hosts.setup.files import Change, ConfigProblem, read_text, toml_string, toml_table_change
 from om_mcp.hosts.setup.launch import shell_command
 
 TABLE = "mcp_servers.om-mcp"
@@ -32,24 +31,13 @@ def codex_home(place: Place) -> Path:
 
 def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     folder = codex_home(place)
-    config, hooks = folder / "config.toml", folder / "hooks.json"
-    if uninstall:
-        return [
-            toml_table_change(config, "MCP server", TABLE, None),
-            json_change(hooks, "hooks", entries.drop_grouped_hooks, dict),
-        ]
     args = ", ".join(toml_string(a) for a in server_args(command, True))
-    body = f"command = {toml_string(command[0])}\nargs = [{args}]\n"
+    body = None if uninstall else f"command = {toml_string(command[0])}\nargs = [{args}]\n"
     line = shell_command(command, "hook", "codex") + " || true"
     groups = {event: {"hooks": [{"type": "command", "command": line, "timeout": t}]} for event, t in EVENTS}
     return [
-        toml_table_change(config, "MCP server", TABLE, body),
-        json_change(
-            hooks,
-            "hooks",
-            lambda d: entries.set_grouped_hooks(d, groups, str(hooks)),
-            lambda: {"hooks": {e: [g] for e, g in groups.items()}},
-        ),
+        toml_table_change(folder / "config.toml", "MCP server", TABLE, body),
+        entries.grouped_hooks_change(folder / "hooks.json", groups, uninstall),
     ]
 
 
@@ -65,23 +53,11 @@ def hooks_switched_off(place: Place) -> str | None:
     return None
 
 
-def hook_event(cwd: str) -> dict[str, Any]:
-    return {
-        "session_id": HOOK_CHECK_SESSION,
-        "transcript_path": None,
-        "cwd": cwd,
-        "hook_event_name": "SessionStart",
-        "model": "gpt-5-codex",
-        "permission_mode": "default",
-        "source": "startup",
-    }
-
-
 SETUP = HostSetup(
     name="codex",
     title="Codex CLI",
     changes=changes,
     detect=lambda place: found(place, "codex", codex_home(place)),
-    hook_event=hook_event,
+    hook_event=lambda cwd: session_start(cwd, model="gpt-5-codex", permission_mode="default"),
     notes=("restart Codex; `codex mcp list` shows om-mcp, and `/hooks` lists the hooks",),
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 from om_mcp.hosts.setup import entries
 from om_mcp.hosts.setup.base import HOOK_CHECK_SESSION, HostSetup, Place, found, server_args
-from om_mcp.hosts.setup.files import Change, json_change
+from om_mcp.hosts.setup.files import Change
 from om_mcp.hosts.setup.launch import shell_command
 
 EVENTS = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop", "preCompact", "sessionEnd")
@@ -19,28 +19,12 @@ EVENTS = ("sessionStart", "beforeSubmitPrompt", "afterAgentResponse", "stop", "p
 
 def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     folder = (place.project or place.home) / ".cursor"
-    servers, hooks = folder / "mcp.json", folder / "hooks.json"
-    if uninstall:
-        return [
-            json_change(servers, "MCP server", lambda d: entries.drop_server(d, "mcpServers"), dict),
-            json_change(hooks, "hooks", lambda d: entries.drop_flat_hooks(d, ("version",)), dict),
-        ]
     entry = {"command": command[0], "args": server_args(command, True)}
     line = shell_command(command, "hook", "cursor") + " || true"
     handlers = {event: {"command": line} for event in EVENTS}
-
-    def edit_hooks(doc: dict[str, Any]) -> dict[str, Any]:
-        doc.setdefault("version", 1)
-        return entries.set_flat_hooks(doc, handlers, str(hooks))
-
     return [
-        json_change(
-            servers,
-            "MCP server",
-            lambda d: entries.set_server(d, "mcpServers", entry, str(servers)),
-            lambda: {"mcpServers": {entries.SERVER_NAME: entry}},
-        ),
-        json_change(hooks, "hooks", edit_hooks, lambda: {"version": 1, "hooks": {e: [h] for e, h in handlers.items()}}),
+        entries.server_change(folder / "mcp.json", "mcpServers", entry, uninstall),
+        entries.flat_hooks_change(folder / "hooks.json", handlers, uninstall, header={"version": 1}),
     ]
 
 

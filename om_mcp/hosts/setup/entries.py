@@ -9,9 +9,10 @@ those. An MCP server is ours by its name (`om-mcp`).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
-from om_mcp.hosts.setup.files import ConfigProblem
+from om_mcp.hosts.setup.files import Change, ConfigProblem, json_change
 
 SERVER_NAME = "om-mcp"
 _OUR_HOOK = re.compile(r"(?:om-mcp|om_mcp)['\"]?\s+hook\b")
@@ -114,3 +115,45 @@ def drop_flat_hooks(doc: dict[str, Any], keep_if_empty: tuple[str, ...] = ()) ->
         for key in keep_if_empty:  # e.g. Cursor's "version", which only our hooks needed
             doc.pop(key, None)
     return doc
+
+
+# --------------------------------------------------------------------------------------
+# The changes a host module asks for, in a few words
+# --------------------------------------------------------------------------------------
+
+
+def server_change(path: Path, key: str, entry: dict[str, Any], uninstall: bool) -> Change:
+    """Our server under `key` ("mcpServers", "servers") in the JSON file at `path`, or its removal."""
+    if uninstall:
+        return json_change(path, "MCP server", lambda d: drop_server(d, key), dict)
+    return json_change(
+        path, "MCP server", lambda d: set_server(d, key, entry, str(path)), lambda: {key: {SERVER_NAME: entry}}
+    )
+
+
+def grouped_hooks_change(path: Path, groups: dict[str, dict[str, Any]], uninstall: bool) -> Change:
+    """Our hooks in Claude Code's shape (Codex's too) in the JSON file at `path`, or their removal."""
+    if uninstall:
+        return json_change(path, "hooks", drop_grouped_hooks, dict)
+    return json_change(
+        path,
+        "hooks",
+        lambda d: set_grouped_hooks(d, groups, str(path)),
+        lambda: {"hooks": {e: [g] for e, g in groups.items()}},
+    )
+
+
+def flat_hooks_change(
+    path: Path, handlers: dict[str, dict[str, Any]], uninstall: bool, header: dict[str, Any] | None = None
+) -> Change:
+    """Our hooks in Cursor's and VS Code's shape; `header` keys (Cursor's "version") go with them."""
+    header = header or {}
+    if uninstall:
+        return json_change(path, "hooks", lambda d: drop_flat_hooks(d, tuple(header)), dict)
+
+    def edit(doc: dict[str, Any]) -> dict[str, Any]:
+        for key, value in header.items():
+            doc.setdefault(key, value)
+        return set_flat_hooks(doc, handlers, str(path))
+
+    return json_change(path, "hooks", edit, lambda: {**header, "hooks": {e: [h] for e, h in handlers.items()}})

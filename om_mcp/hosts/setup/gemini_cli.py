@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from om_mcp.hosts.setup import entries
-from om_mcp.hosts.setup.base import HOOK_CHECK_SESSION, HostSetup, Place, found, server_args
+from om_mcp.hosts.setup.base import HostSetup, Place, found, server_args, session_start
 from om_mcp.hosts.setup.files import Change, json_change
 from om_mcp.hosts.setup.launch import shell_command
 
@@ -55,22 +55,11 @@ def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     ]
 
 
-def hook_event(cwd: str) -> dict[str, Any]:
-    return {
-        "session_id": HOOK_CHECK_SESSION,
-        "transcript_path": None,
-        "cwd": cwd,
-        "hook_event_name": "SessionStart",
-        "source": "startup",
-        "timestamp": "2026-01-01T00:00:00Z",
-    }
-
-
 SETUP = HostSetup(
     name="gemini-cli",
     title="Gemini CLI",
     changes=changes,
     detect=lambda place: found(place, "gemini", place.home / ".gemini"),
-    hook_event=hook_event,
+    hook_event=lambda cwd: session_start(cwd, timestamp="2026-01-01T00:00:00Z"),
     notes=("restart Gemini CLI; `gemini mcp list` shows om-mcp",),
 )

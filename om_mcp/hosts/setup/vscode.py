@@ -15,7 +15,7 @@ from typing import Any
 
 from om_mcp.hosts.setup import entries
 from om_mcp.hosts.setup.base import HOOK_CHECK_SESSION, HostSetup, Place, found, server_args
-from om_mcp.hosts.setup.files import Change, json_change
+from om_mcp.hosts.setup.files import Change
 from om_mcp.hosts.setup.launch import shell_command
 
 EVENTS = (("SessionStart", 20), ("UserPromptSubmit", 30), ("Stop", 30), ("SubagentStop", 30), ("PreCompact", 30))
@@ -29,27 +29,12 @@ def files(place: Place) -> tuple[Path, Path]:
 
 def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     servers, hooks = files(place)
-    if uninstall:
-        return [
-            json_change(servers, "MCP server", lambda d: entries.drop_server(d, "servers"), dict),
-            json_change(hooks, "hooks", entries.drop_flat_hooks, dict),
-        ]
     entry = {"type": "stdio", "command": command[0], "args": server_args(command, True)}
     line = shell_command(command, "hook", "vscode") + " || true"
     handlers = {event: {"type": "command", "command": line, "timeout": t} for event, t in EVENTS}
     return [
-        json_change(
-            servers,
-            "MCP server",
-            lambda d: entries.set_server(d, "servers", entry, str(servers)),
-            lambda: {"servers": {entries.SERVER_NAME: entry}},
-        ),
-        json_change(
-            hooks,
-            "hooks",
-            lambda d: entries.set_flat_hooks(d, handlers, str(hooks)),
-            lambda: {"hooks": {e: [h] for e, h in handlers.items()}},
-        ),
+        entries.server_change(servers, "servers", entry, uninstall),
+        entries.flat_hooks_change(hooks, handlers, uninstall),
     ]
 
 
