@@ -158,3 +158,28 @@ def test_every_command_the_readme_names_answers_help(capsys: pytest.CaptureFixtu
             cli.parser().parse_args([command, "--help"])
         assert done.value.code == 0, command
     capsys.readouterr()
+
+
+def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_path: Path) -> None:
+    """`status` and `doctor` with a `claude` on PATH that answers `auth status` as logged out (2.1.197's shape)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text('#!/bin/sh\necho \'{"loggedIn": false, "authMethod": "none"}\'\nexit 1\n')
+    claude.chmod(0o755)
+    env = {**clean_env(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}", "OM_MODEL": "auto"}
+    status = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "status", "--json", "--db", str(hooked)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    model = json.loads(status.stdout)["model"]
+    assert (
+        model["model_ready"] is False and "claude is installed but not logged in: run `claude login`" in model["reason"]
+    )
+    doctor = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "doctor", "--db", str(hooked)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert doctor.returncode == 0 and "run `claude login`" in doctor.stdout and "warn" in doctor.stdout

@@ -295,3 +295,12 @@ def test_setup_answers_help_and_needs_no_claude(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check: ok" in done.stdout
+
+
+def test_setup_for_the_plugin_only_records_where_om_mcp_is(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = setup(home, "claude-code", "--plugin")
+    assert done.returncode == 0, done.stderr
+    record = home / ".config" / "om-mcp" / "om-mcp-command"
+    assert record.read_text() == OM_MCP + "\n"  # what hooks/om-mcp-hook runs, before PATH
+    assert not (home / ".claude").exists() and not (home / ".claude.json").exists()

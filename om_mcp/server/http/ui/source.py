@@ -56,14 +56,12 @@ class MemorySource:
         return self._memory()
 
     async def info(self) -> ServerInfo:
-        from om_mcp.engine.observation.status import observation_state
-
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.observation.limits
-        model = observation_state(memory.observation, None)
+        ready, why = memory.model_state()
         return ServerInfo(
-            model_ready=model.model_ready,
-            model_reason=None if model.model_ready else model.reason,
+            model_ready=ready,
+            model_reason=why,
             version=__version__,
             database=str(memory.store.location),
             scope=om.scope,
