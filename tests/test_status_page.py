@@ -70,6 +70,9 @@ def test_the_page_needs_no_token_and_its_data_needs_one(site):
     assert get(url, "/api/resources", token=None).status_code == 401
     assert get(url, "/api/resources", token="om_wrong-token-000000000000").status_code == 401
     assert [r["id"] for r in get(url, "/api/resources").json()] == ["alice", "team-infra"]
+    info = get(url, "/api/info").json()  # the demo runs with observation off: the page says so, and why
+    assert info["model_ready"] is False and "observation is off" in info["model_reason"]
+    assert "model not ready" in get(url, "/ui/app.js", None).text
 
 
 @pytest.mark.slow

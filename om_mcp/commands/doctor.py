@@ -2,10 +2,12 @@
 
 Checks the configuration, the database (ours, current schema, writable), its full
 integrity (every page and index entry, both search indexes, the running totals),
-and whether a model is configured for observation. Only `--model` touches the
-network: one small real call to the Observer's model, with its latency and cost.
-Exit 0 when every check passes, 1 when one fails (2 bad config, 3 the database
-refused, with SQLite's own findings). On PostgreSQL the page-level check is the
+and whether a model is configured for observation (each candidate of a fallback
+list on its own line). No model is a WARN, not a failure: storing, context and
+search work without one. Only `--model` touches the network: one small real call
+to each of the Observer's candidates, each with its own result, latency and cost.
+Exit 0 when no check fails (warnings included), 1 when one fails (2 bad config,
+3 the database refused, with SQLite's own findings). On PostgreSQL the page-level check is the
 server's (amcheck); doctor runs the store's own checks there.
 """
 
@@ -160,35 +162,59 @@ async def _model(memory: Any, call: bool, check: Any) -> int:
         check("model", None, "observation is off (observational_memory.enabled = false)")
         return EXIT_OK
     detail = f"{state['observer']}" + (f"; {state['reason']}" if state["reason"] else "")
-    check("model", state["model_ready"], detail if state["model_ready"] else f"not ready: {detail}")
+    # No model is a supported mode (messages stay raw until one is there): a warning, never a failure.
+    check("model", True if state["model_ready"] else None, detail if state["model_ready"] else f"not ready: {detail}")
+    router = memory.observation.observer.router
+    candidates = _candidates(router)
+    if len(candidates) > 1 and not memory.observation.injected_client:
+        from om_mcp.models.readiness import check_each
+
+        for n, (_, ready) in enumerate(check_each(candidates), 1):
+            check(f"model {n}", True if ready.ready else None, ready.reason)
     if call:
-        await _call(memory, check)
+        await _call(router, candidates, check)
     return EXIT_OK
 
 
-async def _call(memory: Any, check: Any) -> None:
-    from om_mcp.models import ModelError
-    from om_mcp.models.router import probe
+def _candidates(router: Any) -> list[Any]:
+    """Every target the Observer may call: the fallback list, or each size tier."""
+    from om_mcp.models.settings import ModelTarget
 
-    router = memory.observation.observer.router
-    token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
-    started = time.monotonic()
-    try:
-        done = await router.complete(PROBE, input_tokens=20)
-    except ModelError as error:
-        check("model call", False, f"{router.describe()} failed after {time.monotonic() - started:.2f} s: {error}")
+    if not router.by_size:
+        return list(router.choice)
+    return [e if isinstance(e, ModelTarget) else ModelTarget(model=e) for e in router.choice.up_to.values()]
+
+
+async def _call(router: Any, candidates: list[Any], check: Any) -> None:
+    """One real call to each enabled candidate, each reported on its own line."""
+    from om_mcp.models import ModelError
+    from om_mcp.models.router import ModelRouter, probe
+
+    enabled = [t for t in candidates if t.enabled]
+    if not enabled:
+        check("model call", False, f"no enabled model in {router.describe()}")
         return
-    finally:
-        probe.reset(token)
-    took = time.monotonic() - started
-    usage = done.usage
-    cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
-    check(
-        "model call",
-        True,
-        f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
-        f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})",
-    )
+    for n, target in enumerate(enabled, 1):
+        name = "model call" if len(enabled) == 1 else f"model call {n}"
+        one = ModelRouter([target], router.settings, router.policy, router.client, router.health, router.clients)
+        token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
+        started = time.monotonic()
+        try:
+            done = await one.complete(PROBE, input_tokens=20)
+        except ModelError as error:
+            check(name, False, f"{target.model} failed after {time.monotonic() - started:.2f} s: {error}")
+            continue
+        finally:
+            probe.reset(token)
+        took = time.monotonic() - started
+        usage = done.usage
+        cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
+        check(
+            name,
+            True,
+            f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
+            f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})",
+        )
 
 
 def _report(checks: list[dict[str, Any]], as_json: bool) -> None:

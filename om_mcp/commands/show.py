@@ -71,6 +71,18 @@ async def gather(memory: Any, thread_id: str, messages: int, generations: bool) 
     }
 
 
+def _generations(log: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The generations to print: the history's (--generations), else the one active log; none when empty.
+    A thread with no observations yet (every thread before a model runs) has no generation at all."""
+    if not log:
+        return []
+    if "generations" in log:
+        return [g for g in log["generations"] or [] if g.get("groups") or g.get("text")]
+    if not (log.get("groups") or log.get("text")):
+        return []
+    return [{**log, "generation": log.get("generation", 0)}]
+
+
 def show(r: dict[str, Any]) -> None:
     from om_mcp.commands._view import one_line, when
     from om_mcp.engine.messages import message_text
@@ -88,7 +100,7 @@ def show(r: dict[str, Any]) -> None:
             f"  last cycle: {last['what']} {when(last['at'])}" + (f": {last['error']}" if last["error"] else "") + "\n"
         )
     log = r["observations"]
-    generations = (log or {}).get("generations") or ([{"generation": log["generation"], **log}] if log else [])
+    generations = _generations(log)
     for g in generations:
         out.write(
             f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens · {len(g['groups'])} groups\n"

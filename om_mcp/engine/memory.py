@@ -211,6 +211,13 @@ class Memory:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         return await self.observation.status(thread_id, resource_id)
 
+    def model_state(self) -> tuple[bool, str | None]:
+        """(can observation call its model now, why not): no network, no thread needed."""
+        from om_mcp.engine.observation.status import observation_state
+
+        state = observation_state(self.observation, None)
+        return state.model_ready, None if state.model_ready else state.reason
+
     async def get_context(
         self,
         thread_id: str,

@@ -26,12 +26,14 @@ from om_mcp.hook import db
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
-from om_mcp.hosts.events import GEMINI_CLI, HookEvent
+from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
 from om_mcp.store.sqlite import coordination, messages, observations, threads
 from om_mcp.store.sqlite.decode import now_iso
+
+LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 
 
 @dataclass
@@ -62,10 +64,12 @@ def source_of(event: HookEvent) -> str:
 
 def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_output_chars: int = 2000) -> Read:
     """The messages after `saved` in the event's transcript (none when it has no transcript)."""
-    if not event.transcript_path:
-        return Read([], saved)
     trim = trim_rule(tool_output_chars)
     previous = json.loads(saved.fingerprint) if saved.fingerprint else None
+    if event.host in LINE_HOSTS:  # Codex, Cursor, VS Code: one reader each, in hosts/
+        return _read_lines_host(event, saved, previous, trim)
+    if not event.transcript_path:
+        return Read([], saved)
     if event.host == GEMINI_CLI:
         from om_mcp.hosts.gemini_cli import GeminiOptions, GeminiState
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
@@ -83,6 +87,23 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_outp
         IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
         rescanned=state.rescans > before.rescans,
     )
+
+
+def _read_lines_host(event: HookEvent, saved: IngestState, previous: Any, trim: Any) -> Read:
+    from om_mcp.hosts import codex, cursor, vscode
+    from om_mcp.hosts.jsonl import JsonlState
+
+    before = JsonlState.from_dict(previous)
+    if event.host == CODEX:
+        found: list[dict[str, Any]] = []
+        state = before
+        if event.transcript_path:
+            found, state = codex.read_messages(event.transcript_path, before, trim)
+    else:
+        found, state = (cursor if event.host == CURSOR else vscode).read_messages(event, before, trim)
+    last = found[-1]["id"] if found else saved.last_id
+    fingerprint = json.dumps(state.to_dict())
+    return Read(found, IngestState(saved.source, state.offset, last, fingerprint), state.rescans > before.rescans)
 
 
 def ingest(

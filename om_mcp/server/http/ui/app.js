@@ -46,7 +46,9 @@ async function start() {
     state.info = await api("info");
     const i = state.info;
     document.getElementById("info").textContent =
-      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}`;
+      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}` +
+      (i.model_ready ? "" : ` · model not ready: ${i.model_reason || "observation is paused"}`);
+    document.getElementById("info").classList.toggle("warn", !i.model_ready);
     await renderSidebar();
     const wanted = hash.get("thread");
     if (wanted) await openThread(wanted);

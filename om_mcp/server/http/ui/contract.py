@@ -47,6 +47,8 @@ class ServerInfo(_Out):
     observation_threshold: int = Field(description="reflection.observation_tokens")
     observer_model: str | None = None
     reflector_model: str | None = None
+    model_ready: bool = Field(True, description="can observation call its model now (no network asked)")
+    model_reason: str | None = Field(None, description="why not, and how to fix it, when it cannot")
 
 
 class ResourceSummary(_Out):

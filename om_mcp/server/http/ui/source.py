@@ -58,7 +58,10 @@ class MemorySource:
     async def info(self) -> ServerInfo:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.observation.limits
+        ready, why = memory.model_state()
         return ServerInfo(
+            model_ready=ready,
+            model_reason=why,
             version=__version__,
             database=str(memory.store.location),
             scope=om.scope,
