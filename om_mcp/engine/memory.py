@@ -16,8 +16,10 @@ from typing import Any
 
 import anyio
 
+from om_mcp import privacy
 from om_mcp.config import Config
 from om_mcp.engine import intake
+from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
 from om_mcp.engine.context.build import observation_log
 from om_mcp.engine.errors import InputError, NotFound, translated
@@ -62,13 +64,14 @@ class Memory:
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
         sampling: SamplingBroker | None = None,
+        clock: Clock | None = None,
     ):
         self.store = store
         self.config = config
         self.counter = counter or get_token_counter()
         self.worker = Worker()
         self.observation = ObservationEngine(
-            store, config, self.counter, client=client, hooks=hooks, worker=self.worker, sampling=sampling
+            store, config, self.counter, client=client, hooks=hooks, worker=self.worker, sampling=sampling, clock=clock
         )
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
         self.working_memory = WorkingMemory(store, config.working_memory)
@@ -83,14 +86,20 @@ class Memory:
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
         sampling: SamplingBroker | None = None,
+        clock: Clock | None = None,
     ) -> Memory:
         """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
         Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
-        the MCP clients the server registers with it."""
+        the MCP clients the server registers with it; `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
         return cls(
-            await open_store(db_path or config.database()), config, client=client, hooks=hooks, sampling=sampling
+            await open_store(db_path or config.database()),
+            config,
+            client=client,
+            hooks=hooks,
+            sampling=sampling,
+            clock=clock,
         )
 
     @asynccontextmanager
@@ -174,6 +183,10 @@ class Memory:
         )
         events = intake.gap_events(thread_id, resource_id, result.appended)
         await self.observation.events.emit(events)
+        if result.redactions:
+            redacted = privacy.redaction_event(thread_id, resource_id, result.redactions)
+            await self.observation.events.emit([redacted])
+            events.append(redacted)
         if result.appended and result.state is not None:
             await self.observation.after_append(
                 thread_id, resource_id, result.state, turn_ended=result.appended[-1].role == "assistant"

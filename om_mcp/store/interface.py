@@ -33,6 +33,7 @@ from om_mcp.store.rows import (
     Scope,
     SettledThread,
     Snapshot,
+    SpendDay,
     Stats,
     Thread,
 )
@@ -223,6 +224,15 @@ class Store(Protocol):
     async def stats(self) -> Stats: ...
     async def integrity(self) -> list[str]: ...
     async def backup(self, target: str) -> int: ...
+
+    # -- privacy: redaction counts, added by append_messages (store/*/privacy.py) ---------------
+    async def redaction_counts(self, resource_id: str | None = None) -> dict[str, int]: ...
+
+    # -- model spend per UTC day, for the spend caps (store/*/spend.py) -------------------------
+    async def add_spend(
+        self, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None
+    ) -> None: ...
+    async def spend_since(self, first_day: str) -> list[SpendDay]: ...
 
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None: ...

@@ -67,6 +67,7 @@ class NewMessage:
     observable: bool = True  # system messages are never observed
     created_at_given: bool = True  # a re-send without a time still counts as the same message
     id_given: bool = True  # False: the id is provisional; see om_mcp.store.resends
+    redactions: dict[str, int] = field(default_factory=dict)  # matches replaced per privacy rule (never the text)
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class AppendResult:
     thread_created: bool = False
     state: RecordState | None = None
     thread: Thread | None = None
+    redactions: dict[str, int] = field(default_factory=dict)  # privacy rule -> matches the stored messages lost
 
 
 @dataclass(slots=True)
@@ -111,6 +113,9 @@ class Record:
     observation_tokens: int
     version: int
     cursors: dict[str, int] = field(default_factory=dict)
+    # The user's own changes to this log so far (forget, edit, restore): a cycle's commit is
+    # refused when it changed after the cycle read the record.
+    edits: int = 0
 
 
 @dataclass(slots=True)
@@ -343,3 +348,16 @@ class SettledThread:
     pending_messages: int
     pending_tokens: int
     updated_at: str
+
+
+@dataclass(slots=True)
+class SpendDay:
+    """What one model cost on one UTC day, summed over every process on the database."""
+
+    day: str  # YYYY-MM-DD
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float  # of the calls that had a price
+    unpriced_calls: int  # calls with no known price (a local model, sampling): counted in tokens only

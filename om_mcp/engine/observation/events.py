@@ -39,6 +39,10 @@ class EventType(StrEnum):
     THREAD_UPDATE = "data-om-thread-update"
     WORKING_MEMORY_UPDATE = "data-om-working-memory-update"
     TEMPORAL_GAP = "data-om-temporal-gap"
+    REDACTION = "data-om-redaction"  # om_mcp.privacy.REDACTION_EVENT: secrets kept out of an append
+    FORGET = "data-om-forget"  # the user forgot messages or observations (kinds and counts, never the text)
+    EDIT = "data-om-edit"  # the user corrected an observation line
+    RESTORE = "data-om-restore"  # the user made an earlier generation the active log again
 
 
 Event = dict[str, Any]

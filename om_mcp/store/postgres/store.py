@@ -19,8 +19,10 @@ from om_mcp.store.postgres import (
     messages,
     observations,
     overview,
+    privacy,
     search,
     sessions,
+    spend,
     threads,
     vectors,
 )
@@ -149,6 +151,13 @@ class PostgresStore:
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
+
+    # privacy: redaction counts
+    redaction_counts = _reads(privacy.redaction_counts)
 
     # looking at the memory (the status page; `om-mcp status`, `threads`, `show`)
     thread_states = _reads(overview.thread_states)

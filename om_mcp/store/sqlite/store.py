@@ -19,7 +19,9 @@ from om_mcp.store.sqlite import (
     messages,
     observations,
     overview,
+    privacy,
     sessions,
+    spend,
     threads,
     transfer,
     vectors,
@@ -157,6 +159,13 @@ class SQLiteStore:
     export = _reads(transfer.export)
     import_records = _writes(transfer.import_records)
     set_thread_times = _writes(transfer.set_thread_times)
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
+
+    # privacy: redaction counts
+    redaction_counts = _reads(privacy.redaction_counts)
 
     # changes seen by other processes: SQLite's processes share a file, not a channel
     async def broadcast(self, message: dict) -> None:
