@@ -16,6 +16,7 @@ from om_mcp.store.postgres import (
     admin,
     commits,
     coordination,
+    forget,
     messages,
     observations,
     overview,
@@ -151,6 +152,11 @@ class PostgresStore:
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
+
+    # forgetting and correcting one thing
+    group_records = _reads(forget.group_records)
+    find_text = _reads(forget.find_text)
+    apply_rewrite = _writes(forget.apply_rewrite)
 
     # model spend, for the spend caps
     add_spend = _writes(spend.add_spend)
