@@ -22,6 +22,7 @@ from om_mcp.engine import intake
 from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
 from om_mcp.engine.context.build import observation_log
+from om_mcp.engine.control import Control
 from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
@@ -75,6 +76,7 @@ class Memory:
         )
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
         self.working_memory = WorkingMemory(store, config.working_memory)
+        self.control = Control(self)  # forget one thing, correct a line, undo a reflection
         self._counted_by: int | None = None
 
     @classmethod

@@ -9,6 +9,7 @@ one transaction, after checking that no record changed since the plan was made:
 - a group's new text replaces the old in its search index; its vector is rebuilt later;
 - every record whose log changed loses its buffered reflection and counts one more
   user edit, so a cycle that read the log before cannot commit (commits.py `_unchanged`).
+Phrases are matched with `om_casefold`, which the connection registers (database.py).
 Then the search indexes are rewritten without the deleted rows and, outside the
 transaction, the WAL is folded in (SQLiteStore), so the text leaves the file's bytes.
 """
@@ -26,11 +27,6 @@ from om_mcp.store.sqlite.coordination import add_events
 from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 
 
-def _casefold(conn: sqlite3.Connection) -> None:
-    # SQLite's lower() knows only ASCII; matching a phrase must ignore case in any script.
-    conn.create_function("om_casefold", 1, lambda v: v.casefold() if isinstance(v, str) else v, deterministic=True)
-
-
 def _marks(values: list[Any]) -> str:
     return ",".join("?" * len(values))
 
@@ -45,7 +41,6 @@ def group_records(conn: sqlite3.Connection, group_ids: list[str]) -> dict[str, s
 
 def find_text(conn: sqlite3.Connection, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found:
     """The messages, groups (every generation) and buffered chunks holding `phrase`, ignoring case."""
-    _casefold(conn)
     found = scrub.needle(phrase)
     where, params = ("AND m.resource_id = ?", [resource_id]) if resource_id is not None else ("", [])
     rows = conn.execute(
@@ -223,7 +218,6 @@ def _nearest(conn: sqlite3.Connection, thread_id: str, low: int, high: int, orde
 
 def _scrub(conn: sqlite3.Connection, phrase: str, resource_id: str | None) -> int:
     """Remove the phrase from what the models derived (see store/scrub.py); how many values went."""
-    _casefold(conn)
     found = scrub.needle(phrase)
     escaped = json.dumps(found, ensure_ascii=False)[1:-1]  # how it reads inside a JSON payload
     where, params = ("WHERE resource_id = ?", [resource_id]) if resource_id is not None else ("", [])
