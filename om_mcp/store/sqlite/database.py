@@ -63,7 +63,7 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
     return conn
 
 
-def _casefold(value: object) -> object:
+def _casefold(value: str | None) -> str | None:
     return value.casefold() if isinstance(value, str) else value
 
 
