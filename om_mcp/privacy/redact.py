@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_mcp.privacy.rules import MARKER_PREFIX, RULES, SECRET_NAME, Rule, extra_rule, marker
+from om_mcp.privacy.rules import MARKER_PREFIX, RULES, SECRET_NAME, Rule, extra_rule, is_placeholder, literal, marker
 
 PRIVATE_MARKER = "[private]"
 PRIVATE_RULE = "private"  # the name <private> spans are counted under
@@ -76,7 +76,7 @@ class Redactor:
     def value(self, value: Any, counts: Counter[str], key: str | None = None) -> Any:
         """Any JSON value: strings scanned, containers walked; a secret-named key's string goes whole."""
         if isinstance(value, str):
-            if key is not None and SECRET_NAME.match(key) and len(value) >= 4 and MARKER_PREFIX not in value:
+            if key is not None and SECRET_NAME.match(key) and literal(value):
                 counts["secret-assignment"] += 1
                 return marker("secret-assignment")
             return self.text(value, counts)
@@ -129,7 +129,7 @@ def _apply(rule: Rule, text: str, counts: Counter[str]) -> str:
         if rule.check is not None and not rule.check(match):
             return match.group(0)
         start, end = rule.secret_span(match)
-        if MARKER_PREFIX in text[start:end]:
+        if MARKER_PREFIX in text[start:end] or is_placeholder(text[start:end]):
             return match.group(0)
         counts[rule.name] += 1
         whole_start = match.start()

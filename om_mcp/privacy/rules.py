@@ -45,13 +45,17 @@ class Rule:
         return match.span()
 
 
-# Values that stand for a secret without being one.
+# Values that stand for a secret without being one: what documentation and examples write.
 _PLACEHOLDER = re.compile(
     r"""^(?:
         [*x.#-]{3,}                      # ****, xxxx, ...
       | <[^>]*> | \$\{[^}]*\} | \$\w+ | \{\{?[^}]*\}?\} | %\(?\w*\)?s   # <your-key>, ${VAR}, $VAR, {x}, %s
       | \[redacted:[\w-]+\] | \[private\]
       | (?:none|null|nil|true|false|undefined|changeme|redacted|secret|password|example|dummy)
+      | .*(?:\.\.\.|…).*                # sk-...
+      | .*\b(?:your|my)[\w-]*(?:key|token|secret|password)\b.*   # your-key-here, my_api_token
+      | .*[-_]                           # a bare prefix: sk-proj-
+      | .*\bno[-_]?key\b.*                # sk-no-key-required
     )$""",
     re.I | re.X,
 )
@@ -61,10 +65,10 @@ _ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")  # self.token, os.
 def _value_is_literal(match: re.Match[str]) -> bool:
     quoted, bare = match.group("quoted"), match.group("bare")
     value = quoted if quoted is not None else bare
-    if value is None or _PLACEHOLDER.match(value.strip()) or value.startswith(MARKER_PREFIX):
+    if value is None or is_placeholder(value) or value.startswith(MARKER_PREFIX):
         return False
     if quoted is not None:
-        return "{" not in value and "}" not in value and bool(value.strip())
+        return literal(value)
     if _ATTRIBUTE.match(bare):
         return False
     # A bare word is a secret when it mixes letters and digits (hunter2, 9f8e...), or is long
@@ -75,8 +79,23 @@ def _value_is_literal(match: re.Match[str]) -> bool:
     return (has_digit and has_alpha) or (len(bare) >= 16 and kinds >= 3)
 
 
-def _url_password(match: re.Match[str]) -> bool:
-    return not _PLACEHOLDER.match(match.group("secret"))
+def literal(value: str) -> bool:
+    """A quoted or structured value that can be a secret: one word of 6 or more characters, not a
+    placeholder or a template. Prose ("create a bearer token") is not; a passphrase with spaces is
+    left to `<private>` tags or an extra rule."""
+    return (
+        len(value) >= 6
+        and not any(c.isspace() for c in value)
+        and "{" not in value
+        and "}" not in value
+        and not is_placeholder(value)
+        and not value.startswith(MARKER_PREFIX)
+    )
+
+
+def is_placeholder(value: str) -> bool:
+    """Documentation's stand-ins for a secret (`your-key-here`, `sk-...`, `<token>`): never redacted."""
+    return bool(_PLACEHOLDER.match(value.strip()))
 
 
 _SECRET_WORDS = (
@@ -89,7 +108,7 @@ SECRET_NAME = re.compile(rf"^(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORDS}$", re.I)
 _ASSIGNMENT = re.compile(
     rf"""(?<![\w.-])(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORDS}   # the name
         ["']?\s*(?::=|=>|=|:)\s*                                 # = : := =>, after a quoted key too
-        (?:(?P<q>["'])(?P<quoted>[^"'\n]{{4,200}})(?P=q)
+        (?:(?P<q>["'])(?P<quoted>[^"'\n]{{6,200}})(?P=q)
           |(?P<bare>[^\s"'`,;()\[\]{{}}<>]{{6,200}})(?![\w(\[.]))""",
     re.I | re.X,
 )
@@ -158,7 +177,6 @@ RULES: tuple[Rule, ...] = (
         re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"<>]{1,100}:(?P<secret>[^\s:/@'\"<>]{3,200})@"),
         groups=("secret",),
         hints=("://",),
-        check=_url_password,
     ),
     Rule(
         "secret-assignment",
