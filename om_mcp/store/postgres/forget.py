@@ -183,6 +183,8 @@ async def _forget_messages(conn: Any, thread_id: str, seqs: list[int], touched: 
         [*seqs, *after],
     )
     await conn.execute(FORGET_INDEX, [*seqs, *after])
+    # A word no message holds any more leaves the counters too (the next indexing adds back what stays).
+    await conn.execute("DELETE FROM search_terms WHERE resource_id = $1 AND ndoc <= 0", resource_id)
     # A message's vector embeds the one before it: the next message's goes too (rebuilt later).
     refs = [str(s) for s in {*seqs, *after}]
     await conn.execute("DELETE FROM embeddings WHERE kind = 'message' AND ref = ANY ($1::text[])", refs)
