@@ -17,7 +17,7 @@ from typing import Any
 from om_mcp.config import Config
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
-from om_mcp.engine.observation.lines import lines as text_lines
+from om_mcp.engine.observation.lines import observation_lines
 from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.observation.transcript import format_history
 from om_mcp.engine.prompts import agent as prompts
@@ -175,9 +175,7 @@ async def observation_log(store: Store, record: Record, om: Any, *, history: boo
                     "tokens": g.tokens,
                     # The group's lines with their ids (engine/observation/lines.py), for forgetting
                     # or correcting one; Date headers and thread tags have none.
-                    "lines": [
-                        {"id": line.id(g.id) if line.hash else None, "text": line.text} for line in text_lines(g.text)
-                    ],
+                    "lines": [{"id": i, "text": t} for i, t in observation_lines(g.id, g.text)],
                 }
                 for g in groups
             ],

@@ -60,6 +60,11 @@ def addressable(group_id: str, text: str) -> list[tuple[str, str]]:
     return [(line.id(group_id), line.text) for line in lines(text) if line.hash is not None]
 
 
+def observation_lines(group_id: str, text: str) -> list[tuple[str | None, str]]:
+    """(line id or None, line text) of every line of a group, as the views show them."""
+    return [(line.id(group_id) if line.hash is not None else None, line.text) for line in lines(text)]
+
+
 def parse_id(value: str) -> tuple[str, str | None] | None:
     """(group id, line hash or None) of an observation id, or None when it is neither form."""
     value = value.strip()
