@@ -171,3 +171,13 @@ def test_doctor_finds_a_stored_secret_and_the_forget_it_names_removes_it(db: Pat
     again = om("doctor", "--secrets", db=db)
     assert again.returncode == 0 and re.search(r"secrets\s+ok\s+none", again.stdout)
     assert AWS.encode() not in raw_bytes(db)
+
+
+def test_the_readme_section_names_commands_that_answer_help():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Forget, correct, keep private", 1)[1].split("\n## ", 1)[0]
+    commands = sorted(set(re.findall(r"om-mcp ([a-z]+)", section)))
+    assert {"forget", "edit", "restore", "doctor", "show", "status", "ingest", "import"} <= set(commands)
+    for command in commands:
+        done = subprocess.run([PYTHON, "-m", "om_mcp", command, "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "usage: om-mcp" in done.stdout, command
