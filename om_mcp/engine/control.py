@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from om_mcp import privacy
-from om_mcp.engine import intake
+from om_mcp.engine import forget_phrase, intake
 from om_mcp.engine.errors import InputError, NotFound, translated
+from om_mcp.engine.forget_phrase import snippet
 from om_mcp.engine.observation import lines
-from om_mcp.engine.observation.events import EventType
-from om_mcp.store import Group, Message, NewGroup, Record
-from om_mcp.store.rows import Found, Rewrite, Rewritten
+from om_mcp.engine.observation.events import EventType, user_event
+from om_mcp.store import Group, NewGroup, Record
+from om_mcp.store.rows import Rewrite, Rewritten
 
 if TYPE_CHECKING:
     from om_mcp.engine.memory import Memory
@@ -41,7 +42,6 @@ MATCH_MIN_CHARS = 3
 MATCH_BATCH = 500  # messages forgotten per transaction
 MAX_EDIT_CHARS = 2000
 RETRIES = 5  # a plan made from a record that then moved on is made again
-SNIPPET_CHARS = 120
 
 
 class ForgetOut(BaseModel):
@@ -69,15 +69,6 @@ class RestoreOut(BaseModel):
     groups: int
 
 
-def _snippet(text: str, phrase: str | None = None) -> str:
-    flat = " ".join(text.split())
-    if phrase:
-        at = flat.casefold().find(phrase.casefold())
-        if at > SNIPPET_CHARS // 2:
-            flat = "…" + flat[at - SNIPPET_CHARS // 3 :]
-    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
-
-
 class Control:
     def __init__(self, memory: Memory):
         self.memory = memory
@@ -96,7 +87,7 @@ class Control:
         marker = await self.store.find_message(resource_id, f"{message_id}~gap", thread_id)
         if marker is not None:
             seqs.append(marker.seq)
-        event = self._event(EventType.FORGET, thread_id, resource_id, selector="message", messages=1)
+        event = user_event(EventType.FORGET, thread_id, resource_id, selector="message", messages=1)
         done = await self._apply(_fixed(Rewrite({}, messages={thread_id: seqs}, events=[event])))
         return ForgetOut(done=True, selector="message", messages=1 if done.messages else 0)
 
@@ -134,7 +125,7 @@ class Control:
                     counts["lines" if chosen else "earlier_lines"] += n
             sources = await self._sources(record, target) if with_sources else {}
             counts["messages"] = sum(len(s) for s in sources.values())
-            event = self._event(
+            event = user_event(
                 EventType.FORGET,
                 thread_id if thread_id is not None else record.thread_id,
                 record.resource_id,
@@ -147,7 +138,7 @@ class Control:
                 target.text if whole else next(line.text for line in lines.lines(target.text) if line.hash in hashes)
             )
             preview = ForgetOut(
-                done=False, selector="observation", items=[{"id": observation_id, "text": _snippet(shown)}], **counts
+                done=False, selector="observation", items=[{"id": observation_id, "text": snippet(shown)}], **counts
             )
             return Rewrite({record.key: record.version}, messages=sources, groups=groups, events=[event]), preview
 
@@ -191,7 +182,7 @@ class Control:
             new_line = lines.corrected(old, said)
             new_text, _ = lines.replace(group.text, line_hash, new_line)
             result = EditOut(id=f"{group.id}.{lines.line_hash(new_line)}", text=new_line.strip())
-            event = self._event(
+            event = user_event(
                 EventType.EDIT,
                 thread_id if thread_id is not None else record.thread_id,
                 record.resource_id,
@@ -227,14 +218,28 @@ class Control:
             where = f" in resource {resource_id!r}" if resource_id else ""
             raise NotFound(f"no message or observation holds {phrase!r}{where}", field="match")
         if not apply:
-            return await self._match_preview(phrase, found)
+            _, would = await forget_phrase.plan(
+                self.store, self.memory.counter.count_text, phrase, found, resource_id=None, thread_id=None
+            )
+            return ForgetOut(
+                done=False,
+                selector="match",
+                messages=would["messages"],
+                lines=would["lines"],
+                earlier_lines=would["earlier_lines"],
+                groups=would["groups"],
+                items=await forget_phrase.items(self.store, phrase, found),
+                more=found.truncated,
+            )
         total = ForgetOut(done=True, selector="match")
         counted: dict[str, int] = {}
 
         async def make() -> Rewrite:
             nonlocal counted
             fresh = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
-            plan, counted = await self._match_plan(phrase, resource_id, thread_id, fresh)
+            plan, counted = await forget_phrase.plan(
+                self.store, self.memory.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
+            )
             return plan
 
         while True:  # a batch of messages per transaction
@@ -246,87 +251,6 @@ class Control:
             total.earlier_lines += counted["earlier_lines"]
             if not counted["more"]:
                 return total
-
-    async def _match_preview(self, phrase: str, found: Found) -> ForgetOut:
-        _, counted = await self._match_plan(phrase, None, None, found)
-        records = {key: await self.store.record(key) for key in {k for k, _ in found.groups}}
-        active = [
-            (group, line)
-            for key, group in found.groups
-            if (record := records[key]) is not None and group.generation == record.generation
-            for line in lines.lines(group.text)
-            if line.hash is not None and phrase.casefold() in line.text.casefold()
-        ]
-        items = [
-            {
-                "thread_id": m.thread_id,
-                "message_id": m.id,
-                "role": m.role,
-                "created_at": m.created_at,
-                "text": _snippet(_body(m), phrase),
-            }
-            for m in found.messages
-        ] + [{"id": line.id(group.id), "text": _snippet(line.text, phrase)} for group, line in active]
-        return ForgetOut(
-            done=False,
-            selector="match",
-            messages=len(found.messages),
-            lines=counted["lines"],
-            earlier_lines=counted["earlier_lines"],
-            groups=counted["groups"],
-            items=items,
-            more=found.truncated,
-        )
-
-    async def _match_plan(
-        self, phrase: str, resource_id: str | None, thread_id: str | None, found: Found
-    ) -> tuple[Rewrite, dict[str, int]]:
-        keys = {k for k, _ in found.groups} | {k for k, _ in found.chunks}
-        expected: dict[str, int] = {}
-        for key in sorted(keys):
-            record = await self.store.record(key)
-            if record is not None:
-                expected[key] = record.version
-        count = self.memory.counter.count_text
-        groups: dict[str, tuple[str, int] | None] = {}
-        active = earlier = 0
-        for key, group in found.groups:
-            text, n = lines.remove_containing(group.text, phrase)
-            groups[group.id] = (text, count(text)) if text.strip() else None
-            record = await self.store.record(key)
-            if record is not None and group.generation == record.generation:
-                active += n
-            else:
-                earlier += n
-        chunks: dict[str, tuple[str, int] | None] = {}
-        for _key, chunk in found.chunks:
-            text, n = lines.remove_containing(chunk.text, phrase)
-            chunks[chunk.id] = (text, count(text)) if text.strip() else None
-            earlier += n
-        messages: dict[str, list[int]] = {}
-        for m in found.messages:
-            messages.setdefault(m.thread_id, []).append(m.seq)
-        event = self._event(
-            EventType.FORGET,
-            thread_id,
-            resource_id,
-            selector="match",
-            messages=len(found.messages),
-            lines=active,
-            earlier_lines=earlier,
-            groups=sum(1 for v in groups.values() if v is None),
-        )
-        emptied = sum(1 for v in groups.values() if v is None)
-        plan = Rewrite(
-            expected,
-            messages=messages,
-            groups=groups,
-            chunks=chunks,
-            scrub=phrase,
-            scrub_resource=resource_id,
-            events=[event],
-        )
-        return plan, {"lines": active, "earlier_lines": earlier, "groups": emptied, "more": int(found.truncated)}
 
     # -- undo a reflection ---------------------------------------------------------------------
 
@@ -349,7 +273,7 @@ class Control:
                 raise InputError(f"generation {generation} is already the active log", field="generation")
             source = stored[generation]
             tokens = sum(g.tokens for g in source)
-            event = self._event(
+            event = user_event(
                 EventType.RESTORE,
                 thread_id,
                 resource_id,
@@ -441,22 +365,12 @@ class Control:
                 return done
         raise InputError("the memory kept changing while forgetting; try again", field="observation_id")
 
-    @staticmethod
-    def _event(kind: EventType, thread_id: str | None, resource_id: str | None, **fields: Any) -> dict[str, Any]:
-        return {"type": kind, "thread_id": thread_id, "resource_id": resource_id, **fields}
-
 
 def _fixed(plan: Rewrite) -> Any:
     async def make() -> Rewrite:
         return plan
 
     return make
-
-
-def _body(message: Message) -> str:
-    from om_mcp.engine.text import message_text
-
-    return message_text(message.parts)
 
 
 def _copy(group: Group) -> NewGroup:

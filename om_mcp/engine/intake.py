@@ -21,7 +21,7 @@ from om_mcp.engine.observation.transcript import TEMPORAL_GAP_KIND
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.privacy import HookFailed, redactor_for
+from om_mcp.privacy import HookFailed, redaction_event, redactor_for
 from om_mcp.store import Message, NewMessage, Store, Thread
 
 _MESSAGES = TypeAdapter(list[MessageIn])
@@ -212,6 +212,11 @@ async def rows(
     if config.observational_memory.temporal_markers:
         prepared = with_gap_markers(counter, await store.last_message_time(thread_id), prepared)
     return prepared
+
+
+def redaction_events(thread_id: str, resource_id: str, redactions: dict[str, int]) -> list[dict[str, Any]]:
+    """The event an append that kept secrets out records: per rule, how many, never the text."""
+    return [redaction_event(thread_id, resource_id, redactions)] if redactions else []
 
 
 def is_gap_marker(message: Message) -> bool:

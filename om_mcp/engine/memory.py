@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 
-from om_mcp import privacy
 from om_mcp.config import Config
 from om_mcp.engine import intake
 from om_mcp.engine.budget import Clock
@@ -90,19 +89,13 @@ class Memory:
         sampling: SamplingBroker | None = None,
         clock: Clock | None = None,
     ) -> Memory:
-        """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
-        Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
-        the MCP clients the server registers with it; `clock` (UTC now) is what the spend caps read."""
+        """Open the database (`db_path`: a file or a postgresql:// URL; default: the config's). Without
+        `running()`, model work runs inline. `sampling` lets the `sampling` model reach the MCP clients
+        the server registers with it; `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
-        return cls(
-            await open_store(db_path or config.database()),
-            config,
-            client=client,
-            hooks=hooks,
-            sampling=sampling,
-            clock=clock,
-        )
+        store = await open_store(db_path or config.database())
+        return cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
 
     @asynccontextmanager
     async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator[Memory]:
@@ -184,11 +177,8 @@ class Memory:
             )
         )
         events = intake.gap_events(thread_id, resource_id, result.appended)
+        events += intake.redaction_events(thread_id, resource_id, result.redactions)
         await self.observation.events.emit(events)
-        if result.redactions:
-            redacted = privacy.redaction_event(thread_id, resource_id, result.redactions)
-            await self.observation.events.emit([redacted])
-            events.append(redacted)
         if result.appended and result.state is not None:
             await self.observation.after_append(
                 thread_id, resource_id, result.state, turn_ended=result.appended[-1].role == "assistant"

@@ -86,6 +86,11 @@ def _import(path: str) -> Hook:
         raise ValueError(f"observational_memory.hooks: cannot import {path!r}: {error}") from None
 
 
+def user_event(kind: EventType, thread_id: str | None, resource_id: str | None, **fields: Any) -> Event:
+    """An event of a change the user made (forget, edit, restore): kinds and counts, never text."""
+    return {"type": kind, "thread_id": thread_id, "resource_id": resource_id, **fields}
+
+
 def windows(limits: Any, share_token_budget: bool) -> dict[str, int]:
     """The `windows` object of a cycle-ending event: the thresholds now; the store adds the
     record's unobserved and observation tokens as they stand after the commit. With a
