@@ -15,6 +15,8 @@ Why these shapes:
   digits that is not a call, an attribute, a type or a placeholder.
 - `hints` are lower-case substrings one of which must occur for the rule to run at all:
   most text mentions no secret word, and the check is cheaper than the regular expression.
+  A rule's expression is compiled the first time a text needs it: the host hook runs in a
+  new process on every prompt, and compiling all of them up front costs it 20 ms.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 MARKER_PREFIX = "[redacted:"
 
@@ -33,10 +36,15 @@ def marker(rule: str) -> str:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    pattern: re.Pattern[str]
+    source: str  # the regular expression
+    flags: int = 0
     groups: tuple[str, ...] = ()  # the first of these that matched is the secret; none: the whole match
     hints: tuple[str, ...] = ()
     check: Callable[[re.Match[str]], bool] | None = field(default=None, compare=False)
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
     def secret_span(self, match: re.Match[str]) -> tuple[int, int]:
         for name in self.groups:
@@ -105,82 +113,64 @@ _SECRET_WORDS = (
 # A name that ends in a secret word: `password`, `DB_PASSWORD`, `aws.secret_key`, `OM_HTTP_TOKEN`.
 SECRET_NAME = re.compile(rf"^(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORDS}$", re.I)
 
-_ASSIGNMENT = re.compile(
-    rf"""(?<![\w.-])(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORDS}   # the name
+_ASSIGNMENT = rf"""(?<![\w.-])(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORDS}   # the name
         ["']?\s*(?::=|=>|=|:)\s*                                 # = : := =>, after a quoted key too
         (?:(?P<q>["'])(?P<quoted>[^"'\n]{{6,200}})(?P=q)
-          |(?P<bare>[^\s"'`,;()\[\]{{}}<>]{{6,200}})(?![\w(\[.]))""",
-    re.I | re.X,
-)
+          |(?P<bare>[^\s"'`,;()\[\]{{}}<>]{{6,200}})(?![\w(\[.]))"""
 
 RULES: tuple[Rule, ...] = (
     Rule(
         "private-key",
         # A key cut short (a truncated tool output) is redacted to the end of the text.
-        re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-            re.S,
-        ),
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        re.S,
         hints=("private key",),
     ),
-    Rule(
-        "aws-access-key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"), hints=("akia", "asia", "abia", "acca")
-    ),
+    Rule("aws-access-key", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b", hints=("akia", "asia", "abia", "acca")),
     Rule(
         "aws-secret-key",
-        re.compile(
-            r"(?i)\baws[\w.-]{0,20}?(?:secret|sk)[\w.-]{0,20}[\"']?\s*[:=]\s*[\"']?"
-            r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-        ),
+        r"(?i)\baws[\w.-]{0,20}?(?:secret|sk)[\w.-]{0,20}[\"']?\s*[:=]\s*[\"']?"
+        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         groups=("secret",),
         hints=("aws",),
     ),
-    Rule("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), hints=("aiza",)),
+    Rule("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", hints=("aiza",)),
     Rule(
         "github-token",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
         hints=("gh", "github_pat_"),
     ),
-    Rule("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_-])"), hints=("glpat-",)),
+    Rule("gitlab-token", r"\bglpat-[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_-])", hints=("glpat-",)),
     Rule(
         "slack-token",
-        re.compile(
-            r"\bxox[abposr]-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+\b"
-            r"|https://hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+"
-        ),
+        r"\bxox[abposr]-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+\b"
+        r"|https://hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+",
         hints=("xox", "hooks.slack.com"),
     ),
-    Rule("stripe-key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}\b"), hints=("_live_", "_test_")),
-    Rule(
-        "anthropic-key",
-        re.compile(r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])"),
-        hints=("sk-ant-",),
-    ),
-    Rule(
-        "openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])"), hints=("sk-",)
-    ),
-    Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), hints=("npm_",)),
-    Rule("pypi-token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"), hints=("pypi-",)),
-    Rule("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"), hints=("eyj",)),
+    Rule("stripe-key", r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}\b", hints=("_live_", "_test_")),
+    Rule("anthropic-key", r"\bsk-ant-(?:api|admin|oat)\d{2}-[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])", hints=("sk-ant-",)),
+    Rule("openai-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{32,}(?![A-Za-z0-9_-])", hints=("sk-",)),
+    Rule("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b", hints=("npm_",)),
+    Rule("pypi-token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", hints=("pypi-",)),
+    Rule("jwt", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*", hints=("eyj",)),
     Rule(
         "bearer-header",
-        re.compile(
-            r"(?i)\bbearer\s+(?P<token>[A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"
-            r"|\bauthorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<basic>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"
-        ),
+        r"(?i)\bbearer\s+(?P<token>[A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])"
+        r"|\bauthorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<basic>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
         groups=("token", "basic"),
         hints=("bearer", "basic"),
     ),
     Rule(
         "url-password",
-        re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"<>]{1,100}:(?P<secret>[^\s:/@'\"<>]{3,200})@"),
+        r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@'\"<>]{1,100}:(?P<secret>[^\s:/@'\"<>]{3,200})@",
         groups=("secret",),
         hints=("://",),
     ),
     Rule(
         "secret-assignment",
         _ASSIGNMENT,
+        re.I | re.X,
         groups=("quoted", "bare"),
         hints=("pass", "secret", "key", "token"),
         check=_value_is_literal,
@@ -193,6 +183,5 @@ RULE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
 
 def extra_rule(name: str, pattern: str) -> Rule:
     """A rule from the configuration: the whole match is the secret, or its group named `secret`."""
-    compiled = re.compile(pattern)
-    groups = ("secret",) if "secret" in compiled.groupindex else ()
-    return Rule(name, compiled, groups=groups)
+    groups = ("secret",) if "secret" in re.compile(pattern).groupindex else ()
+    return Rule(name, pattern, groups=groups)
