@@ -105,7 +105,8 @@ class BudgetState:
 
 
 def money(usd: float) -> str:
-    return f"${usd:,.2f}" if usd >= 0.01 else f"${usd:.4f}"
+    """$0.50, $12.00; a fraction of a cent keeps its digits ($0.0042)."""
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.4f}"
 
 
 def judge(config: BudgetConfig, period: Period, day: Spend, month: Spend) -> BudgetState:

@@ -215,7 +215,7 @@ function cycleChart(title, cycles, value, label, tick) {
 
 function spendLine(s) {
   if (!s) return null;
-  const money = (v) => `$${v >= 0.01 ? v.toFixed(2) : v.toFixed(4)}`;
+  const money = (v) => `$${v >= 0.01 || v === 0 ? v.toFixed(2) : v.toFixed(4)}`;
   const period = (p) => `${money(p.usd)} and ${fmt(p.tokens)} tokens in ${fmt(p.calls)} calls`;
   const caps = Object.entries(s.caps).map(([k, v]) => `${k.replace("_", " ")} ${k.endsWith("usd") ? money(v) : fmt(v)}`);
   return el("div", { class: `meta spend${s.reason ? " paused" : ""}`, id: "spend" },
