@@ -89,13 +89,15 @@ def script(copy_everywhere: bool = False, during_reflection: Any = None) -> Scri
     return ScriptedModel(reply)
 
 
-async def open_memory(tmp_path: Path, model: ScriptedModel, *, extractor: bool = False, **options: Any) -> Memory:
+async def open_memory(
+    tmp_path: Path, model: ScriptedModel, *, extractor: bool = False, buffering: bool = False, **options: Any
+) -> Memory:
     """A memory on the test's backend: a file on SQLite (its bytes are checked), else PostgreSQL."""
     options.setdefault("observation__message_tokens", 100_000)
     if extractor:  # an extracted value, copied to thread metadata too
         options["observation__extract"] = json.dumps([{"name": "secret", "metadata_key_path": "facts.secret"}])
     where = location() if on_postgres() else str(tmp_path / "om.db")
-    return await Memory.open(config(**options), db_path=where, client=model)
+    return await Memory.open(config(buffering=buffering, **options), db_path=where, client=model)
 
 
 async def leftovers(memory: Memory, word: str) -> int:
@@ -296,6 +298,26 @@ async def test_forgetting_a_phrase_removes_it_from_everything_derived(tmp_path):
             await memory.control.forget_match(SECRET, "r")
         events = [e.payload for e in await memory.store.events(thread_id="a") if e.type == "data-om-forget"]
         assert len(events) == 1 and events[0]["selector"] == "match" and SECRET not in json.dumps(events)
+    finally:
+        await memory.close()
+
+
+async def test_forgetting_a_phrase_drops_buffered_work_that_holds_it(tmp_path):
+    memory = await open_memory(tmp_path, script(copy_everywhere=True), buffering=True)
+    try:
+        engine, key = memory.observation, memory.record_key("t", "default")
+        await talk(memory, "t", SECRET)
+        await talk(memory, "t", C)
+        assert (await engine.buffer("t", "default", on_idle=True)).ran
+        (chunk,) = await memory.store.chunks(key)
+        assert SECRET in chunk.text and SECRET in json.dumps(chunk.hints)
+        done = await memory.control.forget_match(SECRET)
+        assert done.messages == 1 and done.earlier_lines == 1
+        assert await memory.store.chunks(key) == []  # its messages are buffered again
+        assert await leftovers(memory, SECRET) == 0 and await leftovers(memory, C) > 0
+        assert (await engine.buffer("t", "default", on_idle=True)).ran
+        (again,) = await memory.store.chunks(key)
+        assert C in again.text and SECRET not in again.text
     finally:
         await memory.close()
 

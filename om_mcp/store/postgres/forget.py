@@ -284,10 +284,19 @@ async def _scrub(conn: Any, phrase: str, resource_id: str | None) -> int:
                 "UPDATE om_records SET extracted = $1 WHERE key = $2", json.dumps(cleaned, ensure_ascii=False), key
             )
             removed += n
-        reflection = await conn.fetchval("SELECT text FROM om_buffered_reflections WHERE record_key = $1", key)
-        if reflection is not None and found in reflection.casefold():
+        reflection = await conn.fetchrow("SELECT text, hints FROM om_buffered_reflections WHERE record_key = $1", key)
+        if reflection is not None and any(found in v.casefold() or escaped in v.casefold() for v in reflection):
             await conn.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
             removed += 1
+        # A buffered chunk's hints may quote it: the chunk goes, and its messages are buffered again.
+        quoting: dict[str, int] = {}
+        for thread_id, first, hints in await conn.fetch(
+            "SELECT thread_id, first_seq, hints FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key
+        ):
+            if (found in hints.casefold() or escaped in hints.casefold()) and thread_id not in quoting:
+                quoting[thread_id] = first
+        for thread_id, first in sorted(quoting.items()):
+            removed += await _drop_chunks_from(conn, key, thread_id, first)
     events = await conn.fetch(
         "SELECT id, payload FROM om_events"
         " WHERE ($1::text IS NULL OR resource_id = $1 OR record_key = ANY ($2::text[]))"

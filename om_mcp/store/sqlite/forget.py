@@ -243,8 +243,18 @@ def _scrub(conn: sqlite3.Connection, phrase: str, resource_id: str | None) -> in
             )
             removed += n
         removed += conn.execute(
-            "DELETE FROM om_buffered_reflections WHERE record_key = ? AND instr(om_casefold(text), ?) > 0", (key, found)
+            "DELETE FROM om_buffered_reflections WHERE record_key = ? AND (instr(om_casefold(text), ?) > 0"
+            " OR instr(om_casefold(hints), ?) > 0 OR instr(om_casefold(hints), ?) > 0)",
+            (key, found, found, escaped),
         ).rowcount
+        # A buffered chunk's hints (its task, its suggested response) may quote it: the chunk goes,
+        # and its messages are buffered again.
+        for thread_id, first in conn.execute(
+            "SELECT thread_id, MIN(first_seq) FROM om_chunks WHERE record_key = ?"
+            " AND (instr(om_casefold(hints), ?) > 0 OR instr(om_casefold(hints), ?) > 0) GROUP BY thread_id",
+            (key, found, escaped),
+        ).fetchall():
+            removed += _drop_chunks_from(conn, key, thread_id, first)
     marks = _marks(keys) if keys else "NULL"
     event_scope = f"(resource_id = ? OR record_key IN ({marks}))" if resource_id is not None else "1"
     removed += conn.execute(
