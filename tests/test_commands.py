@@ -127,7 +127,7 @@ def test_status_threads_show_and_search_read_the_memory(filled):
         (("forget", "--thread", "nope", "--yes"), 4, "unknown thread 'nope'"),
         (("export", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
         (("status", "--threads", "x"), 2, "invalid int value"),
-        (("forget",), 2, "one of the arguments --thread --resource is required"),
+        (("forget",), 2, "give --thread T or --resource R"),
     ],
 )
 def test_exit_codes_mean_something(filled, args, code, says):

@@ -1,4 +1,4 @@
-"""`om-mcp doctor [--model]`: is everything in order?
+"""`om-mcp doctor [--model] [--secrets]`: is everything in order?
 
 Checks the configuration, the database (ours, current schema, writable), its full
 integrity (every page and index entry, both search indexes, the running totals),
@@ -8,7 +8,9 @@ search work without one. Only `--model` touches the network: one small real call
 to each of the Observer's candidates, each with its own result, latency and cost.
 Exit 0 when no check fails (warnings included), 1 when one fails (2 bad config,
 3 the database refused, with SQLite's own findings). On PostgreSQL the page-level check is the
-server's (amcheck); doctor runs the store's own checks there.
+server's (amcheck); doctor runs the store's own checks there. `--secrets` reads every
+stored message, observation and working memory for what the privacy rules would keep
+out (engine/stored_secrets.py) and says how to forget each one.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also make one real call to the Observer's model (network; costs a few tokens)",
     )
+    parser.add_argument(
+        "--secrets", action="store_true", help="also look for secrets already stored (keys, tokens, passwords)"
+    )
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -62,9 +67,12 @@ def run(args: argparse.Namespace) -> int:
     source = args.config or "defaults and OM_ variables"
     check("config", True, f"valid ({source}); scope {config.observational_memory.scope}")
     code = _database(config, check)
+    found: list[Any] = []
     if code == EXIT_OK:
         code = run_memory(config, lambda memory: _model(memory, args.model, check))
-    _report(checks, args.json)
+    if code == EXIT_OK and args.secrets:
+        code = run_memory(config, lambda memory: _secrets(memory, check, found))
+    _report(checks, args.json, found if args.secrets else None)
     if code != EXIT_OK:
         return code
     return EXIT_FAILED if any(c["result"] == "FAIL" for c in checks) else EXIT_OK
@@ -217,10 +225,27 @@ async def _call(router: Any, candidates: list[Any], check: Any) -> None:
         )
 
 
-def _report(checks: list[dict[str, Any]], as_json: bool) -> None:
+async def _secrets(memory: Any, check: Any, found: list[Any]) -> int:
+    from om_mcp.engine.stored_secrets import find_stored_secrets
+
+    found += await find_stored_secrets(memory)
+    rules = sorted({rule for f in found for rule in f.rules})
+    detail = f"{len(found)} stored values hold secrets ({', '.join(rules)}): forget them, below" if found else "none"
+    check("secrets", not found, detail)
+    return EXIT_OK
+
+
+def _report(checks: list[dict[str, Any]], as_json: bool, secrets: list[Any] | None = None) -> None:
     from om_mcp.commands._output import print_json, print_table
 
     if as_json:
-        print_json({"ok": not any(c["result"] == "FAIL" for c in checks), "checks": checks})
-    else:
-        print_table(checks, ["check", "result", "detail"], out=sys.stdout)
+        report: dict[str, Any] = {"ok": not any(c["result"] == "FAIL" for c in checks), "checks": checks}
+        if secrets is not None:
+            report["secrets"] = [f.as_dict() for f in secrets]
+        print_json(report)
+        return
+    print_table(checks, ["check", "result", "detail"], out=sys.stdout)
+    for finding in secrets or []:
+        where = f"{finding.where} {finding.ref}" + (f" in thread {finding.thread_id}" if finding.thread_id else "")
+        rules = ", ".join(f"{rule} x{n}" for rule, n in finding.rules.items())
+        sys.stdout.write(f"  {where}: {rules}\n    remove: {finding.remove}\n")

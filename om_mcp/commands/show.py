@@ -105,7 +105,7 @@ def show(r: dict[str, Any]) -> None:
         out.write(
             f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens · {len(g['groups'])} groups\n"
         )
-        out.write(_indent(g["text"] or "(empty)") + "\n")
+        out.write(_log(g["groups"]) + "\n")
     if not generations:
         out.write("\nobservation log: nothing observed yet\n")
     for label, key in (("current task", "current_task"), ("suggested response", "suggested_response")):
@@ -120,6 +120,21 @@ def show(r: dict[str, Any]) -> None:
             out.write(
                 f"  {when(m['created_at'])}  {m['role']:<9} {m['id']}  {one_line(message_text(m['parts']), 90)}\n"
             )
+
+
+def _log(groups: list[dict[str, Any]]) -> str:
+    """Each group under its id and range, each line after its short id: a line's full id is
+    `<group id>.<short id>` (what `om-mcp forget --observation` and `om-mcp edit` take)."""
+    if not groups:
+        return "  (empty)"
+    out = []
+    for group in groups:
+        thread = f" · thread {group['thread_id']}" if group.get("thread_id") else ""
+        out.append(f"  ## group {group['id']} · {group['kind']} · range {group['range']}{thread}")
+        for line in group["lines"]:
+            short = line["id"].rpartition(".")[2] if line["id"] else ""
+            out.append(f"  {short:<6}  {line['text']}")
+    return "\n".join(out)
 
 
 def _indent(text: str) -> str:

@@ -27,6 +27,7 @@ from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
+from om_mcp.privacy import redaction_event, redactor_for
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
@@ -121,7 +122,8 @@ def ingest(
     source = source_of(event)
     saved = coordination.ingest_state(conn, source)
     first = read_transcript(event, saved, final, tool_output_chars)
-    rows = to_rows(first.messages, counter, settings.max_message_chars)
+    redactor = redactor_for(settings.privacy)
+    rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
 
     def transaction(conn: sqlite3.Connection) -> Ingested:
         nonlocal first, rows
@@ -134,7 +136,7 @@ def ingest(
             first = read_transcript(
                 event, now_saved, final, tool_output_chars
             )  # another hook of this session got here first
-            rows = to_rows(first.messages, counter, settings.max_message_chars)
+            rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
         thread = threads.get(conn, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
@@ -171,6 +173,7 @@ def _append(
                     counted_by=counted_by,
                     thread_metadata=metadata,
                 ),
+                conn,
             ),
         )
         return
@@ -192,6 +195,7 @@ def _append(
                         counted_by=counted_by,
                         thread_metadata=metadata,
                     ),
+                    conn,
                 ),
             )
         except StoreError as error:
@@ -199,9 +203,16 @@ def _append(
             out.problems.append(f"kept the stored message: {error}")
 
 
-def _count(out: Ingested, result: Any) -> None:
+def _count(out: Ingested, result: Any, conn: sqlite3.Connection) -> None:
     out.appended += len(result.appended)
     out.skipped += result.skipped_duplicates
+    redaction_events(conn, out.thread_id, out.resource_id, result)
+
+
+def redaction_events(conn: sqlite3.Connection, thread_id: str, resource_id: str, result: Any) -> None:
+    """The event saying what an append kept out (rule counts, never the text), in its transaction."""
+    if result.redactions:
+        coordination.add_events(conn, [redaction_event(thread_id, resource_id, result.redactions)])
 
 
 def _savepoint(conn: sqlite3.Connection, action: Any) -> None:
