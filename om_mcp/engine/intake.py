@@ -20,6 +20,7 @@ from om_mcp.engine.errors import InputError
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
+from om_mcp.privacy import HookFailed, redaction_event, redactor_for
 from om_mcp.store import Message, NewMessage, Store, Thread
 from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
@@ -148,16 +149,22 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
         raise InputError(f"{where}: {first['msg']}", field=where) from None
     now = datetime.now(UTC)
     seen: Counter[str] = Counter()
+    redactor = redactor_for(config.privacy.settings())
     out = []
     for index, message in enumerate(parsed):
-        parts = message.parts()
+        metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
+        # Before anything is derived from the text (its id, its size, its index): secrets never get in.
+        try:
+            clean = redactor.message(message.role, message.parts(), metadata)
+        except HookFailed as error:
+            raise InputError(str(error), field=f"messages[{index}]") from None
+        parts, metadata = clean.parts, clean.metadata
         size = len(json.dumps(parts, ensure_ascii=False))
         if size > config.max_message_chars:
             raise InputError(
                 f"messages[{index}] is {size} characters; the limit is {config.max_message_chars}",
                 field=f"messages[{index}].content",
             )
-        metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
         if message.id is not None:
             message_id = check_id(message.id, f"messages[{index}].id")
         else:
@@ -165,7 +172,19 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
             message_id = derived_id(message.role, parts, message.created_at, seen[base])
             seen[base] += 1
         given, created = message.id is not None, message.created_at
-        out.append(message_row(counter, message_id, message.role, parts, metadata, created, now, id_given=given))
+        out.append(
+            message_row(
+                counter,
+                message_id,
+                message.role,
+                parts,
+                metadata,
+                created,
+                now,
+                id_given=given,
+                redactions=clean.counts,
+            )
+        )
     return out
 
 
@@ -179,6 +198,7 @@ def message_row(
     now: datetime,
     *,
     id_given: bool,
+    redactions: dict[str, int] | None = None,
 ) -> NewMessage:
     """The row stored for a valid message: its time (`now` when it has none), its searchable
     body, its token counts (whole and per part)."""
@@ -195,6 +215,7 @@ def message_row(
         observable=role != "system",
         created_at_given=created_at is not None,
         id_given=id_given,
+        redactions=dict(redactions or {}),
     )
 
 
@@ -266,6 +287,11 @@ async def rows(
     if config.observational_memory.temporal_markers:
         prepared = with_gap_markers(counter, await store.last_message_time(thread_id), prepared)
     return prepared
+
+
+def redaction_events(thread_id: str, resource_id: str, redactions: dict[str, int]) -> list[dict[str, Any]]:
+    """The event an append that kept secrets out records: per rule, how many, never the text."""
+    return [redaction_event(thread_id, resource_id, redactions)] if redactions else []
 
 
 def is_gap_marker(message: Message) -> bool:

@@ -5,7 +5,8 @@ messages come from our own converters, so the validation is already done by
 construction (`intake.normalise_parts`). The hook is lenient where an MCP call is
 strict, because a hook never fails its host: a message over the size limit is
 trimmed, lone surrogates are replaced, a bad time becomes the time of the hook.
-The tests check each row against `prepare` on the real transcripts.
+Secrets are redacted as on every way in (`om_mcp.privacy`). The tests check each row
+against `prepare` on the real transcripts.
 """
 
 from __future__ import annotations
@@ -18,24 +19,44 @@ from typing import Any
 from om_mcp.engine.intake import message_row, normalise_parts
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hosts.common import TrimRule, trim_value
+from om_mcp.privacy import Redactor, redactor_for
 from om_mcp.store.rows import NewMessage
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def to_rows(messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int) -> list[NewMessage]:
-    """Rows ready for `store.messages.append`; a message over `max_chars` is trimmed, not dropped."""
+def to_rows(
+    messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, redactor: Redactor | None = None
+) -> list[NewMessage]:
+    """Rows ready for `store.messages.append`; a message over `max_chars` is trimmed, not dropped.
+    Secrets are redacted first (the default rules unless `redactor` is given); a failing
+    `before_observation` hook raises `om_mcp.privacy.HookFailed`."""
     now = datetime.now(UTC)
+    redactor = redactor or redactor_for(None)
     rows = []
     for message in messages:
-        parts = _clean(normalise_parts(message["content"]))
-        metadata = _clean(dict(message.get("metadata") or {}))
+        clean = redactor.message(
+            message["role"], _clean(normalise_parts(message["content"])), _clean(dict(message.get("metadata") or {}))
+        )
+        parts, metadata = clean.parts, clean.metadata
         if len(json.dumps(parts, ensure_ascii=False)) > max_chars:
             cuts: list[dict[str, Any]] = []
             parts = trim_value(parts, TrimRule(head=max_chars // 2, tail=max_chars // 8), "content", cuts)
             metadata["trimmed"] = [*metadata.get("trimmed", []), *cuts]
         created = _time(message.get("created_at"))
-        rows.append(message_row(counter, message["id"], message["role"], parts, metadata, created, now, id_given=True))
+        rows.append(
+            message_row(
+                counter,
+                message["id"],
+                message["role"],
+                parts,
+                metadata,
+                created,
+                now,
+                id_given=True,
+                redactions=clean.counts,
+            )
+        )
     return rows
 
 

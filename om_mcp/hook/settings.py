@@ -17,8 +17,9 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from om_mcp import __version__
 from om_mcp.limits import Limits
@@ -34,6 +35,7 @@ class HookSettings:
     limits: Limits  # observational_memory.limits(): the numbers the thresholds compare against
     working_memory: str | None  # its scope, None when off
     max_message_chars: int
+    privacy: dict[str, Any] = field(default_factory=dict)  # [privacy] as plain settings (om_mcp.privacy.redactor_for)
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -96,6 +98,7 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
         limits=om.limits(),
         working_memory=wm.scope if wm.enabled else None,
         max_message_chars=config.max_message_chars,
+        privacy=config.privacy.settings(),
     )
 
 

@@ -41,6 +41,11 @@ async def _leased(tx: Tx, key: str, lease: Lease | None) -> bool:
     return lease is None or await holds(tx, key, *lease)
 
 
+async def _unchanged(tx: Tx, key: str, edits: int | None) -> bool:
+    """Has the user left the log as the cycle read it (no forget, edit or restore since)? After `_lock`."""
+    return edits is None or await tx.fetchval("SELECT edits FROM om_records WHERE key = $1", key) == edits
+
+
 async def _cursor(tx: Tx, key: str, thread_id: str) -> int:
     seq = await tx.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
     return seq or 0
@@ -108,10 +113,11 @@ async def commit_observation(
     extracted: dict[str, Any] | None,
     observed_at: str | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it."""
     generation = await _lock(tx, key)
-    if generation is None or not await _leased(tx, key, lease):
+    if generation is None or not await _leased(tx, key, lease) or not await _unchanged(tx, key, edits):
         return False
     for thread_id, seq in expected_cursors.items():
         if await _cursor(tx, key, thread_id) != seq:
@@ -178,9 +184,10 @@ async def append_chunks(
     extracted: dict[str, Any] | None,
     buffered_at_tokens: int | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
-    if await _lock(tx, key) is None or not await _leased(tx, key, lease):
+    if await _lock(tx, key) is None or not await _leased(tx, key, lease) or not await _unchanged(tx, key, edits):
         return False
     for thread_id, seq in expected_tails.items():
         if await tail(tx, key, thread_id) != seq:
@@ -275,10 +282,13 @@ async def commit_reflection(
     blocked_at: int | None,
     events: Iterable[dict[str, Any]] = (),
     hints: dict[str, dict[str, Any]] | None = None,
+    edits: int | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`."""
     current = await _lock(tx, key)
     if current is None or not await _leased(tx, key, lease) or current != generation:
+        return False
+    if not await _unchanged(tx, key, edits):
         return False
     old = await read_groups(tx, key, generation)
     if len(old) < covered:
@@ -314,10 +324,18 @@ async def commit_reflection(
 
 
 async def store_buffered_reflection(
-    tx: Tx, key: str, reflection: BufferedReflection, *, lease: Lease | None, events: Iterable[dict[str, Any]] = ()
+    tx: Tx,
+    key: str,
+    reflection: BufferedReflection,
+    *,
+    lease: Lease | None,
+    events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     current = await _lock(tx, key)
     if current is None or not await _leased(tx, key, lease) or current != reflection.generation:
+        return False
+    if not await _unchanged(tx, key, edits):
         return False
     await tx.execute(
         "INSERT INTO om_buffered_reflections (record_key, cycle_id, generation, covered, input_tokens, text, tokens,"

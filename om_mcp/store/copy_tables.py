@@ -37,6 +37,8 @@ TABLES = [
     Table("embeddings", ("kind", "ref", "embedder")),
     Table("model_health", ("model",)),
     Table("ingest_state", ("source",)),
+    Table("om_redactions", ("resource_id", "rule")),
+    Table("om_spend", ("day", "model")),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 # Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).

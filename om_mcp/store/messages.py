@@ -18,6 +18,7 @@ from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message,
 from om_mcp.store.errors import StoreError
 from om_mcp.store.interface import WorkingMemorySeed
 from om_mcp.store.observations import ensure_record, record_state, unobserved_between
+from om_mcp.store.privacy import count_redactions
 from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
 from om_mcp.store.tx import Tx
 
@@ -72,6 +73,7 @@ async def append(
             Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
             for seq, m in zip(seqs, fresh)
         ]
+        result.redactions = await count_redactions(tx, resource_id, fresh)
         assert current is not None  # created above, or read from its locked row
         await _update_thread(tx, current, fresh)
         catch_up = 0, 0

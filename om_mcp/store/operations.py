@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store import commits, coordination, messages, observations, overview, sessions, threads, transfer
+from om_mcp.store import commits, coordination, messages, observations, overview, privacy, sessions, threads, transfer
 from om_mcp.store.tx import Tx
 
 P = ParamSpec("P")
@@ -107,6 +107,9 @@ class Operations:
     thread_states = reads(overview.thread_states)
     series_inputs = reads(overview.series_inputs)
     pending_records = reads(overview.pending_records)
+
+    # privacy: redaction counts, added by append_messages
+    redaction_counts = reads(privacy.redaction_counts)
 
     # moving a memory
     export = reads(transfer.export)

@@ -21,9 +21,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from om_mcp.privacy import redaction_event
+from om_mcp.store.coordination import add_events
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.messages import _new_only, _update_thread
+from om_mcp.store.privacy import count_redactions
 from om_mcp.store.rows import AppendResult, NewMessage
 from om_mcp.store.summaries import ImportResult
 from om_mcp.store.tx import Tx
@@ -205,6 +208,9 @@ class _Import:
             return
         await self.tx.insert_messages(thread_id, current.resource_id, self.counted_by, fresh)
         await _update_thread(self.tx, current, fresh)
+        redacted = await count_redactions(self.tx, current.resource_id, fresh)
+        if redacted:
+            await add_events(self.tx, [redaction_event(thread_id, current.resource_id, redacted)])
         self.touched_threads.add(thread_id)
         self.result.added["message"] += len(fresh)
 

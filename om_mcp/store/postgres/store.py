@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 from om_mcp.store import observations
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
-from om_mcp.store.postgres import admin, search, vectors
+from om_mcp.store.postgres import admin, forget, search, spend, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
@@ -98,6 +98,14 @@ class PostgresStore(Operations):
     search_groups = _reads(search.search_groups)
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
+    # forgetting and correcting one thing
+    group_records = _reads(forget.group_records)
+    find_text = _reads(forget.find_text)
+    apply_rewrite = _writes(forget.apply_rewrite)
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
 
     async def nearest_vectors(
         self,

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store.operations import Op, Operations
-from om_mcp.store.sqlite import admin, fts, vectors
+from om_mcp.store.rows import Rewrite, Rewritten
+from om_mcp.store.sqlite import admin, forget, fts, spend, vectors
 from om_mcp.store.sqlite.database import Database
 from om_mcp.store.sqlite.driver import on_connection
 
@@ -90,6 +91,20 @@ class SQLiteStore(Operations):
 
     async def backup(self, target: str) -> int:
         return await self.db.raw(admin.backup, target)
+
+    # forgetting and correcting one thing
+    group_records = _reads(forget.group_records)
+    find_text = _reads(forget.find_text)
+
+    async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None:
+        done = await self.db.write(forget.apply_rewrite, plan)
+        if done is not None:
+            await self.db.raw(admin.checkpoint)  # the old pages leave the -wal too
+        return done
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
 
     # changes seen by other processes: SQLite's processes share a file, not a channel
     async def broadcast(self, message: dict) -> None:
