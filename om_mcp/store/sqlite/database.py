@@ -27,6 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 
 from om_mcp.store.errors import StoreUnavailable
+from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -56,7 +57,7 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA secure_delete = ON")
         # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
-        write(conn, migrate)
+        write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
         conn.close()
         raise
