@@ -61,6 +61,12 @@ class Status(BaseModel):
         default_factory=dict,
         description="cycles whose model call was thrown away since this process started, by reason",
     )
+    spend: dict[str, Any] | None = Field(
+        None, description="model spend today and this month (UTC), the caps set, and the cap reached if any"
+    )
+    redactions: dict[str, int] = Field(
+        default_factory=dict, description="matches kept out of this resource's stored messages, per privacy rule"
+    )
 
 
 class ObservationState(BaseModel):
@@ -73,6 +79,7 @@ class ObservationState(BaseModel):
     warming_up: bool = Field(False, description="the model client is loading (seconds after start)")
     last_failure: str | None = None
     next_attempt_at: str | None = Field(None, description="when a failing model is tried again (ISO-8601)")
+    budget_paused: bool = Field(False, description="a spend cap is reached; observation resumes at next_attempt_at")
 
 
 class MessageOut(BaseModel):

@@ -11,15 +11,12 @@ Never edit a migration that has shipped: append a new one, with both sides.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from om_mcp.store.postgres import schema as postgres
+from om_mcp.store.postgres.schema import PostgresStep
 from om_mcp.store.sqlite import migrations as sqlite
-
-# PostgreSQL steps: SQL run in the migrating transaction, or an async function of the connection.
-PostgresStep = str | Callable[[Any], Awaitable[None]] | None
 
 
 @dataclass(frozen=True)
@@ -34,6 +31,7 @@ MIGRATIONS: list[Migration] = [
     Migration("observational memory state", sqlite.step(sqlite.SHIPPED[1]), None),
     Migration("search over observation groups, vectors", sqlite.step(sqlite.SHIPPED[2]), None),
     Migration("text stored once, running totals, model health, ingest positions", sqlite.v4, postgres.v4),
+    Migration("the user's changes to a log, redaction counts, model spend", sqlite.step(sqlite.V5), postgres.V5),
 ]
 LATEST_VERSION = len(MIGRATIONS)
 APPLICATION_ID = sqlite.APPLICATION_ID  # SQLite's PRAGMA application_id; 'om-mcp' in PostgreSQL's om_meta

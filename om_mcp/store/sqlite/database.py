@@ -27,6 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 
 from om_mcp.store.errors import StoreUnavailable
+from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -54,11 +55,17 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
-        write(conn, migrate)
+        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
+        conn.create_function("om_casefold", 1, _casefold, deterministic=True)
+        write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _casefold(value: str | None) -> str | None:
+    return value.casefold() if isinstance(value, str) else value
 
 
 def write(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from om_mcp.store.sqlite import fts
 
@@ -343,6 +343,31 @@ def v4(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+# 5: what the user controls: a counter of the user's own changes to a log (forget, edit,
+# restore), which every cycle's commit checks so model work computed before a change cannot
+# bring back what it removed; the redactions made per resource and privacy rule (counts,
+# never the text); and the model spend per UTC day and model, which the spend caps read.
+V5 = """
+ALTER TABLE om_records ADD COLUMN edits INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE om_redactions (
+    resource_id TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (resource_id, rule)
+);
+CREATE TABLE om_spend (
+    day TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    usd REAL NOT NULL DEFAULT 0,
+    unpriced_calls INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, model)
+);
+"""
+
+
 def _statements(script: str) -> list[str]:
     """Split a script into statements (triggers need care with ';')."""
     statements, buffer = [], []
@@ -369,19 +394,19 @@ def step(script: str) -> Callable[[sqlite3.Connection], None]:
 APPLICATION_ID = 0x6F6D6370  # "omcp"
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema up to date (inside the caller's write transaction)."""
-    from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS  # the shared list imports this module's steps
-
+def migrate(conn: sqlite3.Connection, steps: Sequence[Callable[[sqlite3.Connection], None]]) -> None:
+    """Bring the schema up to date (inside the caller's write transaction): `steps[N - 1]` reaches
+    version N (the list is `om_mcp.store.migrations`, which holds this module's steps)."""
+    latest = len(steps)
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     if current == 0 and conn.execute("PRAGMA application_id").fetchone()[0] == 0:
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    for version, migration in enumerate(MIGRATIONS, start=1):
+    for version, run in enumerate(steps, start=1):
         if version <= current:
             continue
-        migration.sqlite(conn)
+        run(conn)
         conn.execute(f"PRAGMA user_version = {version}")
     if current == 0:
-        log.debug("database created (schema %d)", LATEST_VERSION)
-    elif current < LATEST_VERSION:
-        log.info("database upgraded from schema %d to %d", current, LATEST_VERSION)
+        log.debug("database created (schema %d)", latest)
+    elif current < latest:
+        log.info("database upgraded from schema %d to %d", current, latest)

@@ -1,0 +1,107 @@
+"""Reads for looking at a memory: threads with their windows and last cycle, the
+inputs of the windows-over-time plots, records due for work.
+
+Each is a few statements, bounded by a limit, so `om-mcp status` and the status
+page stay fast on a large memory: a page of threads costs two statements (the
+threads with their newest cycle's event id, then those events), on either backend.
+"""
+
+from __future__ import annotations
+
+from om_mcp.store.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
+from om_mcp.store.rows import Scope
+from om_mcp.store.summaries import CYCLE_END_TYPES, SeriesInputs, ThreadState
+from om_mcp.store.tx import Tx
+
+_ENDS = ",".join(f"'{t}'" for t in CYCLE_END_TYPES)
+_WIDTH = len(THREAD_COLUMNS.split(","))
+
+
+def _record_key_sql(scope: Scope) -> str:
+    return "'thread:' || t.id" if scope == "thread" else "'resource:' || t.resource_id"
+
+
+async def thread_states(
+    tx: Tx, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
+) -> list[ThreadState]:
+    """Threads newest-updated first (of one resource, or one thread), with their record's
+    windows under `scope` and their newest cycle-ending event."""
+    where: list[str] = []
+    params: list[object] = []
+    if resource_id is not None:
+        params.append(resource_id)
+        where.append(f"t.resource_id = ${len(params)}")
+    if thread_id is not None:
+        params.append(thread_id)
+        where.append(f"t.id = ${len(params)}")
+    params.append(limit)
+    # A retried cycle's failure is not where the record stands.
+    retrying = f"COALESCE(CAST({tx.json_field('e.payload', 'retrying')} AS TEXT), 'false') IN ('false', '0')"
+    rows = await tx.fetch(
+        f"SELECT {THREAD_COLUMNS}, {_record_key_sql(scope)}, COALESCE(c.pending_tokens, 0),"
+        " COALESCE(c.pending_messages, 0), COALESCE(r.observation_tokens, 0), COALESCE(r.generation, 0),"
+        " r.last_observed_at,"
+        f" (SELECT e.id FROM om_events e WHERE e.thread_id = t.id AND e.type IN ({_ENDS}) AND {retrying}"
+        "  ORDER BY e.id DESC LIMIT 1)"
+        f" FROM threads t LEFT JOIN om_records r ON r.key = {_record_key_sql(scope)}"
+        " LEFT JOIN om_cursors c ON c.record_key = r.key AND c.thread_id = t.id"
+        f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY t.updated_at DESC, t.id LIMIT ${len(params)}",
+        *params,
+    )
+    ids = [row[-1] for row in rows if row[-1] is not None]
+    events = {
+        e.id: e
+        for e in map(event, await tx.fetch(f"SELECT {EVENT_COLUMNS} FROM om_events WHERE id = ANY ($1::bigint[])", ids))
+    }
+    out = []
+    for row in rows:
+        key, pending, count, observation_tokens, generation, observed_at, event_id = row[_WIDTH:]
+        out.append(
+            ThreadState(
+                thread=thread(row[:_WIDTH]),
+                record_key=key,
+                unobserved_tokens=int(pending),
+                unobserved_messages=int(count),
+                observation_tokens=observation_tokens,
+                generation=generation,
+                last_observed_at=observed_at,
+                last_cycle=events.get(event_id),
+            )
+        )
+    return out
+
+
+async def series_inputs(tx: Tx, key: str, limit_events: int = 5000) -> SeriesInputs:
+    """The record's observable messages (all its threads) and its newest cycle-ending events."""
+    scope, _, ident = key.partition(":")
+    threads = (
+        [ident]
+        if scope == "thread"
+        else [r[0] for r in await tx.fetch("SELECT id FROM threads WHERE resource_id = $1", ident)]
+    )
+    messages = await tx.fetch(
+        "SELECT seq, created_at, tokens FROM messages WHERE thread_id = ANY ($1::text[]) AND observable ORDER BY seq",
+        threads,
+    )
+    events = await tx.fetch(
+        f"SELECT {EVENT_COLUMNS} FROM om_events WHERE thread_id = ANY ($1::text[]) AND record_key = $2"
+        f" AND type IN ({_ENDS}) ORDER BY id DESC LIMIT $3",
+        threads,
+        key,
+        limit_events,
+    )
+    return SeriesInputs(
+        messages=[(int(seq), created_at, tokens) for seq, created_at, tokens in messages],
+        events=[event(r) for r in reversed(events)],
+    )
+
+
+async def pending_records(tx: Tx) -> list[tuple[str, int, int]]:
+    """(record key, unobserved tokens, buffered chunks) of every record with work left."""
+    rows = await tx.fetch(
+        "SELECT key, p, n FROM (SELECT r.key,"
+        " (SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors c WHERE c.record_key = r.key) AS p,"
+        " (SELECT COUNT(*) FROM om_chunks k WHERE k.record_key = r.key) AS n FROM om_records r) s"
+        " WHERE p > 0 OR n > 0 ORDER BY p DESC, key"
+    )
+    return [(key, int(p), int(n)) for key, p, n in rows]
