@@ -10,7 +10,6 @@ from __future__ import annotations
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
-from om_mcp.server.app import app_of
 from om_mcp.server.http.auth import (
     ResourceNotAllowed,
     allowed_resources,
@@ -18,6 +17,7 @@ from om_mcp.server.http.auth import (
     check_thread,
     default_resource,
 )
+from om_mcp.server.live import app_of
 
 
 async def authorize(
