@@ -104,6 +104,13 @@ class Tx:
         """SQL for the text of a JSON object column's top-level field."""
         raise NotImplementedError
 
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        """(kind, ref, cosine) of the embeddings `where` picks, nearest `query` first, ranked in the
+        database; None where the database cannot (the rules compare them in Python)."""
+        raise NotImplementedError
+
     def vector(self, values: list[float]) -> Any:
         """A vector as the `embeddings.vector` column takes it."""
         raise NotImplementedError

@@ -3,7 +3,7 @@
 Vectors are keyed by (kind, ref, embedder): changing the embedder leaves old vectors
 unused and the new ones are built in the background. Similarity is brute force here,
 which stays fast at one user's scale; PostgreSQL with pgvector ranks in the database
-instead (postgres/vectors.py). How a vector is stored differs (`Tx.vector`): a float32
+instead (`Tx.rank_vectors`). How a vector is stored differs (`Tx.vector`): a float32
 blob on SQLite, real[] (or pgvector's `vector`) on PostgreSQL.
 """
 
@@ -75,12 +75,6 @@ async def put(tx: Tx, resource_id: str, embedder: str, items: list[tuple[Pending
         )
 
 
-def scope(thread_id: str | None) -> tuple[str, list[Any]]:
-    """The WHERE clause of a resource's vectors by one embedder ($1, $2), of one thread when given ($3)."""
-    where = f"e.resource_id = $1 AND e.embedder = $2 AND (e.kind <> 'group' OR {ACTIVE_GROUP})"
-    return (where + " AND e.thread_id = $3", [thread_id]) if thread_id is not None else (where, [])
-
-
 async def nearest(
     tx: Tx,
     resource_id: str,
@@ -91,15 +85,17 @@ async def nearest(
     limit: int | None = None,
 ) -> list[tuple[str, str, float]]:
     """(kind, ref, cosine), most similar first (vectors are unit length)."""
-    where, params = scope(thread_id)
-    rows = await tx.fetch(
-        f"SELECT e.kind, e.ref, e.vector FROM embeddings e WHERE {where}", resource_id, embedder, *params
-    )
-    if not rows:
-        return []
-    scores = _similarities([r[2] for r in rows], query)
-    ranked = sorted(zip(rows, scores), key=lambda pair: -pair[1])[:limit]
-    return [(row[0], row[1], float(score)) for row, score in ranked]
+    where = f"e.resource_id = $1 AND e.embedder = $2 AND (e.kind <> 'group' OR {ACTIVE_GROUP})"
+    args: list[Any] = [resource_id, embedder]
+    if thread_id is not None:
+        where += " AND e.thread_id = $3"
+        args.append(thread_id)
+    ranked = await tx.rank_vectors(where, args, query, limit)
+    if ranked is None:
+        rows = await tx.fetch(f"SELECT e.kind, e.ref, e.vector FROM embeddings e WHERE {where}", *args)
+        scores = _similarities([r[2] for r in rows], query) if rows else []
+        ranked = [(r[0], r[1], s) for r, s in sorted(zip(rows, scores), key=lambda pair: -pair[1])[:limit]]
+    return [(kind, ref, float(score)) for kind, ref, score in ranked]
 
 
 def floats(stored: Any) -> Any:

@@ -38,9 +38,9 @@ def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concaten
     return method
 
 
-def _on_tx(op: Op[P, R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _on_tx(op: Op[P, R], pgvector: bool) -> Callable[Concatenate[Any, P], Awaitable[R]]:
     async def run(conn: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await op(PgTx(conn), *args, **kwargs)
+        return await op(PgTx(conn, pgvector), *args, **kwargs)
 
     run.__name__ = op.__name__  # named in the retry log
     return run
@@ -78,29 +78,16 @@ class PostgresStore(Operations):
         await self.db.close()
 
     async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.read(_on_tx(op), *args, **kwargs)
+        return await self.db.read(_on_tx(op, self.pgvector is not None), *args, **kwargs)
 
     async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(_on_tx(op), *args, **kwargs)
+        return await self.db.write(_on_tx(op, self.pgvector is not None), *args, **kwargs)
 
     due_work = writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
 
     # search and vectors
     search_messages = _reads(search.find)
     search_groups = _reads(search.search_groups)
-
-    async def nearest_vectors(
-        self,
-        resource_id: str,
-        embedder: str,
-        query: list[float],
-        *,
-        thread_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[tuple[str, str, float]]:
-        if self.pgvector is None:
-            return await super().nearest_vectors(resource_id, embedder, query, thread_id=thread_id, limit=limit)
-        return await self.db.read(vectors.nearest, resource_id, embedder, query, thread_id=thread_id, limit=limit)
 
     # the database
     @property

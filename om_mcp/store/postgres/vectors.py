@@ -3,7 +3,7 @@
 With pgvector the `embeddings.vector` column is of type `vector` and the nearest
 neighbours of a resource are found by an exact scan in the database (`<=>`,
 cosine distance) over the (resource_id, embedder) index: exact, and cheap up to
-many thousands of vectors per resource. Without it the column is real[] and the
+many thousands of vectors per resource (`PgTx.rank_vectors`). Without it the column is real[] and the
 rows come back to be compared in Python (store/vectors.py), as on SQLite. A database created without
 the extension switches to `vector` at the next start after it is installed.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-
-from om_mcp.store.vectors import scope
 
 log = logging.getLogger(__name__)
 
@@ -45,26 +43,3 @@ async def status(conn: Any) -> str | None:
         " AND a.attrelid = 'embeddings'::regclass AND a.attname = 'vector'"
         " AND format_type(a.atttypid, a.atttypmod) = 'vector'"
     )
-
-
-async def nearest(
-    conn: Any,
-    resource_id: str,
-    embedder: str,
-    query: list[float],
-    *,
-    thread_id: str | None = None,
-    limit: int | None = None,
-) -> list[tuple[str, str, float]]:
-    """(kind, ref, cosine), most similar first, ranked by pgvector (store/vectors.py without it)."""
-    where, params = scope(thread_id)
-    params = [resource_id, embedder, *params, [float(v) for v in query]]
-    sql = (
-        f"WITH q AS MATERIALIZED (SELECT ${len(params)}::real[]::vector AS v)"
-        f" SELECT e.kind, e.ref, 1 - (e.vector <=> q.v) FROM embeddings e, q WHERE {where}"
-        " ORDER BY e.vector <=> q.v, e.kind, e.ref"
-    )
-    if limit is not None:
-        params.append(limit)
-        sql += f" LIMIT ${len(params)}"
-    return [(r[0], r[1], float(r[2])) for r in await conn.fetch(sql, *params)]

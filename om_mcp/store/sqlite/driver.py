@@ -167,6 +167,11 @@ class SQLiteTx(Tx):
     def json_field(self, column: str, name: str) -> str:
         return f"json_extract({column}, '$.{name}')"
 
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        return None
+
     def vector(self, values: list[float]) -> Any:
         return array("f", values).tobytes()
 
