@@ -19,8 +19,13 @@ per minute (requests the fake model received; for the unreachable api_base, atte
 counted from the failure events); the server's stderr lines per minute; what the status
 says at the end. No assertions: figures only.
 
+With --appends N, instead: N unpaced turns, then --idle seconds, for a model that answers
+200 OK with nothing usable (a refusal) and for an HTTP 500 model; prints the model calls
+and the prompt tokens (o200k) each cost, and their ratio (the goal: at most 2x).
+
     .venv/bin/python benchmarks/faults.py [--quick] [--warm-up 15] [--seconds 45] [--pace 0.25]
         [--scenarios healthy,slow,http500,unreachable,nokey]
+    .venv/bin/python benchmarks/faults.py --appends 2000 [--idle 30] [--scenarios refusing,http500]
 """
 
 from __future__ import annotations
@@ -47,11 +52,16 @@ UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
 # after a delay with the default Observer reply, or with an error status.
 FAKE_LLM = """
 import sys, threading, signal
-from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder, request_text
 delay, status, seen = float(sys.argv[1]), int(sys.argv[2]), open(sys.argv[3], "a", buffering=1)
+refusal = sys.argv[4] if len(sys.argv) > 4 else ""
+counter = TokenCounter()
 def responder(request):
-    seen.write("request\\n")
-    return default_responder(request) if status == 200 else FakeReply("scripted failure", status=status)
+    seen.write(f"request {counter.count_text(request_text(request))}\\n")
+    if status != 200:
+        return FakeReply("scripted failure", status=status)
+    return refusal or default_responder(request)
 server = FakeLLMServer(responder, delay=delay).start()
 print(f"fake LLM server listening on {server.base_url}", flush=True)
 stop = threading.Event()
@@ -66,12 +76,20 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "http500": {"label": "HTTP 500", "delay": 0.0, "status": 500},
     "unreachable": {"label": "unreachable api_base", "delay": 0.0, "status": 200, "api_base": UNREACHABLE},
     "nokey": {"label": "no key", "model": "openai/gpt-4o-mini"},
+    # 200 OK with nothing usable: a refusal, a content filter, a model that ignores the format.
+    "refusing": {
+        "label": "refusing (200 OK)",
+        "delay": 0.0,
+        "status": 200,
+        "reply": "I'm sorry, but I can't help with summarising this conversation.",
+    },
 }
+BURST_SCENARIOS = "refusing,http500"
 
 
-def start_fake_llm(delay: float, status: int, seen: Path) -> tuple[subprocess.Popen, str]:
+def start_fake_llm(delay: float, status: int, seen: Path, reply: str = "") -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(status), str(seen)],
+        [sys.executable, "-u", "-c", FAKE_LLM, str(delay), str(status), str(seen), reply],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=REPO,
@@ -123,7 +141,7 @@ def run(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if "model" in spec:
         model: Any = spec["model"]
     else:
-        llm, base = start_fake_llm(spec["delay"], spec["status"], seen)
+        llm, base = start_fake_llm(spec["delay"], spec["status"], seen, spec.get("reply", ""))
         model = {"model": "openai/fake", "api_base": spec.get("api_base", base)}
     db = workdir / f"{name}.db"
     server = StdioServer(db, server_env(workdir, model), name="faults-benchmark", timeout=300.0)
@@ -170,26 +188,95 @@ class Turns:
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             t0 = time.monotonic()
-            self.server.tool(
-                "append_messages",
-                thread_id=THREAD,
-                messages=[
-                    {
-                        "role": "user" if self.n % 2 == 0 else "assistant",
-                        "content": f"turn {self.n}: we compared train fares to Lisbon and Porto"
-                        " and kept the cheaper one " * 3,
-                    }
-                ],
-            )
-            self.server.tool("get_context", thread_id=THREAD)
+            self.turn()
             latencies.append(time.monotonic() - t0)
-            self.n += 1
             time.sleep(max(0.0, self.pace - (time.monotonic() - t0)))
         return latencies
+
+    def turn(self) -> None:
+        self.server.tool(
+            "append_messages",
+            thread_id=THREAD,
+            messages=[
+                {
+                    "role": "user" if self.n % 2 == 0 else "assistant",
+                    "content": f"turn {self.n}: we compared train fares to Lisbon and Porto"
+                    " and kept the cheaper one " * 3,
+                }
+            ],
+        )
+        self.server.tool("get_context", thread_id=THREAD)
+        self.n += 1
 
 
 def count_lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def prompt_tokens(path: Path) -> int:
+    """The o200k tokens of every request the fake model received."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(int(line.split()[1]) for line in lines if len(line.split()) > 1)
+
+
+def burst(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """--appends N as fast as the server takes them (append_messages + get_context), then
+    --idle seconds of nothing: what a model that never gives usable output costs."""
+    spec = SCENARIOS[name]
+    seen = workdir / f"burst-{name}.requests"
+    llm, base = start_fake_llm(spec["delay"], spec["status"], seen, spec.get("reply", ""))
+    db = workdir / f"burst-{name}.db"
+    env = server_env(workdir, {"model": "openai/fake", "api_base": base})
+    server = StdioServer(db, env, name="faults-benchmark", timeout=300.0)
+    try:
+        turns = Turns(server, 0.0)
+        started = time.monotonic()
+        for _ in range(args.appends):
+            turns.turn()
+        seconds = time.monotonic() - started
+        calls_busy = count_lines(seen)
+        time.sleep(args.idle)
+        status = server.resource(f"om://threads/{THREAD}/status")
+    finally:
+        server.stop()
+        llm.terminate()
+        llm.wait(10)
+    with sqlite3.connect(db) as conn:
+        tokens = conn.execute("SELECT COALESCE(SUM(tokens), 0) FROM messages").fetchone()[0]
+    conn.close()
+    return {
+        "label": spec["label"],
+        "appends": args.appends,
+        "message_tokens": tokens,
+        "seconds": seconds,
+        "calls": count_lines(seen),
+        "idle_calls": count_lines(seen) - calls_busy,
+        "prompt_tokens": prompt_tokens(seen),
+        "status": status,
+    }
+
+
+def report_burst(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"\n{args.appends} appends (append_messages + get_context, unpaced), then {args.idle:.0f} s idle\n")
+    header = (
+        f"{'scenario':<20} {'msg tokens':>10} {'seconds':>8} {'model calls':>11} {'idle calls':>10}"
+        f" {'prompt tokens':>13}  status at the end"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        observation = r["status"].get("observation", {})
+        state = (observation.get("reason") or "")[:90]
+        print(
+            f"{r['label']:<20} {r['message_tokens']:>10,} {r['seconds']:>8.1f} {r['calls']:>11}"
+            f" {r['idle_calls']:>10} {r['prompt_tokens']:>13,}  {state}"
+        )
+    if len(results) == 2 and results[1]["calls"]:
+        a, b = results
+        print(
+            f"\n{a['label']} / {b['label']}: {a['calls'] / b['calls']:.2f}x the model calls,"
+            f" {a['prompt_tokens'] / max(1, b['prompt_tokens']):.2f}x the prompt tokens (goal: at most 2x)"
+        )
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -224,14 +311,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warm-up", type=float, default=15.0, help="paced turns before measuring, in seconds")
     parser.add_argument("--seconds", type=float, default=45.0, help="measured paced turns per scenario, in seconds")
     parser.add_argument("--pace", type=float, default=0.25, help="seconds from one turn's start to the next")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--scenarios", help=f"default: all but refusing; with --appends: {BURST_SCENARIOS}")
     parser.add_argument("--quick", action="store_true", help="10 s of warm-up and 20 s measured per scenario")
+    parser.add_argument(
+        "--appends", type=int, default=0, help="instead of paced turns: this many unpaced turns, then --idle"
+    )
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of nothing after --appends")
     args = parser.parse_args(argv)
     if args.quick:
         args.warm_up, args.seconds = 10.0, 20.0
     with tempfile.TemporaryDirectory(prefix="om-faults-") as tmp:
+        if args.appends:
+            names = (args.scenarios or BURST_SCENARIOS).split(",")
+            bursts = []
+            for name in names:
+                print(f"running {args.appends} appends, {SCENARIOS[name]['label']} ...", file=sys.stderr, flush=True)
+                bursts.append(burst(name, args, Path(tmp)))
+            report_burst(bursts, args)
+            return
         results = []
-        for name in args.scenarios.split(","):
+        for name in (args.scenarios or ",".join(n for n in SCENARIOS if n != "refusing")).split(","):
             print(f"running {SCENARIOS[name]['label']} ...", file=sys.stderr, flush=True)
             results.append(run(name, args, Path(tmp)))
         report(results, args)

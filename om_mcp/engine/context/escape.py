@@ -36,3 +36,16 @@ def neutralise(text: str, extra_tags: tuple[str, ...] = ()) -> str:
         )
     )
     return pattern.sub(lambda m: f"‹{m.group(1)}{m.group(2)}", text)
+
+
+EXCERPT_CHARS = 120
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A short, quoted, one-line excerpt of text someone else wrote (a model's answer),
+    fit to show in a status or a log: control characters out, our tags neutralised."""
+    flat = " ".join(_CONTROL.sub(" ", text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return f"“{neutralise(flat)}”" if flat else "nothing"

@@ -129,6 +129,9 @@ class ReflectStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(g.tokens for g in selection.groups)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.record.generation, selection.groups[0].id)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Reflected:
         engine = self.engine
 
