@@ -13,6 +13,7 @@ from om_mcp.server.notify import thread_uris
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import ThreadId
 from om_mcp.server.tools.base import DELETE, UPDATE, invoke
+from om_mcp.server.uris import resource_uri
 
 
 def register(server: MCPServer) -> None:
@@ -27,7 +28,7 @@ def register(server: MCPServer) -> None:
         out = await invoke(
             ctx,
             lambda app: app.memory.update_thread(thread_id, title, metadata),
-            changed=lambda o: [f"om://resources/{o.resource_id}/threads"],
+            changed=lambda o: [resource_uri(o.resource_id, "threads")],
         )
         return compact({"id": out.id, "title": out.title})
 
@@ -39,7 +40,7 @@ def register(server: MCPServer) -> None:
             ctx,
             lambda app: app.memory.delete_thread(thread_id),
             changed=lambda o: (
-                thread_uris(thread_id) + ([f"om://resources/{thread.resource_id}/threads"] if thread else [])
+                thread_uris(thread_id) + ([resource_uri(thread.resource_id, "threads")] if thread else [])
             ),
         )
         return compact({"deleted_messages": out.deleted_messages})
