@@ -26,6 +26,13 @@ and the prompt tokens (o200k) each cost, and their ratio (the goal: at most 2x).
     .venv/bin/python benchmarks/faults.py [--quick] [--warm-up 15] [--seconds 45] [--pace 0.25]
         [--scenarios healthy,slow,http500,unreachable,nokey]
     .venv/bin/python benchmarks/faults.py --appends 2000 [--idle 30] [--scenarios refusing,http500]
+
+With --import-bomb, instead: the peak memory (max RSS) of `om-mcp import` of a Claude
+export zip of about 1 MB whose conversations.json expands to 1 GiB (one conversation
+holding a 1 GiB message between two small ones), beside the same command on a small
+export (the process's own base: interpreter, tokenizer); the goal is under 200 MB.
+
+    .venv/bin/python benchmarks/faults.py --import-bomb [--runs 3]
 """
 
 from __future__ import annotations
@@ -35,10 +42,12 @@ import json
 import os
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +265,79 @@ def burst(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
 
 
+def small_conversation(i: int) -> dict[str, Any]:
+    return {
+        "uuid": f"conv-{i}",
+        "name": f"Chat {i}",
+        "created_at": "2025-01-01T10:00:00Z",
+        "chat_messages": [
+            {"uuid": f"m{i}-{j}", "sender": "human" if j % 2 == 0 else "assistant", "text": f"message {j} of {i}"}
+            for j in range(3)
+        ],
+    }
+
+
+def write_bomb(path: Path, gib: float = 1.0) -> None:
+    """A Claude export zip: a small conversation, one whose message is `gib` GiB of "a", another small one."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        with archive.open("conversations.json", "w", force_zip64=True) as member:
+            member.write(("[" + json.dumps(small_conversation(0)) + ",").encode())
+            head = {"uuid": "conv-big", "name": "The huge one", "chat_messages": [{"uuid": "h1", "sender": "human"}]}
+            member.write(json.dumps(head)[:-3].encode() + b', "text": "')
+            block = b"a" * (1 << 20)
+            for _ in range(int(gib * 1024)):
+                member.write(block)
+            member.write(b'"}]},' + json.dumps(small_conversation(2)).encode() + b"]")
+
+
+def peak_import(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]:
+    """(max RSS in MB, seconds, the --json report) of one `om-mcp import` in a fresh database."""
+    db = workdir / f"import-{time.monotonic_ns()}.db"
+    env = server_env(workdir, "openai/unused")
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "om_mcp", "import", str(path), "--json", "--db", str(db)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    out = proc.stdout.read()  # type: ignore[union-attr]
+    _, _, usage = os.wait4(proc.pid, 0)
+    seconds = time.monotonic() - started
+    try:
+        report = json.loads(out)
+    except ValueError:
+        report = {}
+    return usage.ru_maxrss / 1024, seconds, report
+
+
+def import_bomb(args: argparse.Namespace, workdir: Path) -> None:
+    bomb, small = workdir / "bomb.zip", workdir / "small.json"
+    write_bomb(bomb)
+    small.write_text(json.dumps([small_conversation(i) for i in range(3)]))
+    expanded = zipfile.ZipFile(bomb).infolist()[0].file_size
+    rows = []
+    for label, path in (("small export (base)", small), ("1 MB zip -> 1 GiB", bomb)):
+        runs = [peak_import(path, workdir) for _ in range(args.runs)]
+        rows.append((label, path, runs))
+    print(
+        f"\nom-mcp import, peak memory (max RSS), median of {args.runs};"
+        f" the zip is {bomb.stat().st_size / 1e6:.2f} MB, its conversations.json {expanded / 2**30:.2f} GiB\n"
+    )
+    header = f"{'input':<22} {'peak MB':>8} {'seconds':>8}  imported / left out"
+    print(header)
+    print("-" * len(header))
+    for label, _path, runs in rows:
+        report = runs[-1][2]
+        left = ", ".join(f"{p['title']}: {p['why'][:60]}" for p in report.get("problems", []))
+        print(
+            f"{label:<22} {statistics.median(r[0] for r in runs):>8.0f} {statistics.median(r[1] for r in runs):>8.1f}"
+            f"  {report.get('added')} / {left or 'nothing'}"
+        )
+    print("\ngoal: the 1 GiB import under 200 MB")
+
+
 def report_burst(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{args.appends} appends (append_messages + get_context, unpaced), then {args.idle:.0f} s idle\n")
     header = (
@@ -317,10 +399,15 @@ def main(argv: list[str] | None = None) -> None:
         "--appends", type=int, default=0, help="instead of paced turns: this many unpaced turns, then --idle"
     )
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of nothing after --appends")
+    parser.add_argument("--import-bomb", action="store_true", help="instead: peak memory of a zip-bomb import")
+    parser.add_argument("--runs", type=int, default=3, help="with --import-bomb: runs of each import")
     args = parser.parse_args(argv)
     if args.quick:
         args.warm_up, args.seconds = 10.0, 20.0
     with tempfile.TemporaryDirectory(prefix="om-faults-") as tmp:
+        if args.import_bomb:
+            import_bomb(args, Path(tmp))
+            return
         if args.appends:
             names = (args.scenarios or BURST_SCENARIOS).split(",")
             bursts = []
