@@ -28,6 +28,7 @@ from om_mcp.config import ConfigError, hash_token, load_config
 from om_mcp.server import build_server
 from om_mcp.server.http import bind_refusal, build_http_app
 from om_mcp.server.http.ratelimit import RateLimiter
+from om_mcp.server.http.run import uvicorn_config
 from om_mcp.server.http.tokens import create_token
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,7 @@ async def serving(make_config, host: str = "127.0.0.1", **server: Any) -> AsyncI
     port = free_port()
     config = make_config(server={"transport": "http", "host": host, "port": port, **server})
     app = build_http_app(build_server(config), config)
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    web = uvicorn.Server(uvicorn_config(app, config, host="127.0.0.1", lifespan="on"))  # as `serve` runs it
     async with anyio.create_task_group() as group:
         group.start_soon(web.serve)
         with anyio.fail_after(20):
