@@ -197,3 +197,26 @@ def test_the_concurrency_limit_answers_503_and_logs_once(tmp_path):
         assert statuses == [503] * 20
         text = stderr.read_text()
     assert text.count("Exceeded concurrency limit") == 1, text
+
+
+async def test_a_thread_id_held_by_another_tenant_is_refused_without_saying_whose(make_config):
+    """Thread ids are one space for the server: the first tenant to use an id holds it. The
+    other sees "unknown thread" for it everywhere, and creating it is refused in one sentence
+    that names no owner; its own threads are untouched, under other ids."""
+    async with serving(make_config, **bearer()) as url:
+        async with connect(url, ALICE) as alice:
+            await ok(alice, "append_messages", thread_id="planning", messages=[note(1, "alice's launch plan")])
+        async with connect(url, BOB) as bob:
+            refused = await bob.call_tool("append_messages", {"thread_id": "planning", "messages": [note(1, "bob")]})
+            text = refused.content[0].text
+            assert refused.is_error and "'planning' is already in use on this server" in text
+            assert "alice" not in text and "launch" not in text
+            assert (await bob.call_tool("get_context", {"thread_id": "planning"})).content[0].text == (
+                "thread_id: unknown thread 'planning'"
+            )
+            listed = await bob.read_resource("om://resources/bob/threads")
+            assert "planning" not in listed.contents[0].text
+            await ok(bob, "append_messages", thread_id="bob-planning", messages=[note(1, "bob's own plan")])
+        async with connect(url, ALICE) as alice:
+            context = await ok(alice, "get_context", thread_id="planning")
+            assert [m["id"] for m in context["messages"]] == ["m1"]  # nothing of bob's got in

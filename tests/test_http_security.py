@@ -158,17 +158,21 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
             out = await ok(alice, "append_messages", thread_id="ta", messages=[note(1, "alice's note")])
             assert out["stored"] == 1
             assert "ta" in (await alice.read_resource("om://resources/alice/threads")).contents[0].text
-            for tool, arguments in [
+            for tool, arguments in [  # another tenant's thread is a thread that does not exist
                 ("get_context", {"thread_id": "tb"}),
                 ("recall", {"thread_id": "tb", "mode": "search", "query": "secret"}),
-                ("append_messages", {"thread_id": "tb", "messages": [note(2, "alice was here")]}),
-                ("update_working_memory", {"thread_id": "tb", "memory": "# overwritten"}),
                 ("update_thread", {"thread_id": "tb", "title": "mine now"}),
                 ("delete_thread", {"thread_id": "tb"}),
                 ("recall", {"thread_id": "ta", "target_thread_id": "tb"}),
             ]:
                 text = await fail(alice, tool, **arguments)
-                assert "'tb' belongs to a resource this token may not use" in text, (tool, text)
+                assert text == "thread_id: unknown thread 'tb'", (tool, text)
+            for tool, arguments in [  # and its id cannot be claimed
+                ("append_messages", {"thread_id": "tb", "messages": [note(2, "alice was here")]}),
+                ("update_working_memory", {"thread_id": "tb", "memory": "# overwritten"}),
+            ]:
+                text = await fail(alice, tool, **arguments)
+                assert text.startswith("thread_id: 'tb' is already in use on this server"), (tool, text)
                 assert "bob" not in text
             text = await fail(alice, "append_messages", thread_id="new", resource_id="bob", messages=[note(3, "x")])
             assert "resource 'bob' is not allowed for this token (it may use: alice)" in text
@@ -179,7 +183,7 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
                 "om://threads/tb/observations",
                 "om://threads/tb/events",
             ]:
-                with pytest.raises(MCPError, match="belongs to a resource this token may not use"):
+                with pytest.raises(MCPError, match="unknown thread 'tb'"):
                     await alice.read_resource(uri)
             for uri in [
                 "om://resources/bob/threads",

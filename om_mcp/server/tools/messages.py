@@ -30,7 +30,7 @@ def register(server: MCPServer) -> None:
         ] = None,
         include_status: bool = False,
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id)
+        resource = await authorize(ctx, thread_id, resource_id, creates=True)
         batch = message_dicts(messages or [])
         batch += [{"role": r, "content": t} for r, t in (("user", user), ("assistant", assistant)) if t is not None]
 
