@@ -58,7 +58,8 @@ def session_context(
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)
     text = prepare_observations_for_context(log, now or datetime.now(UTC)) if log else ""
-    recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
+    # The ids are the session's and the project folder's: anyone's text, like the rest.
+    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     return render_session_context(
         neutralise(text),
         neutralise(_memory_text(memory)) if memory else None,
