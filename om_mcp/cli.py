@@ -17,19 +17,22 @@ from om_mcp import __version__
 # name -> one-line help; the module om_mcp.commands.<name> does the work.
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
+    "setup": "connect om-mcp to an agent host (Claude Code, Cursor, VS Code, Codex, ...): server and hooks",
     "token": "create a bearer token for the HTTP server",
     "status": "the database, what it holds, model readiness, pending work, recent threads",
     "threads": "list threads with their windows and last cycle",
     "show": "one thread: its observation log, working memory and recent messages",
     "search": "search messages and observations",
-    "forget": "delete a thread or a resource for good (the text leaves the file)",
+    "forget": "delete a thread, a resource, a message, an observation or a phrase for good (the text leaves the file)",
+    "edit": "correct one observation line (kept through reflections as stated by the user)",
+    "restore": "make an earlier generation of a thread's observation log active again",
     "doctor": "check the config, the database's integrity, the search index and the model",
     "observe": "observe a thread's unobserved messages now",
     "reflect": "condense a thread's observation log now",
     "backup": "an online, consistent copy of the database",
     "export": "write the memory as versioned JSONL (to stdout or -o FILE)",
     "import": "import an om-mcp export, or Claude / ChatGPT conversations",
-    "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI)",
+    "hook": "record a coding agent's session from its hooks (Claude Code, Gemini CLI, Codex, Cursor, VS Code)",
     "worker": "observe and reflect in the background until idle (started by the hooks)",
     "ingest": "add a transcript file to memory (claude-code, gemini-cli, openai-messages)",
     "migrate": "copy a memory into another database (SQLite to PostgreSQL); resumable",
@@ -61,9 +64,34 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(0, "serve")  # `om-mcp --db x` means `om-mcp serve --db x`
     args = parser().parse_args(argv)
     try:
-        return _module(args.command).run(args)
+        code = _module(args.command).run(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where it is a traceback
+        return code
     except KeyboardInterrupt:  # Ctrl-C: no traceback
         return 130
+    except BaseException as error:
+        if not _broken_pipe(error):
+            raise
+        return _closed_early()
+
+
+def _broken_pipe(error: BaseException) -> bool:
+    if isinstance(error, BrokenPipeError):
+        return True
+    return isinstance(error, BaseExceptionGroup) and all(_broken_pipe(e) for e in error.exceptions)
+
+
+def _closed_early() -> int:
+    """`om-mcp status | head`: the reader left. One line, the conventional exit code, and no second
+    error when Python flushes stdout at exit."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+    print("om-mcp: the output was closed before it was all written (broken pipe)", file=sys.stderr)
+    return 141  # 128 + SIGPIPE, what a shell reports for a command cut off by `head`
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pty
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def om(
     *args: str, db: Path | None = None, config: Path | None = None, env: dict | None = None, tmp: Path | None = None
 ) -> subprocess.CompletedProcess:
     where = [*(["--db", str(db)] if db else []), *(["--config", str(config)] if config else [])]
-    folder = tmp or (db.parent if db else Path.cwd())
+    # Never the working directory: that is the checkout, and the child's HOME is made in `folder`.
+    folder = tmp or (db.parent if db else Path(tempfile.mkdtemp(prefix="om-cmd-")))
     folder.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [PYTHON, "-m", "om_mcp", *args, *where],
@@ -61,6 +63,24 @@ def om(
 def data(done: subprocess.CompletedProcess):
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def data_or_failed(done: subprocess.CompletedProcess):
+    """The JSON of a command that may exit 1 (a check failed) but must not crash."""
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_no_model_is_a_warning_not_a_failure(tmp_path):
+    """A fresh install with no key and no logged-in claude: doctor warns and exits 0."""
+    done = om("doctor", "--json", db=tmp_path / "none.db", tmp=tmp_path, env={"OM_MODEL": "auto"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    model = next(c for c in json.loads(done.stdout)["checks"] if c["check"] == "model")
+    assert model["result"] == "warn" and "not ready" in model["detail"]
+    nonsense = om("doctor", "--json", db=tmp_path / "none.db", tmp=tmp_path, env={"OM_MODEL": "nonsense"})
+    model = next(c for c in json.loads(nonsense.stdout)["checks"] if c["check"] == "model")
+    assert nonsense.returncode == 0 and model["result"] == "warn"
+    assert "litellm does not know the model 'nonsense'" in model["detail"]
 
 
 def fake_model(server: FakeLLMServer) -> dict[str, str]:
@@ -107,7 +127,7 @@ def test_status_threads_show_and_search_read_the_memory(filled):
         (("forget", "--thread", "nope", "--yes"), 4, "unknown thread 'nope'"),
         (("export", "--resource", "nobody"), 4, "unknown resource 'nobody'"),
         (("status", "--threads", "x"), 2, "invalid int value"),
-        (("forget",), 2, "one of the arguments --thread --resource is required"),
+        (("forget",), 2, "give --thread T or --resource R"),
     ],
 )
 def test_exit_codes_mean_something(filled, args, code, says):
@@ -163,6 +183,15 @@ def test_doctor_checks_everything_and_tells_what_is_wrong(db, filled, tmp_path):
     assert call["check"] == "model call" and call["result"] == "ok" and "answered" in call["detail"]
     offline = om("doctor", "--model", db=db, env={"OM_MODEL": "gemini/gemini-2.5-flash"})
     assert offline.returncode == 1 and "GEMINI_API_KEY" in offline.stdout
+    with FakeLLMServer() as server:
+        # A fallback list: each candidate is called and reported on its own line.
+        both = json.dumps([{"model": "openai/fake", "api_base": server.base_url}, "nonsense"])
+        each = data_or_failed(om("doctor", "--model", "--json", db=db, env={"OM_MODEL": both}))
+    rows = {c["check"]: c for c in each["checks"]}
+    assert rows["model 1"]["result"] == "ok" and rows["model 2"]["result"] == "warn"
+    assert "litellm does not know the model 'nonsense'" in rows["model 2"]["detail"]
+    assert rows["model call 1"]["result"] == "ok" and "answered" in rows["model call 1"]["detail"]
+    assert rows["model call 2"]["result"] == "FAIL" and "nonsense" in rows["model call 2"]["detail"]
 
     damaged = tmp_path / "damaged.db"
     raw = bytearray(db.read_bytes())

@@ -94,7 +94,9 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     box = Box(tmp_path)
     start = box.event("SessionStart", None, "new-session", source="startup")
     empty = box.hook(start)
-    assert (empty.returncode, empty.stdout) == (0, b"")  # no memory yet: nothing at all
+    assert empty.returncode == 0  # no memory yet: one line saying so, and the ids recall needs
+    said = json.loads(empty.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "no earlier session is recorded yet" in said and '"new-session"' in said and len(said) < 400
     conn = db.open_database(str(box.db))
     key = resource_key(str(box.project))
     groups = [
@@ -171,6 +173,34 @@ def test_a_locked_database_costs_the_agent_nothing(tmp_path: Path) -> None:
     assert "SessionStart" in line and "locked" in line
 
 
+def test_with_no_model_session_start_names_the_recent_sessions(tmp_path: Path) -> None:
+    """No observations (no model): the next session still learns what earlier sessions were, and their ids."""
+    box = Box(tmp_path)
+    for n, (session, prompts) in enumerate(
+        [
+            ("s-backup", ["Fix the flaky backup test", "now run the whole suite"]),
+            ("s-deploy", ["Deploy the staging server to fly.io", "roll back the release"]),
+        ]
+    ):
+        transcript = ClaudeTranscript(tmp_path / f"{session}.jsonl", session, str(box.project))
+        for prompt in prompts:
+            transcript.turn(prompt, f"done: {prompt}")
+        assert box.hook(box.event("Stop", transcript.path, session), "--no-worker").returncode == 0
+        box.query("SELECT 1")  # the second session is the newer one
+        conn = sqlite3.connect(box.db)
+        conn.execute("UPDATE threads SET updated_at = ? WHERE id = ?", (f"2026-11-0{n + 1}T10:00:00+00:00", session))
+        conn.commit()
+        conn.close()
+    done = box.hook(box.event("SessionStart", None, "s-new", source="startup"), "--no-worker")
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    deploy, backup = context.index("Deploy the staging server"), context.index("Fix the flaky backup test")
+    assert deploy < backup  # newest first
+    assert "roll back the release" in context and "now run the whole suite" in context  # the last prompts
+    assert "4 messages" in context and '"s-deploy"' in context and '"s-backup"' in context
+    assert '"s-new"' in context and json.dumps(str(box.project)) in context  # this session's ids, for recall
+    assert len(context) < 1000 and box.log_lines() == []
+
+
 @pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b"SQLite format 3\x00" + b"\x00" * 300])
 def test_a_corrupt_database_costs_the_agent_nothing(tmp_path: Path, content: bytes) -> None:
     box = Box(tmp_path)
@@ -193,7 +223,7 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
         done = box.hook(data, *args)
         assert (done.returncode, done.stdout, done.stderr) == (0, b"", b""), data
         assert expected in box.log_lines()[-1]
-    done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "cursor"], input=b"{}", capture_output=True, env=box.env)
+    done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "windsurf"], input=b"{}", capture_output=True, env=box.env)
     assert done.returncode == 0 and "bad arguments" in box.log_lines()[-1]
 
 
@@ -272,7 +302,7 @@ def a_day_of_work(box: Box, transcript: ClaudeTranscript, *hook_args: str, end: 
         ("One more. Decision: the worker exits after 60 seconds idle.", "Done; the worker now exits when idle.", None),
     ]
     start = box.hook(box.event("SessionStart", transcript.path, transcript.session_id, source="startup"), *hook_args)
-    assert start.returncode == 0 and start.stdout == b""
+    assert start.returncode == 0 and b"no earlier session is recorded yet" in start.stdout
     for prompt, reply, tool in turns:
         transcript.user(prompt)
         assert (

@@ -259,13 +259,19 @@ def test_plugin_registers_the_hook_command_for_every_event() -> None:
     market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
     assert plugin["name"] == "om-mcp" and market["plugins"][0]["name"] == "om-mcp"
     assert market["plugins"][0]["source"] == "./"
-    assert plugin["mcpServers"]["om-mcp"] == {"command": "om-mcp", "args": ["serve", "--hooks"]}
+    # The server is declared in .mcp.json at the plugin root, where Claude Code counts it (`mcpServers` in
+    # plugin.json counted 0 servers in `claude plugin details`, 2.1.197), and started through the launcher.
+    assert "mcpServers" not in plugin
+    servers = json.loads((REPO / ".mcp.json").read_text())["mcpServers"]
+    assert servers == {
+        "om-mcp": {"command": "sh", "args": ["${CLAUDE_PLUGIN_ROOT}/hooks/om-mcp-hook", "serve", "--hooks"]}
+    }
     hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", *INGEST_EVENTS}
     assert hooks["SessionStart"][0]["matcher"] == "|".join(SESSION_START_SOURCES)
     for groups in hooks.values():
         (hook,) = groups[0]["hooks"]
-        assert hook["command"] == 'sh "${CLAUDE_PLUGIN_ROOT}/hooks/om-mcp-hook" claude-code'
+        assert hook["command"] == 'sh "${CLAUDE_PLUGIN_ROOT}/hooks/om-mcp-hook" hook claude-code'
         assert 0 < hook["timeout"] <= 30
     # a hook whose output matters, or that runs as the session ends, is waited for
     for event in ("SessionStart", "Stop", "PreCompact", "SessionEnd"):
@@ -299,10 +305,32 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
         assert "Validation passed" in done.stdout
 
 
-def _launcher(tmp_path: Path, env: dict[str, str], stdin: str = "{}") -> subprocess.CompletedProcess[str]:
+@pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+def test_claude_counts_the_plugins_mcp_server_and_hooks(tmp_path: Path) -> None:
+    """Installed from this checkout as a local marketplace (no network), the plugin has 1 server, 6 hooks."""
+    env = {**os.environ, "HOME": str(tmp_path)}
+
+    def claude(*args: str) -> str:
+        done = subprocess.run(["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    plugin = tmp_path / "om-mcp"  # the plugin's own files: a local marketplace is copied whole (.venv too)
+    for part in (".claude-plugin", "hooks"):
+        shutil.copytree(REPO / part, plugin / part)
+    shutil.copy(REPO / ".mcp.json", plugin / ".mcp.json")
+    claude("plugin", "marketplace", "add", str(plugin))
+    claude("plugin", "install", "om-mcp@om-mcp")
+    details = claude("plugin", "details", "om-mcp@om-mcp")
+    assert "MCP servers (1)" in details and "Hooks (6)" in details, details
+
+
+def _launcher(
+    tmp_path: Path, env: dict[str, str], stdin: str = "{}", args: tuple[str, ...] = ("hook", "claude-code")
+) -> subprocess.CompletedProcess[str]:
     base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
     return subprocess.run(
-        ["sh", str(REPO / "hooks" / "om-mcp-hook"), "claude-code"],
+        ["sh", str(REPO / "hooks" / "om-mcp-hook"), *args],
         input=stdin,
         env={**base, **env},
         capture_output=True,
@@ -317,7 +345,7 @@ def _fake_om_mcp(folder: Path) -> Path:
     script.write_text(
         f"#!{sys.executable}\nimport sys, json\n"
         "data = sys.stdin.read()\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'stdin': data}))\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'stdin': data, 'me': sys.argv[0]}))\n"
         "sys.exit(3)\n"
     )
     script.chmod(0o755)
@@ -328,7 +356,8 @@ def test_launcher_runs_om_mcp_hook_with_stdin(tmp_path: Path) -> None:
     _fake_om_mcp(tmp_path / "bin")
     done = _launcher(tmp_path, {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}, stdin='{"session_id": "s"}')
     assert done.returncode == 0  # fails open even when om-mcp fails
-    assert json.loads(done.stdout) == {"argv": ["hook", "claude-code"], "stdin": '{"session_id": "s"}'}
+    ran = json.loads(done.stdout)
+    assert (ran["argv"], ran["stdin"]) == (["hook", "claude-code"], '{"session_id": "s"}')
 
 
 def test_launcher_finds_om_mcp_in_local_bin_or_om_mcp_bin(tmp_path: Path) -> None:
@@ -339,9 +368,31 @@ def test_launcher_finds_om_mcp_in_local_bin_or_om_mcp_bin(tmp_path: Path) -> Non
     assert json.loads(_launcher(tmp_path, {"OM_MCP_BIN": str(other)}).stdout)["argv"] == ["hook", "claude-code"]
 
 
+def test_launcher_prefers_what_setup_recorded_then_the_plugin_venv_then_path(tmp_path: Path) -> None:
+    """A clone's venv is found with no PATH at all: recorded by `om-mcp setup`, or the plugin's own .venv."""
+    on_path = _fake_om_mcp(tmp_path / "bin")
+    plugin = tmp_path / "plugin"
+    in_venv = _fake_om_mcp(plugin / ".venv" / "bin")
+    recorded = _fake_om_mcp(tmp_path / "clone" / ".venv" / "bin")
+    record = tmp_path / "home" / ".config" / "om-mcp" / "om-mcp-command"
+    record.parent.mkdir(parents=True)
+    record.write_text(f"{recorded}\n")
+    env = {"PATH": f"{on_path.parent}:/usr/bin:/bin", "CLAUDE_PLUGIN_ROOT": str(plugin)}
+    for expected in (recorded, in_venv, on_path):
+        served = _launcher(tmp_path, env, args=("serve", "--hooks"))
+        assert served.returncode == 3  # the server's own exit code: not a hook, nothing to hide
+        ran = json.loads(served.stdout)
+        assert (ran["argv"], ran["me"]) == (["serve", "--hooks"], str(expected))
+        if expected == recorded:
+            record.unlink()
+        else:
+            Path(expected).unlink()
+    assert "not found" in _launcher(tmp_path, {"PATH": "/usr/bin:/bin"}, args=("serve",)).stderr
+
+
 def test_launcher_fails_open_without_om_mcp_and_honours_the_kill_switch(tmp_path: Path) -> None:
     done = _launcher(tmp_path, {})
-    assert done.returncode == 0 and done.stdout == "" and "uv tool install om-mcp" in done.stderr
+    assert done.returncode == 0 and done.stdout == "" and "om-mcp not found" in done.stderr
     _fake_om_mcp(tmp_path / "bin")
     done = _launcher(tmp_path, {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "OM_MCP_HOOKS": "off"})
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""

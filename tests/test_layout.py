@@ -15,6 +15,8 @@ FORBIDDEN = {
     "om_mcp.store": ("om_mcp.engine", "om_mcp.server", "om_mcp.models", "om_mcp.commands", "mcp"),
     "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp"),
     "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
+    # The host hook loads it on every prompt: plain `re`, nothing heavy, nothing above it.
+    "om_mcp.privacy": ("om_mcp.engine", "om_mcp.server", "om_mcp.store", "om_mcp.config", "om_mcp.models", "pydantic"),
 }
 # The MCP adapter sees the engine through its facade only (and the process-wide logs and heap).
 SERVER_MAY_IMPORT = ("om_mcp.server", "om_mcp.config", "om_mcp.logs", "om_mcp.heap")

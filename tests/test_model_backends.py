@@ -22,6 +22,7 @@ from om_mcp.hosts.common import HOOKS_ENV
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, is_real_key, resolve_auto
 from om_mcp.models.claude_cli import HOOKS_ENV as CLI_HOOKS_ENV
 from om_mcp.models.claude_cli import MAX_ARG_CHARS, ClaudeCliClient, cli_model, split_prompt
+from om_mcp.models.claude_login import Login
 from om_mcp.models.clients import Clients, backend_of
 from om_mcp.models.errors import ModelError
 from om_mcp.models.router import ModelRouter, probe
@@ -430,7 +431,7 @@ def test_auto_falls_back_to_the_cli_then_sampling_then_explains() -> None:
         seen.append(name)
         return "/home/u/.local/bin/claude"
 
-    cli = resolve_auto({"OPENAI_API_KEY": "sk-..."}, which)
+    cli = resolve_auto({"OPENAI_API_KEY": "sk-..."}, which, login=lambda *_: Login(True, "claude.ai"))
     assert cli.models == (CLAUDE_CLI_MODEL, "sampling") and seen == ["claude"]
     assert "/home/u/.local/bin/claude" in cli.reason
     # Sampling alone: it works only while a client offers it, so the reason says how to fix things.

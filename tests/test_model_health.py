@@ -3,7 +3,10 @@ selection, and the router skipping and recording through a health book."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +23,14 @@ from om_mcp.models import (
 )
 from om_mcp.models import health as breaker
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, SAMPLING_MODEL, resolve_auto
+from om_mcp.models.claude_login import NOT_LOGGED_IN, Login, claude_login
 from om_mcp.models.clients import Clients
 from om_mcp.models.router import probe
 from om_mcp.store.rows import ModelHealth
 from om_mcp.testing import ScriptedModel
 
 NOW = 1_800_000_000.0
+LOGGED_IN = Login(True, "claude.ai")
 TARGET = ModelTarget(model="openai/gpt-4o-mini")
 FAST = CallPolicy(timeout_seconds=2.0, total_budget_seconds=4.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.02)
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -238,10 +243,15 @@ def test_check_by_key_endpoint_and_provider():
     assert readiness.check(ModelTarget(model="gemini/gemini-2.5-flash"), env).ready  # any of its variables
     local = readiness.check(ModelTarget(model="openai/x", api_base="http://127.0.0.1:8080/v1"), {})
     assert local.ready and "127.0.0.1:8080" in local.reason
-    for keyless in ("ollama_chat/llama3", CLAUDE_CLI_MODEL, SAMPLING_MODEL):
+    for keyless in ("ollama_chat/llama3", SAMPLING_MODEL):
         assert readiness.check(ModelTarget(model=keyless), {}).ready, keyless
-    unknown = readiness.check(ModelTarget(model="someprovider/model"), {})
-    assert unknown.ready and "not checked" in unknown.reason
+    unchecked = readiness.check(ModelTarget(model="replicate/meta/llama-3-8b"), {})  # litellm knows it; we know no key
+    assert unchecked.ready and "not checked" in unchecked.reason
+    for nonsense in ("nonsense", "someprovider/model"):
+        unknown = readiness.check(ModelTarget(model=nonsense), {})
+        assert not unknown.ready and f"litellm does not know the model {nonsense!r}" in unknown.reason
+    bare = readiness.check(ModelTarget(model="gpt-4o-mini"), {})  # litellm routes it to openai
+    assert not bare.ready and "OPENAI_API_KEY" in bare.reason
 
 
 def test_check_with_a_named_key_variable():
@@ -287,9 +297,51 @@ def test_auto_skips_placeholder_keys():
 
 
 def test_auto_uses_the_claude_command_then_sampling():
-    found = resolve_auto({}, which=lambda name: "/usr/local/bin/claude" if name == "claude" else None)
+    found = resolve_auto(
+        {}, which=lambda name: "/usr/local/bin/claude" if name == "claude" else None, login=lambda *_: LOGGED_IN
+    )
     assert found.models == (CLAUDE_CLI_MODEL, SAMPLING_MODEL)
     assert "claude" in found.reason
+
+
+def test_an_installed_claude_that_is_not_logged_in_is_no_model():
+    out = resolve_auto({}, which=lambda name: "/usr/local/bin/claude", login=lambda *_: Login(False, NOT_LOGGED_IN))
+    assert out.models == (SAMPLING_MODEL,)
+    assert out.reason.startswith("claude is installed but not logged in: run `claude login`")
+    logged_out = Login(False, NOT_LOGGED_IN)
+    explicit = readiness.check(
+        ModelTarget(model=CLAUDE_CLI_MODEL), {}, which=lambda _: "/x/claude", login=lambda *_: logged_out
+    )
+    assert not explicit.ready and "run `claude login`" in explicit.reason
+    assert readiness.check(
+        ModelTarget(model=CLAUDE_CLI_MODEL), {}, which=lambda _: "/x/claude", login=lambda *_: LOGGED_IN
+    ).ready
+    missing = readiness.check(ModelTarget(model=CLAUDE_CLI_MODEL), {}, which=lambda _: None)
+    assert not missing.ready and "not on PATH" in missing.reason
+
+
+def fake_claude(folder: Path, logged_in: bool) -> str:
+    """A `claude` that answers `auth status --json` the way Claude Code 2.1.197 does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "claude"
+    answer = json.dumps({"loggedIn": logged_in, "authMethod": "claude.ai" if logged_in else "none"})
+    script.write_text(f"#!/bin/sh\necho '{answer}'\nexit {0 if logged_in else 1}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_login_is_asked_of_the_cli_and_cached(tmp_path):
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    out = claude_login(fake_claude(tmp_path / "out", False), env)
+    assert out == Login(False, NOT_LOGGED_IN)
+    claude = fake_claude(tmp_path / "in", True)
+    assert claude_login(claude, env) == Login(True, "claude.ai")
+    Path(claude).write_text("#!/bin/sh\nexit 3\n")  # same size and time would hit the cache; this is not
+    os.utime(claude, ns=(1, 1))
+    assert not claude_login(claude, env).logged_in
+    old = fake_claude(tmp_path / "old", True)
+    Path(old).write_text("#!/bin/sh\necho 'unknown command auth' >&2\nexit 1\n")
+    assert "update Claude Code" in claude_login(old, env).detail
 
 
 def test_auto_with_nothing_falls_back_to_sampling_and_says_how_to_fix_it():

@@ -286,3 +286,20 @@ def test_a_message_cannot_claim_another_resources_scope():
     conn.execute("DELETE FROM messages WHERE thread_id = 'attacker'")
     conn.execute("COMMIT")
     conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+
+
+def test_a_date_window_ends_at_the_resource_own_last_message():
+    """The seq just before the next month's first message may be another resource's, or deleted: the window
+    still ends at this resource's last message of the month (a search naming the month used to fail)."""
+    conn = open_db()
+    may = _add_dated(conn, "may", [("beach day with the kids", "2024-05-10T10:00:00+00:00")])
+    _add_dated(conn, "other", [("someone else's note", "2024-05-20T10:00:00+00:00")], resource="u2")
+    doomed = _add_dated(conn, "doomed", [("asked and deleted", "2024-05-25T10:00:00+00:00")])
+    _add_dated(conn, "june", [("beach again", "2024-06-02T10:00:00+00:00")])
+    conn.execute("BEGIN")
+    fts.forget_thread(conn, "doomed")
+    conn.execute("DELETE FROM messages WHERE thread_id = 'doomed'")
+    conn.execute("COMMIT")
+    assert doomed[0] > may[0]
+    assert fts.seq_window(conn, "u1", "2024-05-01T00:00:00+00:00", "2024-06-01T00:00:00+00:00") == (may[0], may[0])
+    assert bodies(conn, "u1", "beach in May 2024")[0] == "beach day with the kids"

@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from support.processes import clean_env, server_command
 from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
 from om_mcp.server.http.ui.series import build_series
-from om_mcp.testing.headless import find_chromium, free_port, run_chromium, wait_for
+from om_mcp.testing.headless import find_chromium, free_port, open_page, run_chromium, wait_for
 from om_mcp.testing.status_demo import _config_file, fill
 
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
@@ -70,6 +71,9 @@ def test_the_page_needs_no_token_and_its_data_needs_one(site):
     assert get(url, "/api/resources", token=None).status_code == 401
     assert get(url, "/api/resources", token="om_wrong-token-000000000000").status_code == 401
     assert [r["id"] for r in get(url, "/api/resources").json()] == ["alice", "team-infra"]
+    info = get(url, "/api/info").json()  # the demo runs with observation off: the page says so, and why
+    assert info["model_ready"] is False and "observation is off" in info["model_reason"]
+    assert "model not ready" in get(url, "/ui/app.js", None).text
 
 
 @pytest.mark.slow
@@ -215,6 +219,114 @@ def test_forget_deletes_the_thread_and_its_text(site):
     assert httpx.post(url + "/api/threads/t-lisbon", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 405
     files = [Path(str(db) + suffix) for suffix in ("", "-wal")]
     assert b"t-sourdough-3" not in b"".join(f.read_bytes() for f in files if f.exists())
+
+
+@pytest.fixture
+def own_site(tmp_path):
+    """A server of its own (the page changes the memory): (base URL, database)."""
+    db = tmp_path / "demo.db"
+    asyncio.run(fill(db, latency=(0.005, 0.03)))
+    config = _config_file(tmp_path)
+    config.write_text(
+        config.read_text() + '[server.auth]\nmode = "bearer"\ntokens = [\n'
+        f'  {{ name = "admin", hash = "{hash_token(ADMIN)}", resources = ["*"] }},\n]\n'
+    )
+    port = free_port()
+    with open(tmp_path / "server.log", "wb") as log:
+        proc = subprocess.Popen(
+            server_command("--transport", "http", "--port", str(port), "--db", str(db), "--config", str(config)),
+            env=clean_env(tmp_path),
+            stderr=log,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(f"{url}/ui")
+            _until_ready(url)
+            yield url, db
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _until_ready(url: str, timeout: float = 60) -> None:
+    """Until the API answers (it says 503 while the memory opens)."""
+    deadline = time.monotonic() + timeout
+    while get(url, "/api/info").status_code == 503:
+        assert time.monotonic() < deadline, "the status page API never became ready"
+        time.sleep(0.05)
+
+
+def _current_lines(url: str, thread: str) -> list[dict]:
+    detail = get(url, f"/api/threads/{thread}").json()
+    return [line for g in detail["generations"][-1]["groups"] for line in g["lines"] if line["id"]]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_forget_correct_and_restore_one_line_in_a_real_browser(own_site):
+    """Clicks in headless Chromium (DevTools protocol): a line is forgotten only after the page
+    asks, a line is corrected, an earlier generation is restored; the API shows each change."""
+    binary = _chromium()
+    url, db = own_site
+    before = _current_lines(url, "t-lisbon")
+    generations = len(get(url, "/api/threads/t-lisbon").json()["generations"])
+    async with await open_page(f"{url}/ui#token={ADMIN}&thread=t-lisbon", binary=binary) as page:
+        await page.until("document.body.dataset.state === 'ready'")
+        assert "Model spend today" in await page.evaluate("document.getElementById('spend').textContent")
+        first = before[0]
+        row = f"document.querySelector('.generation-column:last-child .line[data-line=\"{first['id']}\"]')"
+        await page.evaluate(f"{row}.querySelector('.forget-line').click()")
+        asked = await page.until(f"{row}.querySelector('.confirm')?.textContent")
+        assert "Forget this line?" in asked and "cannot be undone" in asked
+        assert [line["id"] for line in _current_lines(url, "t-lisbon")] == [
+            line["id"] for line in before
+        ]  # asked first
+        await page.evaluate(f"{row}.querySelector('.forget-line-confirm').click()")
+        assert await page.until("document.getElementById('changed')?.textContent") == "Forgotten."
+        after = _current_lines(url, "t-lisbon")
+        assert first["id"] not in [line["id"] for line in after] and len(after) == len(before) - 1
+        second = after[0]
+        row = f"document.querySelector('.generation-column:last-child .line[data-line=\"{second['id']}\"]')"
+        await page.evaluate(f"{row}.querySelector('.edit').click()")
+        await page.until(f"!!{row}.querySelector('input.line-text')")
+        await page.evaluate(f"{row}.querySelector('input.line-text').value = 'User is vegan'")
+        await page.evaluate(f"{row}.querySelector('.save-line').click()")
+        notice = await page.until("document.getElementById('changed')?.textContent.startsWith('Corrected') && 1")
+        assert notice
+        assert any(line["text"].endswith("User is vegan [user-stated]") for line in _current_lines(url, "t-lisbon"))
+        restore = "document.querySelector('.generation-column:first-child button.restore')"
+        restored = int(await page.evaluate(f"{restore}.dataset.generation"))
+        await page.evaluate(f"{restore}.click()")
+        changed = "document.getElementById('changed')"
+        text = await page.until(f"{changed}?.textContent.startsWith('Generation') && {changed}.textContent")
+        assert f"Generation {restored} is the active log again" in text
+    detail = get(url, "/api/threads/t-lisbon").json()
+    assert len(detail["generations"]) == generations + 1
+    assert [g["text"] for g in detail["generations"][-1]["groups"]] == [
+        g["text"] for g in detail["generations"][restored]["groups"]
+    ]
+    kinds = [e["type"] for e in get(url, "/api/threads/t-lisbon/events?limit=500").json()["events"]]
+    assert {"data-om-forget", "data-om-edit", "data-om-restore"} <= set(kinds)
+    gone = first["text"].split(")", 1)[-1].strip()[:30]
+    assert gone.encode() not in b"".join(p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists())
+
+
+@pytest.mark.slow
+def test_the_page_api_refuses_bad_changes_and_changes_nothing(own_site):
+    url, _ = own_site
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    lines = _current_lines(url, "t-lisbon")
+    missing = httpx.delete(url + "/api/threads/t-lisbon/observations/0123456789abcdef.abcdef", headers=auth)
+    assert missing.status_code == 404 and "unknown observation" in missing.json()["error"]
+    form = httpx.put(
+        url + f"/api/threads/t-lisbon/observations/{lines[0]['id']}", headers=auth, content=b"text=x"
+    )  # what a form on another site could send
+    assert form.status_code == 400 and "application/json" in form.json()["error"]
+    current = get(url, "/api/threads/t-lisbon").json()["generations"][-1]["generation"]
+    again = httpx.post(url + "/api/threads/t-lisbon/restore", headers=auth, json={"generation": current})
+    assert again.status_code == 400 and "already the active log" in again.json()["error"]
+    assert httpx.post(url + "/api/threads/t-lisbon/restore", headers=auth, json={"generation": 99}).status_code == 404
+    assert _current_lines(url, "t-lisbon") == lines
 
 
 # -- the series builder ---------------------------------------------------------------------

@@ -62,11 +62,9 @@ def msg(id: str, content: Any, role: str = "user", **extra: Any) -> dict:
 HEADER = re.compile(r"^\*\*(?P<role>\w+) \((?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ)\)\*\* \[(?P<id>[^\]\n]+)\]:$", re.M)
 HINT = re.compile(r"\((?:more|next): recall ([^)\n]*)\)\s*$")
 ARG = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|-?\d+)')
-SEARCH_LINE = re.compile(
-    r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+), (?P<date>\d{4}-\d\d-\d\d), thread (?P<thread>\S+): "
-    r"(?P<snippet>.*)$",
-    re.M,
-)
+# A search result is an index: a `thread <id>, <day>:` line, then one line per hit, until the next such line.
+SEARCH_PLACE = re.compile(r"^thread (?P<thread>\S+), (?P<date>\d{4}-\d\d-\d\d):$")
+SEARCH_LINE = re.compile(r"^- \[(?P<id>[^\]]+)\] (?P<role>\w+): (?P<snippet>.*)$")
 THREAD_LINE = re.compile(
     r"^- (?P<title>.*) \[(?P<id>[^\]]+)\](?P<current> ← current)?: (?P<count>\d+) messages,"
     r" updated (?P<updated>.+)$",
@@ -108,7 +106,13 @@ def hint_of(text: str) -> dict[str, Any] | None:
 
 
 def search_hits(text: str) -> list[dict[str, str]]:
-    return [m.groupdict() for m in SEARCH_LINE.finditer(text)]
+    hits, place = [], None
+    for row in text.splitlines():
+        if found := SEARCH_PLACE.match(row):
+            place = found.groupdict()
+        elif (found := SEARCH_LINE.match(row)) and place is not None:
+            hits.append({**found.groupdict(), **place})
+    return hits
 
 
 def thread_lines(text: str) -> list[dict[str, str]]:
@@ -891,8 +895,51 @@ async def test_search_ranks_the_more_relevant_message_first(server, mode):
         ] == ["strong"]
 
         # the footer's advice leads to recall around the match, from another thread
-        around = await call(client, "recall", thread_id="t2", cursor="strong", page=-1)
+        assert "cursor=<id> page=0" in found.splitlines()[-1]
+        around = await call(client, "recall", thread_id="t2", cursor="noise", page=0, limit=3)
         assert ids(around) == ["weak", "noise", "strong"]
+        assert ids(await call(client, "recall", thread_id="t2", cursor="strong", page=-1)) == [
+            "weak",
+            "noise",
+            "strong",
+        ]
+
+
+@ERAS
+async def test_search_answers_with_an_index_of_short_lines(server, mode):
+    """A default search lists 10 hits, one short line each, naming the thread and day once per run of hits
+    from the same one; detail="high" shows more of each; the hit is then read whole by id."""
+    long_tail = " and then the rest of a long message that an index line leaves out" * 3
+    async with connect(server, mode) as client:
+        for day, thread in enumerate(["a", "b"], start=1):
+            await ok(
+                client,
+                "append_messages",
+                thread_id=thread,
+                messages=[
+                    msg(f"{thread}{n}", f"kilimanjaro note {n}{long_tail}", created_at=f"2024-05-0{day}T10:00:00+00:00")
+                    for n in range(8)
+                ],
+            )
+        found = await call(client, "recall", thread_id="a", mode="search", query="kilimanjaro")
+        hits = search_hits(found)
+        assert len(hits) == 10 and {h["thread"] for h in hits} == {"a", "b"}
+        assert {h["date"] for h in hits if h["thread"] == "b"} == {"2024-05-02"}
+        places = [row for row in found.splitlines() if row.startswith("thread ")]
+        runs = sum(
+            1
+            for i, h in enumerate(hits)
+            if i == 0 or (h["thread"], h["date"]) != (hits[i - 1]["thread"], hits[i - 1]["date"])
+        )
+        assert len(places) == runs < len(hits)  # a header per run, not per hit
+        assert all(len(h["snippet"]) <= 62 and "leaves out" not in h["snippet"] for h in hits)
+        detailed = search_hits(
+            await call(client, "recall", thread_id="a", mode="search", query="kilimanjaro", detail="high")
+        )
+        assert [h["id"] for h in detailed] == [h["id"] for h in hits]
+        assert all(len(d["snippet"]) > len(h["snippet"]) for d, h in zip(detailed, hits))
+        whole = await call(client, "recall", thread_id="a", cursor=hits[0]["id"], page=0, limit=1)
+        assert ids(whole) == [hits[0]["id"]] and "leaves out" in whole
 
 
 @ERAS
@@ -982,7 +1029,9 @@ async def test_outputs_respect_the_token_budget(make_server):
         assert [i for text in texts for i in ids(text)] == [f"m{n}" for n in range(40)]
         assert all(counter.count_text(text) <= budget for text in texts)
 
-        found = await call(client, "recall", thread_id="t1", mode="search", query="billing deployment", limit=20)
+        found = await call(
+            client, "recall", thread_id="t1", mode="search", query="billing deployment", limit=20, detail="high"
+        )
         assert 0 < len(search_hits(found)) < 20
         assert counter.count_text(found) <= budget
 

@@ -23,7 +23,19 @@ START_TIMEOUT = 30.0
 # `claude` command on PATH would be chosen, and a test must never reach a real model.
 NO_MODEL = {"OM_OBSERVATIONAL_MEMORY__ENABLED": "false"}
 HEADER_ID = re.compile(r"^\*\*\w+ \([^)]*\)\*\* \[([^\]\n]+)\]:$", re.M)
-SEARCH_LINE = re.compile(r"^- \[([^\]]+)\] \w+, [\d-]+, thread (\S+): ", re.M)
+SEARCH_PLACE = re.compile(r"^thread (\S+), [\d-]+:$")
+SEARCH_LINE = re.compile(r"^- \[([^\]]+)\] \w+: ")
+
+
+def search_hits(text: str) -> list[tuple[str, str]]:
+    """(message id, thread id) of each hit of a search result (an index under `thread <id>, <day>:` lines)."""
+    hits, thread = [], None
+    for row in text.splitlines():
+        if place := SEARCH_PLACE.match(row):
+            thread = place.group(1)
+        elif (hit := SEARCH_LINE.match(row)) and thread is not None:
+            hits.append((hit.group(1), thread))
+    return hits
 
 
 def free_port() -> int:
@@ -86,7 +98,7 @@ async def exercise(client: Client, thread_id: str) -> None:
     found = await call(
         client, "recall", thread_id=thread_id, mode="search", query="kilimanjaro mountain", scope="thread"
     )
-    hits = [message_id for message_id, _ in SEARCH_LINE.findall(found)]
+    hits = [message_id for message_id, _ in search_hits(found)]
     # m1 holds the words; m2 may follow it (a message is indexed with the ones before it)
     assert hits[0] == "m1" and set(hits) <= {"m1", "m2"}
     # re-sending is harmless over the wire too
@@ -173,7 +185,7 @@ async def test_http_server_in_both_eras(tmp_path):
                 await exercise(client, "legacy")
                 # the legacy session sees what the other era wrote: one server, one database
                 found = await call(client, "recall", thread_id="legacy", mode="search", query="kilimanjaro")
-                assert {thread for _, thread in SEARCH_LINE.findall(found)} == {"modern", "legacy"}
+                assert {thread for _, thread in search_hits(found)} == {"modern", "legacy"}
     finally:
         stop(process)
         stderr = process.stderr.read()

@@ -46,6 +46,10 @@ def progress(total: int | None, description: str, *, stream: TextIO | None = Non
         yield lambda n=1: bar.advance(task, n)
 
 
+# Ids are never cut on a terminal: `om-mcp show` and `--resource` need them whole.
+WHOLE = ("thread", "resource", "id", "thread_id", "resource_id")
+
+
 def print_table(
     rows: Iterable[Mapping[str, Any] | Sequence[Any]], columns: Sequence[Column], *, out: TextIO | None = None
 ) -> None:
@@ -66,6 +70,9 @@ def print_table(
     for i in range(len(keys)):
         if table and all(isinstance(r[i], (int, float)) or r[i] is None for r in table):
             view.columns[i].justify = "right"
+        if keys[i] in WHOLE and table:  # the other columns give way
+            view.columns[i].no_wrap = True
+            view.columns[i].min_width = max(len(headers[i]), *(len(_plain(r[i])) for r in table))
     for row in table:
         view.add_row(*(_pretty(v) for v in row))
     Console(file=out).print(view)

@@ -114,5 +114,5 @@ async def model_state(memory: Any) -> dict[str, Any]:
     router = engine.observer.router
     targets = router.targets(0) if not router.by_size else []
     health = await engine.health.get(targets[0].model) if targets and not engine.injected_client else None
-    state = observation_state(engine, health)
+    state = observation_state(engine, health, await engine.budget.state())
     return {**state.model_dump(), "observer": router.describe(), "reflector": engine.reflector.router.describe()}

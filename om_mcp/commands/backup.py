@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{target} is a directory: give the backup file's path", EXIT_CONFIG)
     if target.exists() and not args.force:
         return fail(f"{target} exists: choose another name, or --force to replace it", EXIT_CONFIG)
+    if not target.parent.is_dir():
+        return fail(f"{target.parent} does not exist: create it first, or give another path", EXIT_CONFIG)
     config, code = prepare(args)
     if config is None:
         return code
@@ -57,9 +59,10 @@ def run(args: argparse.Namespace) -> int:
             partial.unlink(missing_ok=True)
             size = await memory.store.backup(str(partial))
             os.replace(partial, target)
-        except OSError as error:
+        except (OSError, sqlite3.Error) as error:
             partial.unlink(missing_ok=True)
-            return fail(f"cannot write {target}: {error.strerror or error}", EXIT_FAILED)
+            reason = getattr(error, "strerror", None) or error
+            return fail(f"cannot write {target}: {reason}", EXIT_FAILED)
         threads, messages = _counts(target)
         report = {"file": str(target), "bytes": size, "threads": threads, "messages": messages}
         if args.json:

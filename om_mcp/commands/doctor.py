@@ -1,12 +1,16 @@
-"""`om-mcp doctor [--model]`: is everything in order?
+"""`om-mcp doctor [--model] [--secrets]`: is everything in order?
 
 Checks the configuration, the database (ours, current schema, writable), its full
 integrity (every page and index entry, both search indexes, the running totals),
-and whether a model is configured for observation. Only `--model` touches the
-network: one small real call to the Observer's model, with its latency and cost.
-Exit 0 when every check passes, 1 when one fails (2 bad config, 3 the database
-refused, with SQLite's own findings). On PostgreSQL the page-level check is the
-server's (amcheck); doctor runs the store's own checks there.
+and whether a model is configured for observation (each candidate of a fallback
+list on its own line). No model is a WARN, not a failure: storing, context and
+search work without one. Only `--model` touches the network: one small real call
+to each of the Observer's candidates, each with its own result, latency and cost.
+Exit 0 when no check fails (warnings included), 1 when one fails (2 bad config,
+3 the database refused, with SQLite's own findings). On PostgreSQL the page-level check is the
+server's (amcheck); doctor runs the store's own checks there. `--secrets` reads every
+stored message, observation and working memory for what the privacy rules would keep
+out (engine/stored_secrets.py) and says how to forget each one.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also make one real call to the Observer's model (network; costs a few tokens)",
     )
+    parser.add_argument(
+        "--secrets", action="store_true", help="also look for secrets already stored (keys, tokens, passwords)"
+    )
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -60,9 +67,12 @@ def run(args: argparse.Namespace) -> int:
     source = args.config or "defaults and OM_ variables"
     check("config", True, f"valid ({source}); scope {config.observational_memory.scope}")
     code = _database(config, check)
+    found: list[Any] = []
     if code == EXIT_OK:
         code = run_memory(config, lambda memory: _model(memory, args.model, check))
-    _report(checks, args.json)
+    if code == EXIT_OK and args.secrets:
+        code = run_memory(config, lambda memory: _secrets(memory, check, found))
+    _report(checks, args.json, found if args.secrets else None)
     if code != EXIT_OK:
         return code
     return EXIT_FAILED if any(c["result"] == "FAIL" for c in checks) else EXIT_OK
@@ -162,41 +172,82 @@ async def _model(memory: Any, call: bool, check: Any) -> int:
         check("model", None, "observation is off (observational_memory.enabled = false)")
         return EXIT_OK
     detail = f"{state['observer']}" + (f"; {state['reason']}" if state["reason"] else "")
-    check("model", state["model_ready"], detail if state["model_ready"] else f"not ready: {detail}")
+    # No model is a supported mode (messages stay raw until one is there): a warning, never a failure.
+    check("model", True if state["model_ready"] else None, detail if state["model_ready"] else f"not ready: {detail}")
+    router = memory.observation.observer.router
+    candidates = _candidates(router)
+    if len(candidates) > 1 and not memory.observation.injected_client:
+        from om_mcp.models.readiness import check_each
+
+        for n, (_, ready) in enumerate(check_each(candidates), 1):
+            check(f"model {n}", True if ready.ready else None, ready.reason)
     if call:
-        await _call(memory, check)
+        await _call(router, candidates, check)
     return EXIT_OK
 
 
-async def _call(memory: Any, check: Any) -> None:
+def _candidates(router: Any) -> list[Any]:
+    """Every target the Observer may call: the fallback list, or each size tier."""
+    from om_mcp.models.settings import ModelTarget
+
+    if not router.by_size:
+        return list(router.choice)
+    return [e if isinstance(e, ModelTarget) else ModelTarget(model=e) for e in router.choice.up_to.values()]
+
+
+async def _call(router: Any, candidates: list[Any], check: Any) -> None:
+    """One real call to each enabled candidate, each reported on its own line."""
     from om_mcp.models import ModelError
-    from om_mcp.models.router import probe
+    from om_mcp.models.router import ModelRouter, probe
 
-    router = memory.observation.observer.router
-    token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
-    started = time.monotonic()
-    try:
-        done = await router.complete(PROBE, input_tokens=20)
-    except ModelError as error:
-        check("model call", False, f"{router.describe()} failed after {time.monotonic() - started:.2f} s: {error}")
+    enabled = [t for t in candidates if t.enabled]
+    if not enabled:
+        check("model call", False, f"no enabled model in {router.describe()}")
         return
-    finally:
-        probe.reset(token)
-    took = time.monotonic() - started
-    usage = done.usage
-    cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
-    check(
-        "model call",
-        True,
-        f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
-        f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})",
-    )
+    for n, target in enumerate(enabled, 1):
+        name = "model call" if len(enabled) == 1 else f"model call {n}"
+        one = ModelRouter([target], router.settings, router.policy, router.client, router.health, router.clients)
+        token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
+        started = time.monotonic()
+        try:
+            done = await one.complete(PROBE, input_tokens=20)
+        except ModelError as error:
+            check(name, False, f"{target.model} failed after {time.monotonic() - started:.2f} s: {error}")
+            continue
+        finally:
+            probe.reset(token)
+        took = time.monotonic() - started
+        usage = done.usage
+        cost = f", ${usage.cost:.6f}" if usage.cost is not None else ", cost unknown"
+        check(
+            name,
+            True,
+            f"{done.model} answered {done.text.strip()[:20]!r} in {took:.2f} s"
+            f" ({usage.input_tokens} tokens in, {usage.output_tokens} out{cost})",
+        )
 
 
-def _report(checks: list[dict[str, Any]], as_json: bool) -> None:
+async def _secrets(memory: Any, check: Any, found: list[Any]) -> int:
+    from om_mcp.engine.stored_secrets import find_stored_secrets
+
+    found += await find_stored_secrets(memory)
+    rules = sorted({rule for f in found for rule in f.rules})
+    detail = f"{len(found)} stored values hold secrets ({', '.join(rules)}): forget them, below" if found else "none"
+    check("secrets", not found, detail)
+    return EXIT_OK
+
+
+def _report(checks: list[dict[str, Any]], as_json: bool, secrets: list[Any] | None = None) -> None:
     from om_mcp.commands._output import print_json, print_table
 
     if as_json:
-        print_json({"ok": not any(c["result"] == "FAIL" for c in checks), "checks": checks})
-    else:
-        print_table(checks, ["check", "result", "detail"], out=sys.stdout)
+        report: dict[str, Any] = {"ok": not any(c["result"] == "FAIL" for c in checks), "checks": checks}
+        if secrets is not None:
+            report["secrets"] = [f.as_dict() for f in secrets]
+        print_json(report)
+        return
+    print_table(checks, ["check", "result", "detail"], out=sys.stdout)
+    for finding in secrets or []:
+        where = f"{finding.where} {finding.ref}" + (f" in thread {finding.thread_id}" if finding.thread_id else "")
+        rules = ", ".join(f"{rule} x{n}" for rule, n in finding.rules.items())
+        sys.stdout.write(f"  {where}: {rules}\n    remove: {finding.remove}\n")

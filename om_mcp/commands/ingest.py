@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     thread_id = args.thread or thread_id
     resource_id = args.resource or resource_id or config.default_resource_id
+    from om_mcp.privacy import HookFailed
     from om_mcp.store.errors import DatabaseRefused, StoreError
 
     try:
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except DatabaseRefused as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return EXIT_DATABASE
-    except StoreError as error:
+    except (StoreError, HookFailed) as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return EXIT_INPUT
     if args.json:
@@ -153,9 +154,11 @@ def store(
     from om_mcp.engine.tokens import get_token_counter
     from om_mcp.hook import db
     from om_mcp.hook.background import start_worker_if_due
+    from om_mcp.hook.ingest import redaction_events
     from om_mcp.hook.rows import to_rows
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.hosts.events import HookEvent
+    from om_mcp.privacy import redactor_for
     from om_mcp.store.keys import record_key
     from om_mcp.store.sqlite import messages as ops
     from om_mcp.store.sqlite import threads
@@ -179,12 +182,17 @@ def store(
 
         def append(conn: Any, rows: list[Any]) -> Any:
             counted_by = ops.tokenizer_id(conn, counter.cache_key)
-            return ops.append(conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata)
+            result = ops.append(
+                conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
+            )
+            redaction_events(conn, thread_id, resource_id, result)
+            return result
 
+        redactor = redactor_for(config.privacy.settings())
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
                 batch = messages[start : start + BATCH]
-                result = db.write(conn, append, to_rows(batch, counter, config.max_message_chars))
+                result = db.write(conn, append, to_rows(batch, counter, config.max_message_chars, redactor))
                 summary["appended"] += len(result.appended)
                 summary["skipped"] += result.skipped_duplicates
                 advance(len(batch))

@@ -1,4 +1,8 @@
-"""`om-mcp search QUERY [--resource R]`: messages and observations ranked as `recall` ranks them."""
+"""`om-mcp search QUERY [--resource R]`: messages and observations ranked as `recall` ranks them.
+
+Without --resource (or --thread) every resource is searched: the sessions the
+hooks record live under their project's path, not under the default resource,
+and a search that silently looked only there found nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from om_mcp.commands.common import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, add_conf
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", metavar="QUERY", help="words to look for (any text is safe)")
-    parser.add_argument("--resource", metavar="R", help="whose memory (default: the configured default resource)")
+    parser.add_argument(
+        "--resource", metavar="R", help="whose memory (default: every resource; hook sessions are under their project)"
+    )
     parser.add_argument("--thread", metavar="T", help="only this thread")
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="at most N results (20)")
     add_config_arguments(parser, json_flag=True)
@@ -32,26 +38,31 @@ def run(args: argparse.Namespace) -> int:
             if thread is None:
                 return fail(f"unknown thread {args.thread!r}", EXIT_NOT_FOUND)
             resource = resource or thread.resource_id
-        resource = resource or memory.config.default_resource_id
-        if not any(r.id == resource for r in await memory.store.list_resources()):
+        known = [r.id for r in await memory.store.list_resources()]
+        if resource is not None and resource not in known:
             return fail(f"unknown resource {resource!r}", EXIT_NOT_FOUND)
-        results = await memory.retrieval.search(resource, args.query, thread_id=args.thread, limit=args.limit)
+        found: list[tuple[str, Any]] = []
+        for each in [resource] if resource is not None else known:
+            hits = await memory.retrieval.search(each, args.query, thread_id=args.thread, limit=args.limit)
+            found.extend((each, hit) for hit in hits)
+        found = sorted(found, key=lambda pair: -pair[1].score)[: args.limit]
         if args.json:
-            print_json(results)
+            print_json([{"resource_id": owner, **hit.model_dump(mode="json")} for owner, hit in found])
         else:
             print_table(
                 [
                     {
                         "score": r.score,
+                        "resource": owner,
                         "thread": r.thread_id,
                         "id": r.range or r.message_id,
                         "role": r.role,
                         "date": when(r.created_at),
                         "text": one_line(r.snippet, 90),
                     }
-                    for r in results
+                    for owner, r in found
                 ],
-                ["score", "thread", "id", "role", "date", "text"],
+                ["score", "resource", "thread", "id", "role", "date", "text"],
             )
         return EXIT_OK
 

@@ -71,6 +71,18 @@ async def gather(memory: Any, thread_id: str, messages: int, generations: bool) 
     }
 
 
+def _generations(log: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The generations to print: the history's (--generations), else the one active log; none when empty.
+    A thread with no observations yet (every thread before a model runs) has no generation at all."""
+    if not log:
+        return []
+    if "generations" in log:
+        return [g for g in log["generations"] or [] if g.get("groups") or g.get("text")]
+    if not (log.get("groups") or log.get("text")):
+        return []
+    return [{**log, "generation": log.get("generation", 0)}]
+
+
 def show(r: dict[str, Any]) -> None:
     from om_mcp.commands._view import one_line, when
     from om_mcp.engine.messages import message_text
@@ -88,12 +100,12 @@ def show(r: dict[str, Any]) -> None:
             f"  last cycle: {last['what']} {when(last['at'])}" + (f": {last['error']}" if last["error"] else "") + "\n"
         )
     log = r["observations"]
-    generations = (log or {}).get("generations") or ([{"generation": log["generation"], **log}] if log else [])
+    generations = _generations(log)
     for g in generations:
         out.write(
             f"\nobservation log, generation {g['generation']} · {g['tokens']:,} tokens · {len(g['groups'])} groups\n"
         )
-        out.write(_indent(g["text"] or "(empty)") + "\n")
+        out.write(_log(g["groups"]) + "\n")
     if not generations:
         out.write("\nobservation log: nothing observed yet\n")
     for label, key in (("current task", "current_task"), ("suggested response", "suggested_response")):
@@ -108,6 +120,21 @@ def show(r: dict[str, Any]) -> None:
             out.write(
                 f"  {when(m['created_at'])}  {m['role']:<9} {m['id']}  {one_line(message_text(m['parts']), 90)}\n"
             )
+
+
+def _log(groups: list[dict[str, Any]]) -> str:
+    """Each group under its id and range, each line after its short id: a line's full id is
+    `<group id>.<short id>` (what `om-mcp forget --observation` and `om-mcp edit` take)."""
+    if not groups:
+        return "  (empty)"
+    out = []
+    for group in groups:
+        thread = f" · thread {group['thread_id']}" if group.get("thread_id") else ""
+        out.append(f"  ## group {group['id']} · {group['kind']} · range {group['range']}{thread}")
+        for line in group["lines"]:
+            short = line["id"].rpartition(".")[2] if line["id"] else ""
+            out.append(f"  {short:<6}  {line['text']}")
+    return "\n".join(out)
 
 
 def _indent(text: str) -> str:

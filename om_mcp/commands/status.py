@@ -68,6 +68,8 @@ async def gather(memory: Any, threads: int) -> dict[str, Any]:
             "scope": om.scope,
             "observation_enabled": om.enabled,
         },
+        "spend": (await memory.observation.budget.state()).as_dict(),
+        "redactions": await store.redaction_counts(),
         "threads": await store.thread_states(om.scope, limit=threads),
     }
 
@@ -78,6 +80,22 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return str(n)
+
+
+def _spend(spend: dict[str, Any]) -> str:
+    from om_mcp.engine.budget import money
+
+    def amount(period: dict[str, Any]) -> str:
+        unpriced = f", {period['unpriced_calls']} without a price" if period["unpriced_calls"] else ""
+        return f"{money(period['usd'])} and {period['tokens']:,} tokens in {count(period['calls'], 'call')}{unpriced}"
+
+    caps = spend["caps"]
+    limits = ", ".join(
+        f"{key.replace('_', ' ')} {money(v) if key.endswith('usd') else f'{v:,}'}" for key, v in caps.items()
+    )
+    line = f"today {amount(spend['today'])}; this month {amount(spend['this_month'])}"
+    line += f"; caps: {limits}" if caps else "; no caps ([observational_memory.budget])"
+    return line + (f"\n          PAUSED: {spend['reason']}" if spend["reason"] else "")
 
 
 def show(report: dict[str, Any]) -> None:
@@ -113,6 +131,11 @@ def show(report: dict[str, Any]) -> None:
         f" ({pending['records_with_buffered_chunks']} with buffered observations); scope {pending['scope']},"
         f" observe at {pending['observe_at']:,}, reflect at {pending['reflect_at']:,}\n"
     )
+    out.write(f"spend     {_spend(report['spend'])}\n")
+    redactions = report["redactions"]
+    if redactions:
+        rules = ", ".join(f"{rule} {n:,}" for rule, n in redactions.items())
+        out.write(f"privacy   {sum(redactions.values()):,} redactions kept out of stored messages: {rules}\n")
     if report["threads"]:
         out.write("\n")
         print_table(thread_table_rows(report["threads"]), THREAD_COLUMNS)

@@ -3,6 +3,7 @@
 Precedence: flags > environment > file > defaults.
 """
 
+from om_mcp.config.budget import BudgetConfig
 from om_mcp.config.extractors import Extractor
 from om_mcp.config.loader import ConfigError, load_config
 from om_mcp.config.memory import (
@@ -13,12 +14,14 @@ from om_mcp.config.memory import (
     ReflectionConfig,
     RetrievalConfig,
 )
+from om_mcp.config.privacy import PrivacyConfig
 from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
 from om_mcp.config.settings import Config
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
 __all__ = [
     "AuthConfig",
+    "BudgetConfig",
     "Config",
     "ConfigError",
     "HttpConfig",
@@ -29,6 +32,7 @@ __all__ = [
     "Limits",
     "ObservationConfig",
     "ObservationalMemoryConfig",
+    "PrivacyConfig",
     "ReflectionConfig",
     "RetrievalConfig",
     "ServerConfig",

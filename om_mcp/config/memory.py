@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from om_mcp.config.budget import BudgetConfig
 from om_mcp.config.durations import parse_idle
 from om_mcp.config.extractors import Extractor, check_extractors
 from om_mcp.models.settings import CallPolicy, ModelChoice, ModelSettings
@@ -130,6 +131,7 @@ class ObservationalMemoryConfig(_Section):
     retrieval: bool | RetrievalConfig = True
     call_policy: CallPolicy = Field(default_factory=CallPolicy)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     turn_wait_seconds: float = Field(
         10.0, ge=0, description="longest a tool call waits for a synchronous cycle; it then goes on in the background"
     )

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from om_mcp.config.memory import ObservationalMemoryConfig
+from om_mcp.config.privacy import PrivacyConfig
 from om_mcp.config.server import ServerConfig
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
@@ -30,6 +31,7 @@ class Config(_Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     observational_memory: ObservationalMemoryConfig = Field(default_factory=ObservationalMemoryConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
 
     @field_validator("db_url")
     @classmethod

@@ -32,6 +32,7 @@ _HOMES = {
     "RecallQuery": "recall.query",
     "SamplingBroker": "_sampling",
     "message_threshold": "observation.thresholds",
+    "observation_lines": "observation.lines",
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Unavailable",
     "WorkingMemoryOut",
     "message_threshold",
+    "observation_lines",
 ]
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from om_mcp.engine.messages import MessageIn
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
+    from om_mcp.engine.observation.lines import observation_lines
     from om_mcp.engine.observation.thresholds import message_threshold
     from om_mcp.engine.recall.query import RecallOut, RecallQuery
     from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut

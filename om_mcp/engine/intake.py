@@ -21,6 +21,7 @@ from om_mcp.engine.observation.transcript import TEMPORAL_GAP_KIND
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
+from om_mcp.privacy import HookFailed, redaction_event, redactor_for
 from om_mcp.store import Message, NewMessage, Store, Thread
 
 _MESSAGES = TypeAdapter(list[MessageIn])
@@ -130,16 +131,22 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
         raise InputError(f"{where}: {first['msg']}", field=where) from None
     now = datetime.now(UTC)
     seen: Counter[str] = Counter()
+    redactor = redactor_for(config.privacy.settings())
     out = []
     for index, message in enumerate(parsed):
-        parts = message.parts()
+        metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
+        # Before anything is derived from the text (its id, its size, its index): secrets never get in.
+        try:
+            clean = redactor.message(message.role, message.parts(), metadata)
+        except HookFailed as error:
+            raise InputError(str(error), field=f"messages[{index}]") from None
+        parts, metadata = clean.parts, clean.metadata
         size = len(json.dumps(parts, ensure_ascii=False))
         if size > config.max_message_chars:
             raise InputError(
                 f"messages[{index}] is {size} characters; the limit is {config.max_message_chars}",
                 field=f"messages[{index}].content",
             )
-        metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
         if message.id is not None:
             message_id = check_id(message.id, f"messages[{index}].id")
         else:
@@ -160,6 +167,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
                 observable=message.role != "system",
                 created_at_given=message.created_at is not None,
                 id_given=message.id is not None,
+                redactions=dict(clean.counts),
             )
         )
     return out
@@ -204,6 +212,11 @@ async def rows(
     if config.observational_memory.temporal_markers:
         prepared = with_gap_markers(counter, await store.last_message_time(thread_id), prepared)
     return prepared
+
+
+def redaction_events(thread_id: str, resource_id: str, redactions: dict[str, int]) -> list[dict[str, Any]]:
+    """The event an append that kept secrets out records: per rule, how many, never the text."""
+    return [redaction_event(thread_id, resource_id, redactions)] if redactions else []
 
 
 def is_gap_marker(message: Message) -> bool:

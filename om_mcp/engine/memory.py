@@ -18,8 +18,10 @@ import anyio
 
 from om_mcp.config import Config
 from om_mcp.engine import intake
+from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
 from om_mcp.engine.context.build import observation_log
+from om_mcp.engine.control import Control
 from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
@@ -62,16 +64,18 @@ class Memory:
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
         sampling: SamplingBroker | None = None,
+        clock: Clock | None = None,
     ):
         self.store = store
         self.config = config
         self.counter = counter or get_token_counter()
         self.worker = Worker()
         self.observation = ObservationEngine(
-            store, config, self.counter, client=client, hooks=hooks, worker=self.worker, sampling=sampling
+            store, config, self.counter, client=client, hooks=hooks, worker=self.worker, sampling=sampling, clock=clock
         )
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
         self.working_memory = WorkingMemory(store, config.working_memory)
+        self.control = Control(self)  # forget one thing, correct a line, undo a reflection
         self._counted_by: int | None = None
 
     @classmethod
@@ -83,15 +87,15 @@ class Memory:
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
         sampling: SamplingBroker | None = None,
+        clock: Clock | None = None,
     ) -> Memory:
-        """Open the database (`db_path`: a file path or a postgresql:// URL; default: the config's).
-        Without `running()`, model work runs inline. `sampling` lets the `sampling` model reach
-        the MCP clients the server registers with it."""
+        """Open the database (`db_path`: a file or a postgresql:// URL; default: the config's). Without
+        `running()`, model work runs inline. `sampling` lets the `sampling` model reach the MCP clients
+        the server registers with it; `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
-        return cls(
-            await open_store(db_path or config.database()), config, client=client, hooks=hooks, sampling=sampling
-        )
+        store = await open_store(db_path or config.database())
+        return cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
 
     @asynccontextmanager
     async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator[Memory]:
@@ -173,6 +177,7 @@ class Memory:
             )
         )
         events = intake.gap_events(thread_id, resource_id, result.appended)
+        events += intake.redaction_events(thread_id, resource_id, result.redactions)
         await self.observation.events.emit(events)
         if result.appended and result.state is not None:
             await self.observation.after_append(
@@ -210,6 +215,13 @@ class Memory:
     async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
         resource_id, _ = await self._resolve(thread_id, resource_id)
         return await self.observation.status(thread_id, resource_id)
+
+    def model_state(self) -> tuple[bool, str | None]:
+        """(can observation call its model now, why not): no network, no thread needed."""
+        from om_mcp.engine.observation.status import observation_state
+
+        state = observation_state(self.observation, None)
+        return state.model_ready, None if state.model_ready else state.reason
 
     async def get_context(
         self,

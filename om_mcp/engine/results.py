@@ -57,6 +57,12 @@ class Status(BaseModel):
     generation_count: int = Field(0, description="reflections so far")
     last_observed_at: str | None = None
     observation: ObservationState
+    spend: dict[str, Any] | None = Field(
+        None, description="model spend today and this month (UTC), the caps set, and the cap reached if any"
+    )
+    redactions: dict[str, int] = Field(
+        default_factory=dict, description="matches kept out of this resource's stored messages, per privacy rule"
+    )
 
 
 class ObservationState(BaseModel):
@@ -68,6 +74,7 @@ class ObservationState(BaseModel):
     reason: str | None = Field(None, description="one line: why observation is paused and how to fix it")
     last_failure: str | None = None
     next_attempt_at: str | None = Field(None, description="when a failing model is tried again (ISO-8601)")
+    budget_paused: bool = Field(False, description="a spend cap is reached; observation resumes at next_attempt_at")
 
 
 class MessageOut(BaseModel):

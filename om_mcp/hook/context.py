@@ -6,7 +6,8 @@ The log is the record's active groups plus its buffered chunks (observations
 made in the background but not yet swapped in: the raw messages they cover are
 in another session, which this one never sees). In thread scope a new session
 has no log of its own, so the project's most recently observed session lends
-its log and hints.
+its log and hints. With no log at all (no model yet), the project's recent
+sessions are listed instead (`hosts.context.render_session_index`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,18 @@ from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
-from om_mcp.hosts.context import RECALL_WITH_IDS, preselect_observations, render_session_context
+from om_mcp.hosts.context import (
+    RECALL_WITH_IDS,
+    SessionLine,
+    preselect_observations,
+    render_session_context,
+    render_session_index,
+)
 from om_mcp.store.keys import record_key
 from om_mcp.store.sqlite import observations, threads
+from om_mcp.store.sqlite.session_index import SessionSummary, recent_sessions
+
+SESSIONS_LISTED = 5
 
 # Compacting the log and adding relative dates never lengthens an observation by much, so a
 # first cut to twice the final size keeps every line the final cut would keep.
@@ -38,7 +48,7 @@ def session_context(
 ) -> str:
     """The additionalContext text; "" when the project has no memory yet."""
 
-    def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None]]:
+    def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None], list]:
         key = _record_for(conn, settings, session_id, resource_id)
         log = ""
         hints: tuple[str | None, str | None] = (None, None)
@@ -51,15 +61,18 @@ def session_context(
             memory = threads.get_working_memory(conn, "resource", resource_id)
         elif settings.working_memory == "thread":
             memory = threads.get_working_memory(conn, "thread", session_id)
-        return log, memory, hints
+        sessions = [] if log else recent_sessions(conn, resource_id, session_id, SESSIONS_LISTED)
+        return log, memory, hints, sessions
 
-    log, memory, (task, response) = db.read(conn, snapshot)
+    log, memory, (task, response), sessions = db.read(conn, snapshot)
+    # The ids are the session's and the project folder's: anyone's text, like the rest.
+    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
+    if not log and not memory:
+        return render_session_index([_line(s) for s in sessions], recall, max_chars)
     omitted = 0
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)
     text = prepare_observations_for_context(log, now or datetime.now(UTC)) if log else ""
-    # The ids are the session's and the project folder's: anyone's text, like the rest.
-    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     return render_session_context(
         neutralise(text),
         neutralise(_memory_text(memory)) if memory else None,
@@ -68,6 +81,18 @@ def session_context(
         max_chars,
         recall_line=recall,
         omitted=omitted,
+    )
+
+
+def _line(session: SessionSummary) -> SessionLine:
+    """A stored session as the index shows it; its text is neutralised like the log's."""
+    return SessionLine(
+        thread_id=session.thread_id,
+        when=session.updated_at,
+        messages=session.messages,
+        title=neutralise(session.title) if session.title else None,
+        first_prompt=neutralise(session.first_prompt) if session.first_prompt else None,
+        last_prompt=neutralise(session.last_prompt) if session.last_prompt else None,
     )
 
 

@@ -26,12 +26,15 @@ from om_mcp.hook import db
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
-from om_mcp.hosts.events import GEMINI_CLI, HookEvent
+from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
+from om_mcp.privacy import redaction_event, redactor_for
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
 from om_mcp.store.sqlite import coordination, messages, observations, threads
 from om_mcp.store.sqlite.decode import now_iso
+
+LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 
 
 @dataclass
@@ -63,10 +66,12 @@ def source_of(event: HookEvent) -> str:
 
 def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_output_chars: int = 2000) -> Read:
     """The messages after `saved` in the event's transcript (none when it has no transcript)."""
-    if not event.transcript_path:
-        return Read([], saved)
     trim = trim_rule(tool_output_chars)
     previous = json.loads(saved.fingerprint) if saved.fingerprint else None
+    if event.host in LINE_HOSTS:  # Codex, Cursor, VS Code: one reader each, in hosts/
+        return _read_lines_host(event, saved, previous, trim)
+    if not event.transcript_path:
+        return Read([], saved)
     if event.host == GEMINI_CLI:
         from om_mcp.hosts.gemini_cli import GeminiOptions, GeminiState
         from om_mcp.hosts.gemini_cli import read_messages as read_gemini
@@ -88,6 +93,23 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_outp
     )
 
 
+def _read_lines_host(event: HookEvent, saved: IngestState, previous: Any, trim: Any) -> Read:
+    from om_mcp.hosts import codex, cursor, vscode
+    from om_mcp.hosts.jsonl import JsonlState
+
+    before = JsonlState.from_dict(previous)
+    if event.host == CODEX:
+        found: list[dict[str, Any]] = []
+        state = before
+        if event.transcript_path:
+            found, state = codex.read_messages(event.transcript_path, before, trim)
+    else:
+        found, state = (cursor if event.host == CURSOR else vscode).read_messages(event, before, trim)
+    last = found[-1]["id"] if found else saved.last_id
+    fingerprint = json.dumps(state.to_dict())
+    return Read(found, IngestState(saved.source, state.offset, last, fingerprint), state.rescans > before.rescans)
+
+
 def ingest(
     conn: sqlite3.Connection,
     settings: HookSettings,
@@ -103,7 +125,8 @@ def ingest(
     source = source_of(event)
     saved = coordination.ingest_state(conn, source)
     first = read_transcript(event, saved, final, tool_output_chars)
-    rows = to_rows(first.messages, counter, settings.max_message_chars)
+    redactor = redactor_for(settings.privacy)
+    rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
 
     def transaction(conn: sqlite3.Connection) -> Ingested:
         nonlocal first, rows
@@ -116,7 +139,7 @@ def ingest(
             first = read_transcript(
                 event, now_saved, final, tool_output_chars
             )  # another hook of this session got here first
-            rows = to_rows(first.messages, counter, settings.max_message_chars)
+            rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
         thread = threads.get(conn, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
@@ -153,6 +176,7 @@ def _append(
                     counted_by=counted_by,
                     thread_metadata=metadata,
                 ),
+                conn,
             ),
         )
         return
@@ -174,6 +198,7 @@ def _append(
                         counted_by=counted_by,
                         thread_metadata=metadata,
                     ),
+                    conn,
                 ),
             )
         except StoreError as error:
@@ -181,9 +206,16 @@ def _append(
             out.problems.append(f"kept the stored message: {error}")
 
 
-def _count(out: Ingested, result: Any) -> None:
+def _count(out: Ingested, result: Any, conn: sqlite3.Connection) -> None:
     out.appended += len(result.appended)
     out.skipped += result.skipped_duplicates
+    redaction_events(conn, out.thread_id, out.resource_id, result)
+
+
+def redaction_events(conn: sqlite3.Connection, thread_id: str, resource_id: str, result: Any) -> None:
+    """The event saying what an append kept out (rule counts, never the text), in its transaction."""
+    if result.redactions:
+        coordination.add_events(conn, [redaction_event(thread_id, resource_id, result.redactions)])
 
 
 def _savepoint(conn: sqlite3.Connection, action: Any) -> None:

@@ -4,8 +4,9 @@
 messages come from our own converters, so the validation is already done by
 construction. What must be the same is what gets stored: parts normalised as
 `MessageIn.parts()` does, the searchable body (`engine.text.index_text`), the
-token counts (`engine.tokens.TokenCounter`) and the time in ISO form. The tests
-check each row against `prepare` on the real transcripts.
+token counts (`engine.tokens.TokenCounter`), the privacy redaction (`om_mcp.privacy`)
+and the time in ISO form. The tests check each row against `prepare` on the real
+transcripts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hosts.common import TrimRule, trim_value
+from om_mcp.privacy import Redactor, redactor_for
 from om_mcp.store.rows import NewMessage
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -32,13 +34,20 @@ _PART_FIELDS = {
 }
 
 
-def to_rows(messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int) -> list[NewMessage]:
-    """Rows ready for `store.sqlite.messages.append`; a message over `max_chars` is trimmed, not dropped."""
+def to_rows(
+    messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, redactor: Redactor | None = None
+) -> list[NewMessage]:
+    """Rows ready for `store.sqlite.messages.append`; a message over `max_chars` is trimmed, not dropped.
+    Secrets are redacted first (the default rules unless `redactor` is given); a failing
+    `before_observation` hook raises `om_mcp.privacy.HookFailed`."""
     now = datetime.now(UTC)
+    redactor = redactor or redactor_for(None)
     rows = []
     for message in messages:
-        parts = _clean(normalise_parts(message["content"]))
-        metadata = _clean(dict(message.get("metadata") or {}))
+        clean = redactor.message(
+            message["role"], _clean(normalise_parts(message["content"])), _clean(dict(message.get("metadata") or {}))
+        )
+        parts, metadata = clean.parts, clean.metadata
         if len(json.dumps(parts, ensure_ascii=False)) > max_chars:
             cuts: list[dict[str, Any]] = []
             parts = trim_value(parts, TrimRule(head=max_chars // 2, tail=max_chars // 8), "content", cuts)
@@ -58,6 +67,7 @@ def to_rows(messages: list[dict[str, Any]], counter: TokenCounter, max_chars: in
                 part_tokens=cache["parts"],
                 observable=role != "system",
                 created_at_given=created is not None,
+                redactions=dict(clean.counts),
             )
         )
     return rows

@@ -98,9 +98,7 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
         if todo.print_context:
             from om_mcp.hook.context import session_context
 
-            output = session_start_output(
-                session_context(conn, settings, event.session_id, resource, options.max_chars)
-            )
+            output = _output(event, session_context(conn, settings, event.session_id, resource, options.max_chars))
         if options.worker:
             from om_mcp.hook.background import start_worker_if_due
 
@@ -120,6 +118,15 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
         return output
     finally:
         conn.close()
+
+
+def _output(event: HookEvent, context: str) -> str:
+    """SessionStart's stdout in the host's shape (Cursor: `additional_context`; the others: Claude Code's)."""
+    if event.host == "cursor":
+        from om_mcp.hosts.cursor import session_start_output as cursor_output
+
+        return cursor_output(context)
+    return session_start_output(context)
 
 
 def log_line(

@@ -14,8 +14,9 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from om_mcp import __version__
 
@@ -32,6 +33,7 @@ class HookSettings:
     reflect_tokens: int  # observation tokens that make reflection due
     working_memory: str | None  # its scope, None when off
     max_message_chars: int
+    privacy: dict[str, Any] = field(default_factory=dict)  # [privacy] as plain settings (om_mcp.privacy.redactor_for)
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -96,6 +98,7 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
         reflect_tokens=limits.reflection_buffer_at or limits.observation_tokens,
         working_memory=wm.scope if wm.enabled else None,
         max_message_chars=config.max_message_chars,
+        privacy=config.privacy.settings(),
     )
 
 

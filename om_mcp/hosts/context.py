@@ -13,6 +13,12 @@ each kept observation with its indented sub-bullets, under its "Date:" line,
 in the log's own order. A line says how many were left out and that `recall`
 finds them. Working memory gets at most half the budget when both compete;
 the continuation hints (current task, suggested response) are kept short.
+
+With no observations (no model has condensed anything yet) the project's
+recent sessions are listed instead, newest first, one line each (when, title or
+first prompt, last prompt, message count, thread id), so the agent can page
+into them with `recall`; and the recall line with this session's ids is always
+there, even in a project with no memory yet.
 """
 
 from __future__ import annotations
@@ -34,6 +40,53 @@ RECALL_WITH_IDS = (
 )
 OMITTED_LINE = "[{count} older observation(s) not shown here; `recall` can find them]"
 HINT_MAX_CHARS = 1_000
+SESSIONS_HEADER = (
+    "om-mcp long-term memory for this project. No observations yet (nothing has been condensed), but earlier"
+    " sessions are recorded. Recent sessions, newest first (read one with `recall`, thread_id as shown):"
+)
+EMPTY_HEADER = "om-mcp long-term memory is on for this project; no earlier session is recorded yet."
+PROMPT_CHARS = 80
+
+
+@dataclass(frozen=True)
+class SessionLine:
+    """One earlier session for the index (plain data; the hook reads it from the store)."""
+
+    thread_id: str
+    when: str  # ISO time of its last message
+    messages: int
+    title: str | None = None
+    first_prompt: str | None = None
+    last_prompt: str | None = None
+
+
+def render_session_index(sessions: list[SessionLine], recall_line: str, max_chars: int = 8000) -> str:
+    """The SessionStart text when there are no observations: the sessions, then the recall line.
+    Never longer than `max_chars`; sessions that do not fit are left out, oldest first."""
+    if max_chars <= 0:
+        return ""
+    if not sessions:
+        text = f"{EMPTY_HEADER}\n\n{recall_line}"
+        return text if len(text) <= max_chars else recall_line[:max_chars]
+    lines: list[str] = []
+    room = max_chars - len(SESSIONS_HEADER) - len(recall_line) - 4
+    for session in sessions:
+        line = _session_line(session)
+        if len(line) + 1 > room:
+            break
+        lines.append(line)
+        room -= len(line) + 1
+    if not lines:
+        return recall_line[:max_chars]
+    return "\n".join([SESSIONS_HEADER, *lines]) + f"\n\n{recall_line}"
+
+
+def _session_line(session: SessionLine) -> str:
+    what = session.title or session.first_prompt or "(no prompt)"
+    line = f"- {session.when[:16].replace('T', ' ')} · {_clip(what, PROMPT_CHARS)!r} · {session.messages} messages"
+    if session.last_prompt and session.last_prompt != what and session.last_prompt != session.first_prompt:
+        line += f" · last prompt {_clip(session.last_prompt, PROMPT_CHARS)!r}"
+    return line + f" · thread_id {json.dumps(session.thread_id)}"
 
 
 @dataclass

@@ -16,6 +16,7 @@ writes to. Here:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one transcript entry; a big pasted image is a few MB
 MAX_RUN_BYTES = 64 * 1024 * 1024  # one hook's read; the rest waits for the next hook
 CHUNK = 1 << 20
+HEAD_BYTES = 64 * 1024  # of the first line, hashed to notice a file rewritten from the start
 
 
 class NotReadable(OSError):
@@ -73,6 +75,16 @@ def prefix(fd: int, size: int) -> bytes:
     while len(data) < size and (chunk := os.read(fd, size - len(data))):
         data += chunk
     return data
+
+
+def head_hash(fd: int) -> str | None:
+    """The hash of the file's first line (of its first HEAD_BYTES when longer), None while that
+    line is not complete: a file that no longer starts the same was rewritten."""
+    data = prefix(fd, HEAD_BYTES)
+    newline = data.find(b"\n")
+    if newline < 0 and len(data) < HEAD_BYTES:
+        return None
+    return hashlib.sha1(data[: newline + 1] if newline >= 0 else data).hexdigest()
 
 
 def read_lines(

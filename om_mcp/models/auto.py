@@ -1,10 +1,12 @@
 """`model = "auto"`: observe with what this machine already has.
 
 In order: a provider API key in the environment (that provider's small, cheap
-model); else the Claude Code CLI on PATH (`claude-cli/haiku`, the person's own
-login), with MCP sampling as its fallback; else MCP sampling alone, which works
-only while a connected client offers it. With none of them, observation is
-paused and the reason says how to fix it.
+model); else the Claude Code CLI on PATH when it reports a login
+(`claude-cli/haiku`, the person's own login; `claude auth status`, no network),
+with MCP sampling as its fallback; else MCP sampling alone, which works only
+while a connected client offers it. With none of them, observation is paused
+and the reason says how to fix it (an installed but logged-out `claude` says
+so: run `claude login`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from om_mcp.models.claude_login import NOT_LOGGED_IN, Login, claude_login
 
 # (environment variable, model). Gemini first: it is the project's default model
 # (long context, low price); the others follow by how common they are.
@@ -68,7 +72,12 @@ def is_real_key(value: str | None) -> bool:
     return not _PLACEHOLDER.match(value)
 
 
-def resolve_auto(env: Mapping[str, str] | None = None, which: Callable[[str], str | None] = shutil.which) -> AutoChoice:
+def resolve_auto(
+    env: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    login: Callable[[str, Mapping[str, str]], Login] | None = None,
+) -> AutoChoice:
+    """`login` asks whether the `claude` found is logged in (default: `claude auth status`, cached)."""
     env = os.environ if env is None else env
     for name, model in PROVIDER_KEYS:
         if is_real_key(env.get(name)):
@@ -76,8 +85,12 @@ def resolve_auto(env: Mapping[str, str] | None = None, which: Callable[[str], st
             return AutoChoice(({"model": model, "api_key_env": name},), f"{model} (auto: {name} is set)")
     claude = which("claude")
     if claude:
-        return AutoChoice(
-            ({"model": CLAUDE_CLI_MODEL}, {"model": SAMPLING_MODEL}),
-            f"{CLAUDE_CLI_MODEL} (auto: the Claude Code CLI is at {claude})",
-        )
+        found = (login or claude_login)(claude, env)
+        if found.logged_in:
+            return AutoChoice(
+                ({"model": CLAUDE_CLI_MODEL}, {"model": SAMPLING_MODEL}),
+                f"{CLAUDE_CLI_MODEL} (auto: the Claude Code CLI at {claude} is logged in)",
+            )
+        why = NOT_LOGGED_IN if found.detail in (NOT_LOGGED_IN, "timeout") else found.detail
+        return AutoChoice(({"model": SAMPLING_MODEL},), f"{why} (at {claude}); or {NO_MODEL_REASON}")
     return AutoChoice(({"model": SAMPLING_MODEL},), NO_MODEL_REASON)

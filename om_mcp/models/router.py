@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -65,6 +65,8 @@ class ModelRouter:
         self.client = client
         self.clients = clients
         self.health = health
+        # Told of every completed call (what it used and cost): the engine's spend meter.
+        self.on_completion: Callable[[Completion], Awaitable[None]] | None = None
 
     @property
     def by_size(self) -> bool:
@@ -178,6 +180,8 @@ class ModelRouter:
                         closed = breaker.after_success(state, target)
                         if closed is not None:
                             await self.health.put(closed)
+                    if self.on_completion is not None:
+                        await self.on_completion(completion)
                     return completion.model_copy(update={"attempts": attempts})
                 except ModelUnavailable as exc:
                     last = exc  # no call was made (e.g. no sampling client): not a failure of the model

@@ -33,9 +33,10 @@ What to know before replying in a thread: system_text (memory of earlier convers
 memory) for your system context, and the newest raw messages that fit max_tokens. Call it before each reply."""
 
 RECALL = """\
-Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms) finds \
-messages across the user's threads. mode="messages" pages a thread: from a message id as cursor (page=1 forward, \
-page=-1 back), or anchor="start"/"end"; target_thread_id reads another thread. detail="high" with part_index shows \
+Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms) lists \
+matching messages across the user's threads, a line each: read those that matter by id, cursor=<id> page=0 (with \
+the messages around it). mode="messages" pages a thread: from a message id as cursor (page=1 forward, page=-1 \
+back), or anchor="start"/"end"; target_thread_id reads another thread. detail="high" with part_index shows \
 one part whole. mode="threads" lists the user's threads. Each result ends with the call that continues it."""
 
 GET_WORKING_MEMORY = """\
@@ -47,10 +48,14 @@ Save something durable (a name, preference, goal, decision). Markdown mode: send
 the old one). Schema mode: send only changed fields as an object (merged; null deletes). Invalid updates are \
 refused and change nothing."""
 
-UPDATE_THREAD = "Rename a thread (the title is then kept) or set metadata keys (null removes a key)."
+UPDATE_THREAD = """\
+Rename a thread (the title is then kept), set metadata keys (null removes a key), or correct an observation line \
+(observation_id + text; kept as the user's word)."""
 
 DELETE_THREAD = """\
-Delete a thread for good: its messages, search entries, observations and thread working memory. Cannot be undone."""
+Delete a thread for good: its messages, search entries, observations and thread working memory. With message_id, \
+observation_id or match (the user's messages and observations holding it; a preview until confirm=true), forget \
+only that. Cannot be undone."""
 
 OBSERVE = """\
 Turn the thread's unobserved messages into observations now (normally automatic at a token threshold). A model \
@@ -61,5 +66,8 @@ Condense the thread's observation log now into a shorter generation (normally au
 readable)."""
 
 # Argument descriptions, kept short: they are read with every tools/list.
+OBSERVATION_ID = "line or group id (observations resource)"
+CORRECTED = "the corrected line"
+MATCH = "text to forget wherever stored"
 THREAD_ID = "this conversation's id (stable for its life)"
 RESOURCE_ID = "owner user/project; default: the thread's own"

@@ -77,6 +77,7 @@ TABLES = [
             "created_at",
             "updated_at",
             "observation_tokens",
+            "edits",
         ),
     ),
     Table(
@@ -161,6 +162,12 @@ TABLES = [
         ("model", "state", "failures", "next_attempt_at", "last_error", "last_failure_at", "config_hash"),
     ),
     Table("ingest_state", ("source",), ("source", "offset", "last_id", "fingerprint", "updated_at")),
+    Table("om_redactions", ("resource_id", "rule"), ("resource_id", "rule", "count")),
+    Table(
+        "om_spend",
+        ("day", "model"),
+        ("day", "model", "calls", "input_tokens", "output_tokens", "usd", "unpriced_calls"),
+    ),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 

@@ -18,6 +18,7 @@ from om_mcp.store.rows import (
     ContextRead,
     DueWork,
     Event,
+    Found,
     Group,
     GroupHit,
     Hints,
@@ -30,9 +31,12 @@ from om_mcp.store.rows import (
     Record,
     RecordState,
     ResourceSummary,
+    Rewrite,
+    Rewritten,
     Scope,
     SettledThread,
     Snapshot,
+    SpendDay,
     Stats,
     Thread,
 )
@@ -131,6 +135,8 @@ class Store(Protocol):
     async def tail(self, key: str, thread_id: str) -> int: ...
 
     # -- the conditional commits that end a cycle ---------------------------------------------
+    # `edits`: the record's `Record.edits` when the cycle read it; a forget, edit or restore since
+    # then refuses the commit (model work made before the change must not bring back what it removed).
     async def commit_observation(
         self,
         key: str,
@@ -143,6 +149,7 @@ class Store(Protocol):
         extracted: dict[str, Any] | None,
         observed_at: str | None,
         events: Iterable[dict[str, Any]] = (),
+        edits: int | None = None,
     ) -> bool: ...
     async def append_chunks(
         self,
@@ -154,6 +161,7 @@ class Store(Protocol):
         extracted: dict[str, Any] | None,
         buffered_at_tokens: int | None,
         events: Iterable[dict[str, Any]] = (),
+        edits: int | None = None,
     ) -> bool: ...
     async def activate_chunks(
         self, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
@@ -170,9 +178,16 @@ class Store(Protocol):
         blocked_at: int | None,
         events: Iterable[dict[str, Any]] = (),
         hints: dict[str, dict[str, Any]] | None = None,
+        edits: int | None = None,
     ) -> bool: ...
     async def store_buffered_reflection(
-        self, key: str, reflection: BufferedReflection, *, lease: Lease | None, events: Iterable[dict[str, Any]] = ()
+        self,
+        key: str,
+        reflection: BufferedReflection,
+        *,
+        lease: Lease | None,
+        events: Iterable[dict[str, Any]] = (),
+        edits: int | None = None,
     ) -> bool: ...
     async def discard_buffered_reflection(self, key: str) -> None: ...
 
@@ -223,6 +238,20 @@ class Store(Protocol):
     async def stats(self) -> Stats: ...
     async def integrity(self) -> list[str]: ...
     async def backup(self, target: str) -> int: ...
+
+    # -- privacy: redaction counts, added by append_messages (store/*/privacy.py) ---------------
+    async def redaction_counts(self, resource_id: str | None = None) -> dict[str, int]: ...
+
+    # -- forgetting and correcting one thing (store/*/forget.py) ---------------------------------
+    async def group_records(self, group_ids: list[str]) -> dict[str, str]: ...
+    async def find_text(self, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found: ...
+    async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None: ...
+
+    # -- model spend per UTC day, for the spend caps (store/*/spend.py) -------------------------
+    async def add_spend(
+        self, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None
+    ) -> None: ...
+    async def spend_since(self, first_day: str) -> list[SpendDay]: ...
 
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None: ...

@@ -67,6 +67,7 @@ class NewMessage:
     observable: bool = True  # system messages are never observed
     created_at_given: bool = True  # a re-send without a time still counts as the same message
     id_given: bool = True  # False: the id is provisional; see om_mcp.store.resends
+    redactions: dict[str, int] = field(default_factory=dict)  # matches replaced per privacy rule (never the text)
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class AppendResult:
     thread_created: bool = False
     state: RecordState | None = None
     thread: Thread | None = None
+    redactions: dict[str, int] = field(default_factory=dict)  # privacy rule -> matches the stored messages lost
 
 
 @dataclass(slots=True)
@@ -111,6 +113,9 @@ class Record:
     observation_tokens: int
     version: int
     cursors: dict[str, int] = field(default_factory=dict)
+    # The user's own changes to this log so far (forget, edit, restore): a cycle's commit is
+    # refused when it changed after the cycle read the record.
+    edits: int = 0
 
 
 @dataclass(slots=True)
@@ -343,3 +348,53 @@ class SettledThread:
     pending_messages: int
     pending_tokens: int
     updated_at: str
+
+
+@dataclass(slots=True)
+class SpendDay:
+    """What one model cost on one UTC day, summed over every process on the database."""
+
+    day: str  # YYYY-MM-DD
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float  # of the calls that had a price
+    unpriced_calls: int  # calls with no known price (a local model, sampling): counted in tokens only
+
+
+@dataclass(slots=True)
+class Rewrite:
+    """A change the user asked for (forget, correct), worked out by the engine and applied by
+    the store in one transaction. Everything it names is removed for good: the text leaves
+    the file (SQLite) or the tables (PostgreSQL)."""
+
+    expected: dict[str, int]  # record key -> the `Record.version` the plan was made from; changed: refused
+    messages: dict[str, list[int]] = field(default_factory=dict)  # thread id -> seqs of messages to forget
+    groups: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # group id -> (text, tokens), None: gone
+    chunks: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # buffered chunk id -> the same
+    scrub: str | None = None  # a phrase: every task, title, extracted value, event and working-memory line holding it
+    scrub_resource: str | None = None  # where to scrub (None: every resource)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Rewritten:
+    """What a `Rewrite` removed or changed."""
+
+    messages: int = 0
+    groups_removed: int = 0
+    groups_changed: int = 0
+    chunks: int = 0  # buffered chunks changed or dropped (their messages are buffered again)
+    derived: int = 0  # tasks, titles, extracted values, events and working-memory lines scrubbed
+    records: list[str] = field(default_factory=list)  # the records whose log changed
+
+
+@dataclass(slots=True)
+class Found:
+    """Where a phrase is stored: messages, groups of every generation, buffered chunks."""
+
+    messages: list[Message] = field(default_factory=list)
+    groups: list[tuple[str, Group]] = field(default_factory=list)  # (record key, group)
+    chunks: list[tuple[str, Chunk]] = field(default_factory=list)  # (record key, chunk)
+    truncated: bool = False  # more messages hold it than the limit

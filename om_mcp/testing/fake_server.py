@@ -40,6 +40,7 @@ class FakeReply:
     delay_seconds: float = 0.0
     status: int = 200
     usage: dict[str, int] | None = None  # overrides the rough usage numbers
+    tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...}}]: the model calls tools
 
 
 Responder = Callable[[dict[str, Any]], Any]  # -> str | (status, body) | FakeReply
@@ -251,12 +252,25 @@ def _usage(request: dict[str, Any], reply: FakeReply) -> dict[str, int]:
 
 
 def _completion_body(request: dict[str, Any], reply: FakeReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    finish = "stop"
+    if reply.tool_calls:
+        message["content"] = reply.text or None
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))},
+            }
+            for call in reply.tool_calls
+        ]
+        finish = "tool_calls"
     return {
         "id": _ident(),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model", "fake-model"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": _usage(request, reply),
     }
 

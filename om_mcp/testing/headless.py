@@ -116,3 +116,97 @@ def run_chromium(
     if done.returncode != 0:
         raise RuntimeError(f"chromium exited with {done.returncode}: {done.stderr.strip()[-600:]}")
     return done.stdout
+
+
+class Page:
+    """A page in headless Chromium driven through the DevTools protocol, for what `--dump-dom`
+    cannot do: click, type, and read the page as it changes. `until` settles on a condition."""
+
+    def __init__(self, socket) -> None:
+        self._socket = socket
+        self._next = 0
+
+    async def send(self, method: str, **params) -> dict:
+        self._next += 1
+        ident = self._next
+        await self._socket.send_json({"id": ident, "method": method, "params": params})
+        while True:
+            reply = await self._socket.receive_json()
+            if reply.get("id") == ident:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    async def evaluate(self, expression: str):
+        """The value of a JavaScript expression (a promise is awaited)."""
+        result = await self.send("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value")
+
+    async def until(self, expression: str, timeout: float = 30.0):
+        """Evaluate until the expression is truthy (one that throws, the page still loading, is not);
+        its value."""
+        import anyio
+
+        with anyio.fail_after(timeout):
+            while True:
+                try:
+                    value = await self.evaluate(expression)
+                except RuntimeError:
+                    value = None
+                if value:
+                    return value
+                await anyio.sleep(0.05)
+
+
+@contextmanager
+def _chromium_process(binary: str, port: int) -> Iterator[None]:
+    with tempfile.TemporaryDirectory(prefix="om-chromium-") as profile:
+        proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            yield
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def open_page(url: str, binary: str | None = None):
+    """An async context manager: `async with open_page(url) as page: await page.until(...)`."""
+    from contextlib import asynccontextmanager
+
+    import aiohttp  # litellm's dependency; only the browser test drives a page
+
+    binary = binary or find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no Chromium binary (install Debian's chromium package, or set CHROMIUM)")
+
+    @asynccontextmanager
+    async def page():
+        port = free_port()
+        with _chromium_process(binary, port):
+            await _anyio_wait(f"http://127.0.0.1:{port}/json/version")
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+                    targets = [t for t in await response.json() if t.get("type") == "page"]
+                async with session.ws_connect(targets[0]["webSocketDebuggerUrl"], max_msg_size=0) as socket:
+                    driven = Page(socket)
+                    await driven.send("Page.enable")
+                    await driven.send("Page.navigate", url=url)
+                    yield driven
+
+    return page()
+
+
+async def _anyio_wait(url: str, timeout: float = 60) -> None:
+    import anyio
+
+    await anyio.to_thread.run_sync(lambda: wait_for(url, timeout))

@@ -128,6 +128,9 @@ def decisions_observer(request: dict) -> str:
 
 FAKE_CLAUDE = """#!{python}
 import json, re, sys
+if sys.argv[1:3] == ["auth", "status"]:  # as Claude Code 2.1.197 answers when logged in
+    print(json.dumps({{"loggedIn": True, "authMethod": "claude.ai", "apiProvider": "firstParty"}}))
+    sys.exit(0)
 prompt = sys.stdin.read()
 decisions = list(dict.fromkeys(re.findall(r"Decision: ([^.\\n\\"\\\\]+)", prompt.split("<conversation>", 1)[-1])))
 lines = [f"* 🔴 (09:{{n:02d}}) User decided: {{d.strip()}}" for n, d in enumerate(decisions)] or ["* 🟡 (09:00) ok"]

@@ -12,6 +12,8 @@ PYTHON = sys.executable
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """An environment for a child server: tmp HOME/XDG_DATA_HOME, no OM_ variables, no model keys."""
+    if Path(tmp_path).resolve().is_relative_to(REPO):
+        raise AssertionError(f"clean_env({tmp_path}): a child's HOME must not be made inside the checkout")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
     home = tmp_path / "home"
     data = tmp_path / "xdg-data"

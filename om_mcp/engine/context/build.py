@@ -17,6 +17,7 @@ from typing import Any
 from om_mcp.config import Config
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
+from om_mcp.engine.observation.lines import observation_lines
 from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.observation.transcript import format_history
 from om_mcp.engine.prompts import agent as prompts
@@ -166,7 +167,16 @@ async def observation_log(store: Store, record: Record, om: Any, *, history: boo
             "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
             "tokens": sum(g.tokens for g in groups),
             "groups": [
-                {"id": g.id, "kind": g.kind, "range": g.range, "thread_id": g.thread_id, "tokens": g.tokens}
+                {
+                    "id": g.id,
+                    "kind": g.kind,
+                    "range": g.range,
+                    "thread_id": g.thread_id,
+                    "tokens": g.tokens,
+                    # The group's lines with their ids (engine/observation/lines.py), for forgetting
+                    # or correcting one; Date headers and thread tags have none.
+                    "lines": [{"id": i, "text": t} for i, t in observation_lines(g.id, g.text)],
+                }
                 for g in groups
             ],
         }

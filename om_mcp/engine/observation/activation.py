@@ -176,6 +176,7 @@ async def activate_reflection(engine: ObservationEngine, snap: Snapshot, thread_
         extracted=buffered.hints.get("extracted"),
         blocked_at=None,
         events=[event],
+        edits=snap.record.edits,
     ):
         await engine.events.emit([event], persisted=True)
         return True

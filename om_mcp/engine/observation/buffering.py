@@ -94,4 +94,5 @@ class BufferStep(ObserverStep):
             extracted=produced.extracted,
             buffered_at_tokens=selection.pending_tokens,
             events=events,
+            edits=selection.record.edits,
         )

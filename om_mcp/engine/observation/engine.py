@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from om_mcp.config import Config
+from om_mcp.engine.budget import Budget, Clock
 from om_mcp.engine.observation import activation, turn
 from om_mcp.engine.observation import status as status_view
 from om_mcp.engine.observation.buffering import BufferStep
@@ -83,6 +84,7 @@ class ObservationEngine:
         hooks: Hooks | None = None,
         worker: Worker | None = None,
         sampling: SamplingBroker | None = None,
+        clock: Clock | None = None,
     ):
         self.store = store
         self.config = config
@@ -120,6 +122,8 @@ class ObservationEngine:
             extractors=self.extractors.inline("reflection"),
             multi_thread=self.om.scope == "resource",
         )
+        self.budget = Budget(store, self.om.budget, clock)
+        self.observer.router.on_completion = self.reflector.router.on_completion = self.budget.record
         self.injected_client = client is not None
         if self.injected_client:
             self.readiness = readiness.Readiness(True, "the model client given to the engine")
@@ -164,8 +168,11 @@ class ObservationEngine:
         return self.clients.broker.available
 
     async def model_available(self, operation: str, manual: bool = False) -> tuple[bool, str]:
-        """Can a cycle call its model now? No network: readiness, sampling, the breaker
-        (which a manual run may try past)."""
+        """Can a cycle call its model now? No network: the spend caps, readiness, sampling, the
+        breaker (which a manual run may try past; a cap it may not)."""
+        paused = await self.budget.paused()
+        if paused:
+            return False, paused
         if self.injected_client:
             return True, ""
         if not self.readiness.ready and not (self.sampling_only and self.sampling_connected()):
@@ -280,7 +287,9 @@ class ObservationEngine:
     async def status_of(self, snap: Any, thread_id: str, resource_id: str) -> Status:
         targets = self.observer.router.targets(0) if not self.observer.router.by_size else []
         health = await self.health.get(targets[0].model) if targets and not self.injected_client else None
-        return status_view.build(self, snap, thread_id, resource_id, health)
+        budget = await self.budget.state()
+        redactions = await self.store.redaction_counts(resource_id)
+        return status_view.build(self, snap, thread_id, resource_id, health, budget, redactions)
 
     async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:
         await turn.after_append(self, thread_id, resource_id, state, turn_ended)

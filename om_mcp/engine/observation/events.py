@@ -39,6 +39,10 @@ class EventType(StrEnum):
     THREAD_UPDATE = "data-om-thread-update"
     WORKING_MEMORY_UPDATE = "data-om-working-memory-update"
     TEMPORAL_GAP = "data-om-temporal-gap"
+    REDACTION = "data-om-redaction"  # om_mcp.privacy.REDACTION_EVENT: secrets kept out of an append
+    FORGET = "data-om-forget"  # the user forgot messages or observations (kinds and counts, never the text)
+    EDIT = "data-om-edit"  # the user corrected an observation line
+    RESTORE = "data-om-restore"  # the user made an earlier generation the active log again
 
 
 Event = dict[str, Any]
@@ -80,6 +84,11 @@ def _import(path: str) -> Hook:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as error:
         raise ValueError(f"observational_memory.hooks: cannot import {path!r}: {error}") from None
+
+
+def user_event(kind: EventType, thread_id: str | None, resource_id: str | None, **fields: Any) -> Event:
+    """An event of a change the user made (forget, edit, restore): kinds and counts, never text."""
+    return {"type": kind, "thread_id": thread_id, "resource_id": resource_id, **fields}
 
 
 def windows(limits: Any, share_token_budget: bool) -> dict[str, int]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.events import EventType
+from om_mcp.engine.observation.lines import user_stated
 from om_mcp.engine.observation.observer import AgentResult
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
 from om_mcp.engine.observation.resource import thread_label
@@ -83,7 +84,7 @@ def reflection_groups(text: str, covered: list[Group], labels: dict[str, str], c
         )
 
     if not labels:
-        return [spanning(text, covered, None)]
+        return keep_user_stated([spanning(text, covered, None)], covered, counter)
     parsed = parse_output(f"<observations>\n{text}\n</observations>", multi_thread=True)
     out = []
     for label, section in parsed.threads.items():
@@ -94,7 +95,24 @@ def reflection_groups(text: str, covered: list[Group], labels: dict[str, str], c
     shared = parsed.unsectioned.strip() if parsed.threads else text.strip()
     if shared:
         out.append(spanning(shared, covered, None))
-    return out
+    return keep_user_stated(out, covered, counter)
+
+
+def keep_user_stated(groups: list[NewGroup], covered: list[Group], counter: TokenCounter) -> list[NewGroup]:
+    """A line the user corrected survives every reflection: one the Reflector left out is put
+    back at the end of its thread's part (or of the rewrite)."""
+    written = {" ".join(line.split()) for g in groups for line in g.text.splitlines()}
+    for source in covered:
+        missing = [line.strip() for line in user_stated(source.text) if " ".join(line.split()) not in written]
+        if not missing:
+            continue
+        target = next((g for g in groups if g.thread_id == source.thread_id), groups[-1] if groups else None)
+        if target is None:
+            continue
+        target.text = target.text.rstrip() + "\n" + "\n".join(missing)
+        target.tokens = counter.count_text(target.text)
+        written.update(" ".join(line.split()) for line in missing)
+    return groups
 
 
 class ReflectStep:
@@ -201,6 +219,7 @@ class ReflectStep:
                 ),
                 lease=lease,
                 events=events,
+                edits=selection.record.edits,
             )
         blocked = result.output_tokens if result.output_tokens >= engine.limits.observation_tokens else None
         return await engine.store.commit_reflection(
@@ -213,6 +232,7 @@ class ReflectStep:
             blocked_at=blocked,
             events=events,
             hints={self.thread_id: {"suggested_response": result.parsed.suggested_response}},
+            edits=selection.record.edits,
         )
 
     async def after_commit(self, selection: Selection, produced: Reflected, base: dict[str, Any]) -> list[dict]:

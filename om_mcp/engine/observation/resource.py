@@ -143,6 +143,7 @@ class BatchStep:
                 extracted=extracted,
                 buffered_at_tokens=batch.pending_tokens,
                 events=events,
+                edits=batch.record.edits,
             )
         groups = [
             group_for(p.result.parsed.observations.strip(), p.result.output_tokens, batch.threads[t], t)
@@ -164,6 +165,7 @@ class BatchStep:
             extracted=extracted,
             observed_at=max(batch.threads[t][-1].created_at for t in produced),
             events=events,
+            edits=batch.record.edits,
         )
 
     async def after_commit(self, batch: Batch, produced: dict[str, Produced], base: dict[str, Any]) -> list[dict]:

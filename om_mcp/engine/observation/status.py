@@ -20,11 +20,18 @@ from om_mcp.models import health as breaker
 from om_mcp.store import ModelHealth, Snapshot
 
 if TYPE_CHECKING:
+    from om_mcp.engine.budget import BudgetState
     from om_mcp.engine.observation.engine import ObservationEngine
 
 
 def build(
-    engine: ObservationEngine, snap: Snapshot | None, thread_id: str, resource_id: str, health: ModelHealth | None
+    engine: ObservationEngine,
+    snap: Snapshot | None,
+    thread_id: str,
+    resource_id: str,
+    health: ModelHealth | None,
+    budget: BudgetState | None = None,
+    redactions: dict[str, int] | None = None,
 ) -> Status:
     key = engine.record_key(thread_id, resource_id)
     limits = engine.limits
@@ -73,11 +80,15 @@ def build(
         ),
         generation_count=generation,
         last_observed_at=observed_at,
-        observation=observation_state(engine, health),
+        observation=observation_state(engine, health, budget),
+        spend=budget.as_dict() if budget is not None else None,
+        redactions=redactions or {},
     )
 
 
-def observation_state(engine: ObservationEngine, health: ModelHealth | None) -> ObservationState:
+def observation_state(
+    engine: ObservationEngine, health: ModelHealth | None, budget: BudgetState | None = None
+) -> ObservationState:
     if not engine.om.enabled:
         return ObservationState(enabled=False, model_ready=False, reason="observation is off in the configuration")
     readiness = engine.readiness
@@ -101,4 +112,9 @@ def observation_state(engine: ObservationEngine, health: ModelHealth | None) -> 
     elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
         state.model_ready = False
         state.reason = readiness.reason
+    if budget is not None and budget.reason:
+        # A calm pause, not a fault: the model is fine, the user's cap says wait.
+        state.budget_paused = True
+        state.reason = budget.reason
+        state.next_attempt_at = budget.resumes_at.isoformat() if budget.resumes_at else None
     return state

@@ -160,4 +160,5 @@ class ObserveStep(ObserverStep):
             extracted=produced.extracted,
             observed_at=messages[-1].created_at,
             events=events,
+            edits=selection.record.edits,
         )

@@ -42,6 +42,8 @@ earlier one, keep the latest state, with "(was: ...)" if the change itself matte
 - Condense older material more than recent material; the latest entries keep the most \
 detail.
 - Keep the priority markers.
+- A line ending in [user-stated] is a correction the user made: copy it word for word, \
+mark included, and drop whatever it contradicts.
 - State the user's current goal in a 🔴 line near the end. If recent work has drifted \
 away from that goal, say so and say what would lead back to it.
 - If the log is split into <thread id="..."> sections, keep each section with its id \

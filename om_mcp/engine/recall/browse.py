@@ -1,5 +1,7 @@
 """Recall, messages mode: page through a thread's raw messages by seq, from its start,
-its end, or a message id (a range's first or last id), at low or high detail."""
+its end, or a message id (a range's first or last id), at low or high detail; page 0
+reads the messages around an id (a search hit with the question before it and the
+answer after it)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 from collections.abc import Callable
 
 from om_mcp.engine.errors import InputError, NotFound
-from om_mcp.engine.recall.query import RecallOut, RecallQuery
+from om_mcp.engine.recall.query import DEFAULT_LIMIT, RecallOut, RecallQuery
 from om_mcp.engine.recall.render import fit_to_budget, render_low, render_part
 from om_mcp.store import Message, Store
 
@@ -37,8 +39,13 @@ async def browse(store: Store, q: RecallQuery, resource_id: str, budget: int, co
         if anchor is None:
             raise InputError("part_index needs a cursor naming the message to read", field="cursor")
         return await read_part(store, anchor, q.part_index, q.char_offset, budget, count)
+    around = q.page == 0 and anchor is not None
     page = 1 if q.page == 0 else q.page
-    messages, has_more = await _page(store, thread_id, anchor, q, page)
+    if around:
+        assert anchor is not None
+        messages, has_more = await _around(store, anchor, q), False
+    else:
+        messages, has_more = await _page(store, thread_id, anchor, q, page)
     if q.detail == "high" and messages:
         return await read_part(store, messages[0], 0, 0, budget, count)
     rendered = [render_low(m, q.part_type, q.tool_name).text() for m in messages]
@@ -60,7 +67,7 @@ async def _page(
 ) -> tuple[list[Message], bool]:
     """A page in time order, and whether there is more in the direction of travel.
     The cursor message is included: page 1 starts with it, page -1 ends with it."""
-    limit, skip = q.limit, (abs(page) - 1) * q.limit
+    limit, skip = q.size, (abs(page) - 1) * q.size
     filters = (q.part_type, q.tool_name)
     if anchor is not None and page > 0:
         rows = await store.message_page(
@@ -79,6 +86,23 @@ async def _page(
     if anchor is not None and page < 0 or anchor is None and q.anchor == "end":
         rows.reverse()
     return rows, has_more
+
+
+async def _around(store: Store, anchor: Message, q: RecallQuery) -> list[Message]:
+    """The anchor in the middle of a page: half the limit before it, the rest after it, in time order."""
+    filters = (q.part_type, q.tool_name)
+    before = (q.size - 1) // 2
+    earlier = (
+        await store.message_page(
+            anchor.thread_id, before_seq=anchor.seq, limit=before, newest_first=True, part_filter=filters
+        )
+        if before
+        else []
+    )
+    later = await store.message_page(
+        anchor.thread_id, after_seq=anchor.seq - 1, limit=q.size - len(earlier), part_filter=filters
+    )
+    return [*reversed(earlier), *later]
 
 
 async def read_part(
@@ -113,7 +137,9 @@ def arguments(q: RecallQuery, **changes: object) -> str:
         **{
             k: v
             for k, v in q.model_dump().items()
-            if k not in ("thread_id", "cursor", "page") and v != getattr(defaults, k)
+            if k not in ("thread_id", "cursor", "page")
+            and v != getattr(defaults, k)
+            and not (k == "limit" and v == DEFAULT_LIMIT[q.mode])
         },
         **changes,
     }

@@ -7,6 +7,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PartType = Literal["text", "tool-call", "tool-result", "reasoning", "image", "file"]
+# Items per page when the call names no limit. A search answers with an index (one short line a hit; the
+# messages by id), and its top 10 already hold what the top 20 did on LoCoMo at half the tokens
+# (benchmarks/search_lab.py --tokens).
+DEFAULT_LIMIT = {"messages": 20, "threads": 20, "search": 10}
 
 
 class RecallQuery(BaseModel):
@@ -19,8 +23,8 @@ class RecallQuery(BaseModel):
     cursor: str | None = Field(None, description="a message id to page from (a range's first or last id)")
     target_thread_id: str | None = Field(None, description="another thread of the same resource; 'current' = this one")
     anchor: Literal["start", "end"] = "start"
-    page: int = Field(1, ge=-1000, le=1000, description="+N forward from the cursor, -N backward")
-    limit: int = Field(20, ge=1, le=50)
+    page: int = Field(1, ge=-1000, le=1000, description="+N forward from the cursor, -N backward, 0 around it")
+    limit: int | None = Field(None, ge=1, le=50, description="items per page (20; search 10)")
     detail: Literal["low", "high"] = "low"
     part_type: PartType | None = None
     tool_name: str | None = None
@@ -30,6 +34,11 @@ class RecallQuery(BaseModel):
     after: str | None = Field(None, description="threads created after this ISO date")
     scope: Literal["thread", "resource"] = "resource"
     max_tokens: int | None = Field(None, ge=50, description="hard bound on the result's size")
+
+    @property
+    def size(self) -> int:
+        """Items per page: the limit asked for, else the mode's default."""
+        return self.limit or DEFAULT_LIMIT[self.mode]
 
 
 class RecallOut(BaseModel):

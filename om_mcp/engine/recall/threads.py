@@ -32,8 +32,8 @@ async def list_threads(
         resource_id,
         before=iso_bound(q.before, "before"),
         after=iso_bound(q.after, "after"),
-        limit=q.limit,
-        offset=(page - 1) * q.limit,
+        limit=q.size,
+        offset=(page - 1) * q.size,
     )
     lines = [
         f"- {t.title or '(untitled)'} [{t.id}]{' ← current' if t.id == q.thread_id else ''}:"
@@ -41,7 +41,7 @@ async def list_threads(
         for t in threads
     ]
     kept, truncated, _ = fit_to_budget(lines, budget - HINT_RESERVE_TOKENS, count)
-    next_call = f'mode="threads" limit={q.limit} page={page + 1}' if has_more and not truncated else None
+    next_call = f'mode="threads" limit={q.size} page={page + 1}' if has_more and not truncated else None
     text = "\n".join(kept) or "No threads."
     if truncated:
         text += "\n(more threads did not fit: raise max_tokens or lower limit)"

@@ -22,7 +22,6 @@ rest the next time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
@@ -34,7 +33,6 @@ from om_mcp.hosts import reader
 # result in a later read still gets its tool's name. Bounded: a tool call whose
 # result never arrives must not grow the state forever.
 MAX_PENDING_TOOLS = 500
-HEAD_BYTES = 64 * 1024  # of the first line, hashed to notice a rewritten file
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None 
         return ReadResult([], state)
     try:
         size = os.fstat(fd).st_size
-        head = _first_line_hash(fd)
+        head = reader.head_hash(fd)
         rescanned = False
         if state.offset and not _still_valid(fd, state, size, head):
             state = TranscriptState(rescans=state.rescans + 1)
@@ -131,14 +129,6 @@ def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None 
         pending_tools=_bounded(pending),
     )
     return ReadResult(entries, new_state, rescanned, bad, lines.skipped, lines.more)
-
-
-def _first_line_hash(fd: int) -> str | None:
-    data = reader.prefix(fd, HEAD_BYTES)
-    newline = data.find(b"\n")
-    if newline < 0 and len(data) < HEAD_BYTES:
-        return None  # no complete first line yet
-    return hashlib.sha1(data[: newline + 1] if newline >= 0 else data).hexdigest()
 
 
 def _still_valid(fd: int, state: TranscriptState, size: int, head: str | None) -> bool:

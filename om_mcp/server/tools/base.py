@@ -76,4 +76,13 @@ def status_view(status: Any) -> dict[str, Any]:
     }
     if status.observation.reason:
         view["reason"] = status.observation.reason
+    spend = status.spend
+    if spend and spend.get("caps"):
+        view["spend"] = {
+            "today": {"usd": spend["today"]["usd"], "tokens": spend["today"]["tokens"]},
+            "month": {"usd": spend["this_month"]["usd"], "tokens": spend["this_month"]["tokens"]},
+            "caps": spend["caps"],
+        }
+    if status.redactions:
+        view["redactions"] = status.redactions
     return view

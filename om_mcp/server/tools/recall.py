@@ -25,7 +25,7 @@ def register(server: MCPServer) -> None:
         target_thread_id: str | None = None,
         anchor: Literal["start", "end"] = "start",
         page: Annotated[int, Field(ge=-1000, le=1000)] = 1,
-        limit: Annotated[int, Field(ge=1, le=50)] = 20,
+        limit: Annotated[int | None, Field(None, ge=1, le=50)] = None,
         detail: Literal["low", "high"] = "low",
         part_type: Literal["text", "tool-call", "tool-result", "reasoning", "image", "file"] | None = None,
         tool_name: str | None = None,

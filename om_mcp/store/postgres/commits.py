@@ -34,6 +34,11 @@ async def _leased(conn: Any, key: str, lease: Lease | None) -> bool:
     return lease is None or await holds(conn, key, *lease)
 
 
+async def _unchanged(conn: Any, key: str, edits: int | None) -> bool:
+    """Has the user left the log as the cycle read it (no forget, edit or restore since)? After `_lock`."""
+    return edits is None or await conn.fetchval("SELECT edits FROM om_records WHERE key = $1", key) == edits
+
+
 async def _cursor(conn: Any, key: str, thread_id: str) -> int:
     seq = await conn.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
     return seq or 0
@@ -107,10 +112,11 @@ async def commit_observation(
     extracted: dict[str, Any] | None,
     observed_at: str | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it."""
     generation = await _lock(conn, key)
-    if generation is None or not await _leased(conn, key, lease):
+    if generation is None or not await _leased(conn, key, lease) or not await _unchanged(conn, key, edits):
         return False
     for thread_id, seq in expected_cursors.items():
         if await _cursor(conn, key, thread_id) != seq:
@@ -177,9 +183,10 @@ async def append_chunks(
     extracted: dict[str, Any] | None,
     buffered_at_tokens: int | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
-    if await _lock(conn, key) is None or not await _leased(conn, key, lease):
+    if await _lock(conn, key) is None or not await _leased(conn, key, lease) or not await _unchanged(conn, key, edits):
         return False
     for thread_id, seq in expected_tails.items():
         if await tail(conn, key, thread_id) != seq:
@@ -276,10 +283,13 @@ async def commit_reflection(
     blocked_at: int | None,
     events: Iterable[dict[str, Any]] = (),
     hints: dict[str, dict[str, Any]] | None = None,
+    edits: int | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`."""
     current = await _lock(conn, key)
     if current is None or not await _leased(conn, key, lease) or current != generation:
+        return False
+    if not await _unchanged(conn, key, edits):
         return False
     old = await read_groups(conn, key, generation)
     if len(old) < covered:
@@ -315,10 +325,18 @@ async def commit_reflection(
 
 
 async def store_buffered_reflection(
-    conn: Any, key: str, reflection: BufferedReflection, *, lease: Lease | None, events: Iterable[dict[str, Any]] = ()
+    conn: Any,
+    key: str,
+    reflection: BufferedReflection,
+    *,
+    lease: Lease | None,
+    events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     current = await _lock(conn, key)
     if current is None or not await _leased(conn, key, lease) or current != reflection.generation:
+        return False
+    if not await _unchanged(conn, key, edits):
         return False
     await conn.execute(
         "INSERT INTO om_buffered_reflections (record_key, cycle_id, generation, covered, input_tokens, text, tokens,"

@@ -18,6 +18,7 @@ from om_mcp.store.errors import StoreError
 from om_mcp.store.interface import WorkingMemorySeed
 from om_mcp.store.postgres import search
 from om_mcp.store.postgres.observations import ensure_record, record_state
+from om_mcp.store.postgres.privacy import count_redactions
 from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
 from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, stored_parts, thread
 
@@ -95,6 +96,7 @@ async def append(
             for seq, m in zip(seqs, fresh)
         ]
         await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
+        result.redactions = await count_redactions(conn, resource_id, fresh)
         assert current is not None  # created above, or read from its locked row
         await _update_thread(conn, current, fresh)
         catch_up = 0, 0

@@ -199,3 +199,25 @@ async def v4(conn: Any) -> None:
     """Version 4, the first PostgreSQL has: the whole schema."""
     await conn.execute(TABLES_V4)
     await search.create(conn)
+
+
+# 5: the user's changes counter on records, redaction counts, model spend (see sqlite/migrations.py V5).
+V5 = f"""
+ALTER TABLE om_records ADD COLUMN edits integer NOT NULL DEFAULT 0;
+CREATE TABLE om_redactions (
+    resource_id {C} NOT NULL,
+    rule text NOT NULL,
+    count bigint NOT NULL,
+    PRIMARY KEY (resource_id, rule)
+);
+CREATE TABLE om_spend (
+    day {C} NOT NULL,
+    model text NOT NULL,
+    calls bigint NOT NULL DEFAULT 0,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0,
+    usd double precision NOT NULL DEFAULT 0,
+    unpriced_calls bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, model)
+);
+"""

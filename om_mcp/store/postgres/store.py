@@ -16,11 +16,14 @@ from om_mcp.store.postgres import (
     admin,
     commits,
     coordination,
+    forget,
     messages,
     observations,
     overview,
+    privacy,
     search,
     sessions,
+    spend,
     threads,
     vectors,
 )
@@ -149,6 +152,18 @@ class PostgresStore:
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
     groups_by_id = _reads(vectors.groups_by_id)
+
+    # forgetting and correcting one thing
+    group_records = _reads(forget.group_records)
+    find_text = _reads(forget.find_text)
+    apply_rewrite = _writes(forget.apply_rewrite)
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
+
+    # privacy: redaction counts
+    redaction_counts = _reads(privacy.redaction_counts)
 
     # looking at the memory (the status page; `om-mcp status`, `threads`, `show`)
     thread_states = _reads(overview.thread_states)

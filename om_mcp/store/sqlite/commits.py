@@ -29,6 +29,14 @@ def _leased(conn: sqlite3.Connection, key: str, lease: Lease | None) -> bool:
     return lease is None or holds(conn, key, *lease)
 
 
+def _unchanged(conn: sqlite3.Connection, key: str, edits: int | None) -> bool:
+    """Has the user left the log as the cycle read it (no forget, edit or restore since)?"""
+    if edits is None:
+        return True
+    row = conn.execute("SELECT edits FROM om_records WHERE key = ?", (key,)).fetchone()
+    return row is not None and row[0] == edits
+
+
 def _cursor(conn: sqlite3.Connection, key: str, thread_id: str) -> int:
     row = conn.execute("SELECT seq FROM om_cursors WHERE record_key = ? AND thread_id = ?", (key, thread_id)).fetchone()
     return row[0] if row else 0
@@ -95,10 +103,11 @@ def commit_observation(
     extracted: dict[str, Any] | None,
     observed_at: str | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it.
     `hints` are per thread."""
-    if not _leased(conn, key, lease):
+    if not _leased(conn, key, lease) or not _unchanged(conn, key, edits):
         return False
     if any(_cursor(conn, key, t) != seq for t, seq in expected_cursors.items()):
         return False
@@ -164,9 +173,10 @@ def append_chunks(
     extracted: dict[str, Any] | None,
     buffered_at_tokens: int | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
-    if not _leased(conn, key, lease):
+    if not _leased(conn, key, lease) or not _unchanged(conn, key, edits):
         return False
     if any(tail(conn, key, t) != seq for t, seq in expected_tails.items()):
         return False
@@ -264,10 +274,11 @@ def commit_reflection(
     blocked_at: int | None,
     events: Iterable[dict[str, Any]] = (),
     hints: dict[str, dict[str, Any]] | None = None,
+    edits: int | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation`
     past the first `covered` (those were added while the reflection ran)."""
-    if not _leased(conn, key, lease):
+    if not _leased(conn, key, lease) or not _unchanged(conn, key, edits):
         return False
     current = conn.execute("SELECT generation FROM om_records WHERE key = ?", (key,)).fetchone()
     if current is None or current[0] != generation:
@@ -309,8 +320,9 @@ def store_buffered_reflection(
     *,
     lease: Lease | None,
     events: Iterable[dict[str, Any]] = (),
+    edits: int | None = None,
 ) -> bool:
-    if not _leased(conn, key, lease):
+    if not _leased(conn, key, lease) or not _unchanged(conn, key, edits):
         return False
     current = conn.execute("SELECT generation FROM om_records WHERE key = ?", (key,)).fetchone()
     if current is None or current[0] != reflection.generation:

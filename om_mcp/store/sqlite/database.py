@@ -63,6 +63,8 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
+        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
+        conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         write(conn, migrate)
     except BaseException:
         conn.close()
@@ -92,6 +94,7 @@ def _connect_read_only(path: Path, check: bool) -> sqlite3.Connection:
         checks.before_open(path, writable=False)
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
+        conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         if check:
             checks.after_open(conn, str(path))
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -105,6 +108,10 @@ def _connect_read_only(path: Path, check: bool) -> sqlite3.Connection:
         raise
     log.info("%s is on a read-only filesystem: opened read-only", path)
     return conn
+
+
+def _casefold(value: str | None) -> str | None:
+    return value.casefold() if isinstance(value, str) else value
 
 
 def write(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

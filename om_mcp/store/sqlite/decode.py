@@ -16,7 +16,7 @@ THREAD_COLUMNS = (
 )
 RECORD_COLUMNS = (
     "key, scope, resource_id, thread_id, generation, extracted, last_observed_at, last_reflection_at,"
-    " reflection_blocked_at, last_buffered_at_tokens, observation_tokens, version"
+    " reflection_blocked_at, last_buffered_at_tokens, observation_tokens, version, edits"
 )
 GROUP_COLUMNS = (
     "g.id, g.generation, g.position, g.kind, g.thread_id, g.first_seq, g.last_seq, g.first_message_id,"
@@ -103,6 +103,7 @@ def record(row: Sequence[Any], cursors: dict[str, int]) -> Record:
         buffered_at,
         observation_tokens,
         version,
+        edits,
     ) = row
     return Record(
         key=key,
@@ -117,6 +118,7 @@ def record(row: Sequence[Any], cursors: dict[str, int]) -> Record:
         last_buffered_at_tokens=buffered_at,
         observation_tokens=observation_tokens,
         version=version,
+        edits=edits,
         cursors=cursors,
     )
 

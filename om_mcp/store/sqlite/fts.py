@@ -209,6 +209,12 @@ def seq_window(
         ).fetchone()
         return row[0] if row else None
 
+    def last_before(below: int) -> int | None:
+        row = conn.execute(
+            f"SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT 1", (scope, below)
+        ).fetchone()
+        return row[0] if row else None
+
     def created(seq: int) -> str:
         return _utc(conn.execute("SELECT created_at FROM messages WHERE seq = ?", (seq,)).fetchone()[0])
 
@@ -228,7 +234,11 @@ def seq_window(
     if lo is None or created(lo) >= finish:
         return None
     after = first_at_or_after(finish)
-    hi = (after - 1) if after is not None else conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0]
+    # The resource's last message before that: the seq just below may be another resource's, or deleted.
+    end_seq = after if after is not None else (conn.execute("SELECT MAX(seq) FROM messages").fetchone()[0] or 0) + 1
+    hi = last_before(end_seq)
+    if hi is None or hi < lo:
+        return None
     if hi - lo + 1 > max_rows or not (begin <= created(lo) < finish and begin <= created(hi) < finish):
         return None
     return lo, hi

@@ -13,6 +13,7 @@ from om_mcp.store.rows import AppendResult, Message, NewMessage, Scope
 from om_mcp.store.sqlite import fts
 from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, stored_parts, thread
 from om_mcp.store.sqlite.observations import ensure_record, record_state
+from om_mcp.store.sqlite.privacy import count_redactions
 
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
 WorkingMemorySeed = tuple[Scope, Callable[[str | None], str | None]]
@@ -93,6 +94,7 @@ def append(
             for seq, m in zip(seqs, fresh)
         ]
         fts.index_messages(conn, seqs)
+        result.redactions = count_redactions(conn, resource_id, fresh)
         _update_thread(conn, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:

@@ -343,6 +343,31 @@ def v4(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+# 5: what the user controls: a counter of the user's own changes to a log (forget, edit,
+# restore), which every cycle's commit checks so model work computed before a change cannot
+# bring back what it removed; the redactions made per resource and privacy rule (counts,
+# never the text); and the model spend per UTC day and model, which the spend caps read.
+V5 = """
+ALTER TABLE om_records ADD COLUMN edits INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE om_redactions (
+    resource_id TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (resource_id, rule)
+);
+CREATE TABLE om_spend (
+    day TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    usd REAL NOT NULL DEFAULT 0,
+    unpriced_calls INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, model)
+);
+"""
+
+
 def _statements(script: str) -> list[str]:
     """Split a script into statements (triggers need care with ';')."""
     statements, buffer = [], []

@@ -11,15 +11,19 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
+from om_mcp.store.rows import Rewrite, Rewritten
 from om_mcp.store.sqlite import (
     admin,
     commits,
     coordination,
+    forget,
     fts,
     messages,
     observations,
     overview,
+    privacy,
     sessions,
+    spend,
     threads,
     transfer,
     vectors,
@@ -157,6 +161,23 @@ class SQLiteStore:
     export = _reads(transfer.export)
     import_records = _writes(transfer.import_records)
     set_thread_times = _writes(transfer.set_thread_times)
+
+    # forgetting and correcting one thing
+    group_records = _reads(forget.group_records)
+    find_text = _reads(forget.find_text)
+
+    async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None:
+        done = await self.db.write(forget.apply_rewrite, plan)
+        if done is not None:
+            await self.db.raw(admin.checkpoint)  # the old pages leave the -wal too
+        return done
+
+    # model spend, for the spend caps
+    add_spend = _writes(spend.add_spend)
+    spend_since = _reads(spend.spend_since)
+
+    # privacy: redaction counts
+    redaction_counts = _reads(privacy.redaction_counts)
 
     # changes seen by other processes: SQLite's processes share a file, not a channel
     async def broadcast(self, message: dict) -> None:

@@ -22,11 +22,14 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from om_mcp.privacy import redaction_event
 from om_mcp.store.errors import StoreError
 from om_mcp.store.rows import AppendResult, NewMessage
 from om_mcp.store.sqlite import fts
+from om_mcp.store.sqlite.coordination import add_events
 from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, stored_parts, thread
 from om_mcp.store.sqlite.messages import _new_only, _update_thread
+from om_mcp.store.sqlite.privacy import count_redactions
 from om_mcp.store.summaries import ImportResult
 
 T = TypeVar("T")
@@ -225,6 +228,9 @@ class _Import:
             indexed.append((cursor.lastrowid, m.body))
         fts.index_messages(self.conn, [seq for seq, _ in indexed])
         _update_thread(self.conn, current, fresh)
+        redacted = count_redactions(self.conn, current.resource_id, fresh)
+        if redacted:
+            add_events(self.conn, [redaction_event(thread_id, current.resource_id, redacted)])
         self.touched_threads.add(thread_id)
         self.result.added["message"] += len(fresh)
 

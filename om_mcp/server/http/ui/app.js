@@ -10,6 +10,11 @@ const KIND_LABEL = { observation: "observation", buffering: "buffering", activat
 
 async function api(path, options = {}) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  if (options.json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    options = { ...options, body: JSON.stringify(options.json) };
+    delete options.json;
+  }
   const response = await fetch(`api/${path}`, { ...options, headers });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.error || `${response.status} ${response.statusText}`);
@@ -46,7 +51,9 @@ async function start() {
     state.info = await api("info");
     const i = state.info;
     document.getElementById("info").textContent =
-      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}`;
+      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}` +
+      (i.model_ready ? "" : ` · model not ready: ${i.model_reason || "observation is paused"}`);
+    document.getElementById("info").classList.toggle("warn", !i.model_ready);
     await renderSidebar();
     const wanted = hash.get("thread");
     if (wanted) await openThread(wanted);
@@ -99,7 +106,8 @@ function renderThread(d, series) {
     el("section", {}, el("h3", { text: "The two windows" }), el("div", { class: "grid2" },
       gauge("msg", "Unobserved messages", d.messages_window, "observe at"),
       gauge("obs", "Observation log", d.observations_window, "reflect at")),
-      el("div", { class: "meta", text: `Buffered ahead: ${d.buffered.chunks} chunks (${fmt(d.buffered.message_tokens)} message tokens → ${fmt(d.buffered.observation_tokens)} observation tokens)${d.buffered.reflection_ready ? " · a reflection is ready" : ""}` })),
+      el("div", { class: "meta", text: `Buffered ahead: ${d.buffered.chunks} chunks (${fmt(d.buffered.message_tokens)} message tokens → ${fmt(d.buffered.observation_tokens)} observation tokens)${d.buffered.reflection_ready ? " · a reflection is ready" : ""}` }),
+      spendLine(d.spend), privacyLine(d.redactions)),
     el("section", {}, el("h3", { text: "Over time" }), el("div", { class: "charts" },
       tokenChart("Unobserved message tokens", "s-msg", series.points, "unobserved_tokens", "message_threshold"),
       tokenChart("Observation log tokens", "s-obs", series.points, "observation_tokens", "observation_threshold"),
@@ -112,7 +120,7 @@ function renderThread(d, series) {
       el("dt", { text: "Suggested response" }), el("dd", { text: d.hints.suggested_response || "–" }),
       el("dt", { text: `Working memory${d.working_memory_scope ? ` (${d.working_memory_scope})` : ""}` }),
       el("dd", {}, el("pre", { id: "working-memory", text: d.working_memory || "–" })))),
-    logSection(d.generations),
+    logSection(d.generations, d.thread.id),
     el("section", {}, el("h3", { text: "Events" }), el("ul", { class: "events", id: "events" })),
   );
 }
@@ -207,9 +215,27 @@ function cycleChart(title, cycles, value, label, tick) {
   return box;
 }
 
+function spendLine(s) {
+  if (!s) return null;
+  const money = (v) => `$${v >= 0.01 || v === 0 ? v.toFixed(2) : v.toFixed(4)}`;
+  const period = (p) => `${money(p.usd)} and ${fmt(p.tokens)} tokens in ${fmt(p.calls)} calls`;
+  const caps = Object.entries(s.caps).map(([k, v]) => `${k.replace("_", " ")} ${k.endsWith("usd") ? money(v) : fmt(v)}`);
+  return el("div", { class: `meta spend${s.reason ? " paused" : ""}`, id: "spend" },
+    `Model spend today ${period(s.today)}; this month ${period(s.this_month)}${caps.length ? ` · caps: ${caps.join(", ")}` : " · no caps"}`,
+    s.reason ? el("strong", { text: ` · paused: ${s.reason}` }) : null);
+}
+
+function privacyLine(r) {
+  const rules = Object.entries(r || {});
+  if (!rules.length) return null;
+  const total = rules.reduce((n, [, c]) => n + c, 0);
+  return el("div", { class: "meta", id: "redactions",
+    text: `Kept out of stored messages: ${fmt(total)} (${rules.map(([k, c]) => `${k} ${fmt(c)}`).join(", ")})` });
+}
+
 // -- the observation log ----------------------------------------------------------------
 
-function logSection(generations) {
+function logSection(generations, threadId) {
   const section = el("section", { id: "log" }, el("h3", { text: `Observation log · ${generations.length} generation${generations.length === 1 ? "" : "s"}` }));
   if (!generations.length) { section.append(el("p", { class: "empty", text: "Nothing observed yet." })); return section; }
   const last = generations.length - 1;
@@ -219,20 +245,71 @@ function logSection(generations) {
     const select = el("select", { "aria-label": "generation", onchange: () => fill(Number(select.value)) },
       generations.map((g, i) => el("option", { value: i, text: `Generation ${g.generation}${g.current ? " (current)" : ""} · ${fmt(g.tokens)} tokens · ${g.groups.length} groups` })));
     const body = el("div");
+    const restore = el("button", { class: "restore" }, "Restore this generation");
     const fill = (i) => {
       select.value = String(i);
-      body.replaceChildren(...generations[i].groups.map((g) => el("div", { class: `group ${g.kind}`, "data-generation": generations[i].generation },
+      const g0 = generations[i];
+      restore.hidden = g0.current;
+      restore.onclick = () => restoreGeneration(threadId, g0.generation);
+      restore.dataset.generation = g0.generation;
+      body.replaceChildren(...g0.groups.map((g) => el("div", { class: `group ${g.kind}`, "data-generation": g0.generation },
         el("header", { text: `#${g.position} ${g.kind} · ${fmt(g.tokens)} tokens${g.first_message_id ? ` · ${g.first_message_id}…${g.last_message_id}` : ""}${g.observed_at ? ` · ${when(g.observed_at)}` : ""}` }),
-        el("pre", { text: g.text }))));
+        el("div", { class: "lines" }, g.lines.map((line) => lineRow(threadId, line, g0.current))))));
     };
     fill(initial);
-    holder.append(select, body);
+    holder.append(el("div", { class: "column-head" }, select, restore), body);
     return holder;
   };
   columns.append(column(Math.max(0, last - 1)));
   if (last > 0) columns.append(column(last));
   section.append(el("p", { class: "meta", text: last > 0 ? "Side by side: what the Reflector condensed (left) into the next generation (right)." : "One generation so far: no reflection yet." }), columns);
   return section;
+}
+
+// One line of the log: in the current generation it can be forgotten (after asking) or corrected.
+function lineRow(threadId, line, current) {
+  const row = el("div", { class: "line", "data-line": line.id }, el("pre", { text: line.text || " " }));
+  if (!current || !line.id) return row;
+  const actions = el("span", { class: "actions" },
+    el("button", { class: "edit", onclick: () => editLine(threadId, line, row) }, "Edit"),
+    el("button", { class: "danger forget-line", onclick: () => askForgetLine(threadId, line, row) }, "Forget…"));
+  row.append(actions);
+  return row;
+}
+
+function askForgetLine(threadId, line, row) {
+  row.querySelector(".confirm")?.remove();
+  row.append(el("div", { class: "confirm" },
+    el("p", { text: "Forget this line? It leaves this log and every earlier generation that holds it; it cannot be undone." }),
+    el("button", { onclick: (e) => e.target.closest(".confirm").remove() }, "Cancel"), " ",
+    el("button", { class: "danger solid forget-line-confirm", onclick: () => changeLine(threadId, line.id, { method: "DELETE" }) }, "Forget this line")));
+}
+
+function editLine(threadId, line, row) {
+  row.querySelector(".editor")?.remove();
+  const input = el("input", { type: "text", class: "line-text", value: line.text.trim(), "aria-label": "corrected line" });
+  row.append(el("div", { class: "editor" }, input, " ",
+    el("button", { onclick: (e) => e.target.closest(".editor").remove() }, "Cancel"), " ",
+    el("button", { class: "solid save-line", onclick: () => changeLine(threadId, line.id, { method: "PUT", json: { text: input.value } }) }, "Save")));
+  input.focus();
+}
+
+async function changeLine(threadId, lineId, options) {
+  try {
+    await api(`threads/${ids(threadId)}/observations/${ids(lineId)}`, options);
+    await openThread(threadId);
+    document.getElementById("main").prepend(el("p", { class: "notice", id: "changed",
+      text: options.method === "DELETE" ? "Forgotten." : "Corrected: kept as stated by the user." }));
+  } catch (error) { showError(error); }
+}
+
+async function restoreGeneration(threadId, generation) {
+  try {
+    const done = await api(`threads/${ids(threadId)}/restore`, { method: "POST", json: { generation } });
+    await openThread(threadId);
+    document.getElementById("main").prepend(el("p", { class: "notice", id: "changed",
+      text: `Generation ${done.restored} is the active log again, as generation ${done.generation}. Nothing was deleted.` }));
+  } catch (error) { showError(error); }
 }
 
 // -- events -----------------------------------------------------------------------------
@@ -245,6 +322,10 @@ function summary(e) {
     case "data-om-observation-end": return `${what || "observed"} ${fmt(p.tokens_observed)} → ${fmt(p.observation_tokens)} tokens${secs}`;
     case "data-om-activation": return `activated ${fmt(p.tokens_activated)} message tokens as ${fmt(p.observation_tokens)} observation tokens (${p.triggered_by || "threshold"})`;
     case "data-om-thread-update": return `title: ${p.old_title ? `${p.old_title} → ` : ""}${p.new_title}`;
+    case "data-om-forget": return `forgot (${p.selector}): ${fmt(p.messages || 0)} messages, ${fmt(p.lines || 0)} lines${p.earlier_lines ? `, ${fmt(p.earlier_lines)} earlier copies` : ""}`;
+    case "data-om-edit": return "corrected a line (kept as stated by the user)";
+    case "data-om-restore": return `restored generation ${p.restored_generation} as generation ${p.generation_count}`;
+    case "data-om-redaction": return `kept ${fmt(p.total)} secrets out: ${Object.entries(p.redactions || {}).map(([k, n]) => `${k} ${n}`).join(", ")}`;
     default:
       if (e.type.endsWith("-failed")) return `failed${secs}: ${p.error || "unknown error"}`;
       if (e.type.endsWith("-start")) return `started on ${fmt(p.tokens_to_observe ?? p.tokens_to_buffer)} tokens`;

@@ -9,9 +9,14 @@ Endpoints (all JSON; errors are {"error": "..."} with 400 or 404):
     GET    /api/threads/{thread_id}/events?after=&limit=   EventPage          (after: last id seen; limit <= 500)
     GET    /api/threads/{thread_id}/series            ThreadSeries
     DELETE /api/threads/{thread_id}                   Forgotten               (the page asks first)
+    DELETE /api/threads/{thread_id}/observations/{id}  ForgetDone             (a line or group; asks first)
+    PUT    /api/threads/{thread_id}/observations/{id}  Corrected              body {"text": "..."}
+    POST   /api/threads/{thread_id}/restore            Restored               body {"generation": N}
 
-The page is read-only except that DELETE. Times are ISO-8601 strings with a
-time zone; token counts are the engine's stored counts.
+The page changes nothing but through those four: forget a thread, forget or correct
+one line, restore an earlier generation. PUT and POST take JSON only (a form posted
+from another site cannot reach them). Times are ISO-8601 strings with a time zone;
+token counts are the engine's stored counts.
 
 What the plots are drawn from (see `series.build_series`): every cycle-ending
 event (observation-end, buffering-end, activation, observation-failed,
@@ -47,6 +52,8 @@ class ServerInfo(_Out):
     observation_threshold: int = Field(description="reflection.observation_tokens")
     observer_model: str | None = None
     reflector_model: str | None = None
+    model_ready: bool = Field(True, description="can observation call its model now (no network asked)")
+    model_reason: str | None = Field(None, description="why not, and how to fix it, when it cannot")
 
 
 class ResourceSummary(_Out):
@@ -70,6 +77,13 @@ class ThreadSummary(_Out):
     last_observed_at: str | None = None
 
 
+class Line(_Out):
+    """One line of a group; `id` (`<group id>.<6 hex>`) when it can be forgotten or corrected."""
+
+    id: str | None = None
+    text: str
+
+
 class Group(_Out):
     """One block of the observation log."""
 
@@ -83,6 +97,7 @@ class Group(_Out):
     last_message_id: str | None = None
     observed_at: str | None = None
     created_at: str | None = None
+    lines: list[Line] = Field(default_factory=list)
 
 
 class Generation(_Out):
@@ -126,6 +141,8 @@ class ThreadDetail(_Out):
     observations_window: Window = Field(description="observation log tokens against reflection.observation_tokens")
     buffered: Buffered = Buffered()
     generations: list[Generation] = Field(description="oldest first; the last one is current")
+    spend: dict[str, Any] | None = Field(None, description="model spend today and this month, the caps, why paused")
+    redactions: dict[str, int] = Field(default_factory=dict, description="secrets kept out, per privacy rule")
 
 
 class Event(_Out):
@@ -175,6 +192,28 @@ class Forgotten(_Out):
     messages: int = Field(description="how many messages were deleted")
 
 
+class ForgetDone(_Out):
+    messages: int = 0
+    lines: int = Field(0, description="lines of the active log")
+    earlier_lines: int = Field(0, description="copies in earlier generations")
+    groups: int = Field(0, description="groups left empty and removed")
+
+
+class Corrected(_Out):
+    id: str = Field(description="the line's new id")
+    text: str
+
+
+class Restored(_Out):
+    restored: int
+    generation: int
+    groups: int
+
+
+class Refused(Exception):
+    """Bad input (400) with its one-line reason; nothing was changed."""
+
+
 class UiDataSource(Protocol):
     """What the page needs from the engine; the HTTP layer only serialises it.
 
@@ -195,4 +234,16 @@ class UiDataSource(Protocol):
 
     async def forget_thread(self, thread_id: str) -> Forgotten | None:
         """Delete the thread, its messages, its record (thread scope) and its events."""
+        ...
+
+    async def forget_observation(self, thread_id: str, observation_id: str) -> ForgetDone | None:
+        """Forget a line or group of the thread's log (and its copies in earlier generations)."""
+        ...
+
+    async def correct_observation(self, thread_id: str, observation_id: str, text: str) -> Corrected | None:
+        """Replace a line's text; raises Refused for bad text."""
+        ...
+
+    async def restore_generation(self, thread_id: str, generation: int) -> Restored | None:
+        """Make an earlier generation active again; raises Refused for the current one."""
         ...

@@ -4,9 +4,9 @@
 
 The page is served at `/` and `/ui`; its files at `/ui/app.js` and
 `/ui/style.css`; the API under `/api/` (see `contract`). The static files hold
-no data, so only `/api/` needs the auth check; DELETE is not a "simple"
-cross-origin request, so a browser will not send it from another site without
-a CORS preflight, which these routes never grant.
+no data, so only `/api/` needs the auth check; DELETE, PUT and a JSON POST are
+not "simple" cross-origin requests, so a browser will not send them from another
+site without a CORS preflight, which these routes never grant.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from om_mcp.server.http.ui.contract import UiDataSource
+from om_mcp.server.http.ui.contract import Refused, UiDataSource
 
 EVENTS_LIMIT = 500
 _FILES = {
@@ -82,6 +82,31 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         thread_id = request.path_params["thread_id"]
         return _found(await api.forget_thread(thread_id), f"unknown thread {thread_id!r}")
 
+    async def observation(request: Request) -> Response:
+        """DELETE forgets the line or group; PUT {"text": ...} corrects the line."""
+        thread_id, observation_id = request.path_params["thread_id"], request.path_params["observation_id"]
+        missing = f"unknown observation {observation_id!r} in thread {thread_id!r}"
+        try:
+            if request.method == "DELETE":
+                return _found(await api.forget_observation(thread_id, observation_id), missing)
+            body = await _json_body(request)
+            if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+                return _error(400, 'text: expected a JSON body {"text": "the corrected line"}')
+            return _found(await api.correct_observation(thread_id, observation_id, body["text"]), missing)
+        except Refused as error:
+            return _error(400, str(error))
+
+    async def restore(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        try:
+            body = await _json_body(request)
+            generation = body.get("generation") if isinstance(body, dict) else None
+            if isinstance(generation, bool) or not isinstance(generation, int):
+                return _error(400, 'generation: expected a JSON body {"generation": N}')
+            return _found(await api.restore_generation(thread_id, generation), f"unknown thread {thread_id!r}")
+        except Refused as error:
+            return _error(400, str(error))
+
     return [
         Route("/", static("index.html"), methods=["GET"]),
         Route("/ui", static("index.html"), methods=["GET"]),
@@ -92,6 +117,8 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         Route("/api/resources/{resource_id:path}/threads", thread_list, methods=["GET"]),
         Route("/api/threads/{thread_id:path}/events", events, methods=["GET"]),
         Route("/api/threads/{thread_id:path}/series", series, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}/observations/{observation_id}", observation, methods=["DELETE", "PUT"]),
+        Route("/api/threads/{thread_id:path}/restore", restore, methods=["POST"]),
         Route("/api/threads/{thread_id:path}", thread, methods=["GET"]),
         Route("/api/threads/{thread_id:path}", forget, methods=["DELETE"]),
     ]
@@ -111,6 +138,16 @@ def _int_param(request: Request, name: str, default: int | None) -> int | str | 
     if not value.isdigit():
         return f"{name}: expected a non-negative integer, got {value!r}"
     return int(value)
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON; a body of another type (a form another site could post) is refused."""
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        raise Refused("send the body as application/json")
+    try:
+        return await request.json()
+    except ValueError:
+        raise Refused("the body is not valid JSON") from None
 
 
 def _json(value: Any) -> Response:

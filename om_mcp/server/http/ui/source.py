@@ -12,17 +12,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from om_mcp import __version__
-from om_mcp.engine import message_threshold
+from om_mcp.engine import InputError, NotFound, message_threshold, observation_lines
 from om_mcp.server.http.auth import allowed_resources
 from om_mcp.server.http.ui.contract import (
     Buffered,
+    Corrected,
     Event,
     EventPage,
+    ForgetDone,
     Forgotten,
     Generation,
     Group,
     Hints,
+    Line,
+    Refused,
     ResourceSummary,
+    Restored,
     ServerInfo,
     ThreadDetail,
     ThreadSeries,
@@ -58,7 +63,10 @@ class MemorySource:
     async def info(self) -> ServerInfo:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.observation.limits
+        ready, why = memory.model_state()
         return ServerInfo(
+            model_ready=ready,
+            model_reason=why,
             version=__version__,
             # Where the file lives is the operator's business: only a caller unbounded by its
             # token (a token for "*", or no authentication) is told.
@@ -148,6 +156,8 @@ class MemorySource:
                 )
                 for n, groups in reversed(generations)
             ],
+            spend=(await memory.observation.budget.state()).as_dict(),
+            redactions=await store.redaction_counts(state.thread.resource_id),
         )
 
     async def events(self, thread_id: str, after: int | None, limit: int) -> EventPage | None:
@@ -187,6 +197,44 @@ class MemorySource:
         done = await self.memory.delete_thread(thread_id)
         return Forgotten(thread_id=thread_id, messages=done.deleted_messages)
 
+    async def forget_observation(self, thread_id: str, observation_id: str) -> ForgetDone | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        try:
+            done = await self.memory.control.forget_observation(observation_id, thread_id, state.thread.resource_id)
+        except NotFound:
+            return None
+        except InputError as error:
+            raise Refused(str(error)) from None
+        return ForgetDone(
+            messages=done.messages, lines=done.lines, earlier_lines=done.earlier_lines, groups=done.groups
+        )
+
+    async def correct_observation(self, thread_id: str, observation_id: str, text: str) -> Corrected | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        try:
+            done = await self.memory.control.edit_observation(observation_id, text, thread_id, state.thread.resource_id)
+        except NotFound:
+            return None
+        except InputError as error:
+            raise Refused(str(error)) from None
+        return Corrected(id=done.id, text=done.text)
+
+    async def restore_generation(self, thread_id: str, generation: int) -> Restored | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        try:
+            done = await self.memory.control.restore_generation(thread_id, generation, state.thread.resource_id)
+        except NotFound:
+            return None
+        except InputError as error:
+            raise Refused(str(error)) from None
+        return Restored(restored=done.restored, generation=done.generation, groups=done.groups)
+
 
 def _summary(state: ThreadState) -> ThreadSummary:
     t = state.thread
@@ -216,4 +264,5 @@ def _group(g: Any) -> Group:
         last_message_id=g.last_message_id,
         observed_at=g.observed_at,
         created_at=g.created_at or None,
+        lines=[Line(id=line_id, text=text) for line_id, text in observation_lines(g.id, g.text)],
     )

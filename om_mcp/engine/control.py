@@ -1,0 +1,387 @@
+"""The user's control over what is remembered: forget one thing, correct one line, undo a reflection.
+
+    await memory.control.forget_message("t1", "m-42")
+    await memory.control.forget_observation("3f9a0c1d2e4b5a6c.7e21ab", with_sources=True)
+    preview = await memory.control.forget_match("my old address", apply=False)
+    await memory.control.edit_observation("3f9a0c1d2e4b5a6c.7e21ab", "User lives in Lisbon")
+    await memory.control.restore_generation("t1", 2)
+
+Forgetting is for good: the store removes the text with everything derived from it
+(search entries, vectors, buffered work) in one transaction, and on SQLite the bytes
+leave the file. An observation goes from the group that holds it *and* from every
+other generation of the log holding the same line, so neither a later reflection nor
+a restore brings it back; a cycle that read the log before the change cannot commit
+its result (`Record.edits`). Forgetting by phrase also scrubs what the models copied
+it into: tasks, titles, extracted values, events, working memory.
+
+Bad input changes nothing: an unknown thread, message, observation or generation is
+`NotFound` naming it. Every change is an event (`data-om-forget`, `-edit`, `-restore`)
+that says what kind and how many, never the text.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from om_mcp import privacy
+from om_mcp.engine import forget_phrase, intake
+from om_mcp.engine.errors import InputError, NotFound, translated
+from om_mcp.engine.forget_phrase import snippet
+from om_mcp.engine.observation import lines
+from om_mcp.engine.observation.events import EventType, user_event
+from om_mcp.store import Group, NewGroup, Record
+from om_mcp.store.rows import Rewrite, Rewritten
+
+if TYPE_CHECKING:
+    from om_mcp.engine.memory import Memory
+
+MATCH_MIN_CHARS = 3
+MATCH_BATCH = 500  # messages forgotten per transaction
+MAX_EDIT_CHARS = 2000
+RETRIES = 5  # a plan made from a record that then moved on is made again
+
+
+class ForgetOut(BaseModel):
+    """What a forget removed, or (`done` false) would remove."""
+
+    done: bool = Field(description="false: a preview, nothing was changed")
+    selector: Literal["message", "observation", "match"]
+    messages: int = Field(0, description="raw messages")
+    lines: int = Field(0, description="observation lines of active logs")
+    earlier_lines: int = Field(0, description="copies in earlier generations and buffered observations")
+    groups: int = Field(0, description="observation groups left empty and removed")
+    derived: int = Field(0, description="tasks, titles, extracted values, events, working-memory lines")
+    items: list[dict[str, Any]] = Field(default_factory=list, description="what goes (previews)")
+    more: bool = Field(False, description="more messages match than the preview lists")
+
+
+class EditOut(BaseModel):
+    id: str = Field(description="the corrected line's new id")
+    text: str
+
+
+class RestoreOut(BaseModel):
+    restored: int = Field(description="the generation made active again")
+    generation: int = Field(description="the new generation that holds it")
+    groups: int
+
+
+class Control:
+    def __init__(self, memory: Memory):
+        self.memory = memory
+        self.store = memory.store
+
+    # -- messages -----------------------------------------------------------------------
+
+    async def forget_message(self, thread_id: str, message_id: str, resource_id: str | None = None) -> ForgetOut:
+        """Forget one message of a thread (and the pause marker written before it)."""
+        resource_id, thread = await self._thread(thread_id, resource_id)
+        intake.check_id(message_id, "message_id")
+        found = await self.store.find_message(resource_id, message_id, thread_id)
+        if found is None:
+            raise NotFound(f"unknown message {message_id!r} in thread {thread_id!r}", field="message_id")
+        seqs = [found.seq]
+        marker = await self.store.find_message(resource_id, f"{message_id}~gap", thread_id)
+        if marker is not None:
+            seqs.append(marker.seq)
+        event = user_event(EventType.FORGET, thread_id, resource_id, selector="message", messages=1)
+        done = await self._apply(_fixed(Rewrite({}, messages={thread_id: seqs}, events=[event])))
+        return ForgetOut(done=True, selector="message", messages=1 if done.messages else 0)
+
+    # -- observations ---------------------------------------------------------------------
+
+    async def forget_observation(
+        self,
+        observation_id: str,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        *,
+        with_sources: bool = False,
+        apply: bool = True,
+    ) -> ForgetOut:
+        """Forget one line (`<group id>.<hash>`) or one group: from its group and from every other
+        generation holding the same lines; `with_sources` forgets the messages of the group's range too."""
+
+        async def plan() -> tuple[Rewrite, ForgetOut]:
+            record, target, generations, hashes, whole = await self._locate(observation_id, thread_id, resource_id)
+            groups: dict[str, tuple[str, int] | None] = {}
+            counts = {"lines": 0, "earlier_lines": 0, "groups": 0}
+            for generation, members in generations:
+                for group in members:
+                    if group.id == target.id and whole:
+                        text, n = "", len(hashes)
+                    elif group.id == target.id or generation != target.generation:
+                        text, n = lines.remove_hashes(group.text, hashes)
+                    else:
+                        continue  # other groups of the chosen one's generation keep their own lines
+                    if not n:
+                        continue
+                    groups[group.id] = (text, self.memory.counter.count_text(text)) if text.strip() else None
+                    counts["groups"] += not text.strip()
+                    chosen = group.id == target.id and generation == record.generation
+                    counts["lines" if chosen else "earlier_lines"] += n
+            sources = await self._sources(record, target) if with_sources else {}
+            counts["messages"] = sum(len(s) for s in sources.values())
+            event = user_event(
+                EventType.FORGET,
+                thread_id if thread_id is not None else record.thread_id,
+                record.resource_id,
+                record_id=record.key,
+                selector="observation",
+                with_sources=with_sources,
+                **counts,
+            )
+            shown = (
+                target.text if whole else next(line.text for line in lines.lines(target.text) if line.hash in hashes)
+            )
+            preview = ForgetOut(
+                done=False, selector="observation", items=[{"id": observation_id, "text": snippet(shown)}], **counts
+            )
+            return Rewrite({record.key: record.version}, messages=sources, groups=groups, events=[event]), preview
+
+        preview = (await plan())[1]
+        if not apply:
+            return preview
+
+        async def make() -> Rewrite:
+            nonlocal preview
+            rewrite, preview = await plan()
+            return rewrite
+
+        done = await self._apply(make)
+        return preview.model_copy(update={"done": True, "messages": done.messages, "items": []})
+
+    async def edit_observation(
+        self, observation_id: str, text: Any, thread_id: str | None = None, resource_id: str | None = None
+    ) -> EditOut:
+        """Replace one line's text; the new line is marked as stated by the user."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("text must be a non-empty string", field="text")
+        if "\n" in text.strip() or "\r" in text:
+            raise InputError("text must be one line (a line of the log is corrected at a time)", field="text")
+        if len(text) > MAX_EDIT_CHARS:
+            raise InputError(f"text is {len(text)} characters; the limit is {MAX_EDIT_CHARS}", field="text")
+        intake.check_text(text, "text", nul=True)
+        if isinstance(observation_id, str) and lines.GROUP_ID.match(observation_id.strip()):
+            raise InputError(
+                "give a line id (<group id>.<6 hex>), not a group id: a line is corrected at a time",
+                field="observation_id",
+            )
+        redactor = privacy.redactor_for(self.memory.config.privacy.settings())
+        said = redactor.text(text, Counter())  # a correction keeps secrets out too
+        result: EditOut | None = None
+
+        async def plan() -> Rewrite:
+            nonlocal result
+            record, group, _, hashes, _whole = await self._locate(observation_id, thread_id, resource_id)
+            (line_hash,) = hashes
+            old = next(line.text for line in lines.lines(group.text) if line.hash == line_hash)
+            new_line = lines.corrected(old, said)
+            new_text, _ = lines.replace(group.text, line_hash, new_line)
+            result = EditOut(id=f"{group.id}.{lines.line_hash(new_line)}", text=new_line.strip())
+            event = user_event(
+                EventType.EDIT,
+                thread_id if thread_id is not None else record.thread_id,
+                record.resource_id,
+                record_id=record.key,
+                lines=1,
+            )
+            return Rewrite(
+                {record.key: record.version},
+                groups={group.id: (new_text, self.memory.counter.count_text(new_text))},
+                events=[event],
+            )
+
+        await self._apply(plan)
+        assert result is not None
+        return result
+
+    # -- by phrase -----------------------------------------------------------------------------
+
+    async def forget_match(
+        self, phrase: Any, resource_id: str | None = None, *, thread_id: str | None = None, apply: bool = True
+    ) -> ForgetOut:
+        """Forget every message and observation line holding `phrase` (ignoring case), in one
+        resource or all of them, and scrub it from what was derived. `apply=False`: a preview.
+        `thread_id` only names the thread the forget's event is listed under."""
+        if not isinstance(phrase, str) or len(phrase.strip()) < MATCH_MIN_CHARS:
+            raise InputError(f"match must be at least {MATCH_MIN_CHARS} characters", field="match")
+        phrase = phrase.strip()
+        intake.check_text(phrase, "match", nul=True)
+        if resource_id is not None:
+            intake.check_id(resource_id, "resource_id")
+        found = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+        if not (found.messages or found.groups or found.chunks):
+            where = f" in resource {resource_id!r}" if resource_id else ""
+            raise NotFound(f"no message or observation holds {phrase!r}{where}", field="match")
+        if not apply:
+            _, would = await forget_phrase.plan(
+                self.store, self.memory.counter.count_text, phrase, found, resource_id=None, thread_id=None
+            )
+            return ForgetOut(
+                done=False,
+                selector="match",
+                messages=would["messages"],
+                lines=would["lines"],
+                earlier_lines=would["earlier_lines"],
+                groups=would["groups"],
+                items=await forget_phrase.items(self.store, phrase, found),
+                more=found.truncated,
+            )
+        total = ForgetOut(done=True, selector="match")
+        counted: dict[str, int] = {}
+
+        async def make() -> Rewrite:
+            nonlocal counted
+            fresh = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+            plan, counted = await forget_phrase.plan(
+                self.store, self.memory.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
+            )
+            return plan
+
+        while True:  # a batch of messages per transaction
+            done = await self._apply(make)
+            total.messages += done.messages
+            total.derived += done.derived
+            total.groups += done.groups_removed
+            total.lines += counted["lines"]
+            total.earlier_lines += counted["earlier_lines"]
+            if not counted["more"]:
+                return total
+
+    # -- undo a reflection ---------------------------------------------------------------------
+
+    async def restore_generation(self, thread_id: str, generation: Any, resource_id: str | None = None) -> RestoreOut:
+        """Make an earlier generation the active log again, as a new generation; nothing is deleted."""
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+            raise InputError("generation must be a whole number, 0 or more", field="generation")
+        resource_id, _ = await self._thread(thread_id, resource_id)
+        key = self.memory.record_key(thread_id, resource_id)
+        engine = self.memory.observation
+        for _ in range(RETRIES):
+            record = await self.store.record(key)
+            if record is None:
+                raise NotFound(f"thread {thread_id!r} has no observations yet", field="thread_id")
+            stored = dict(await self.store.generations(key))
+            if generation not in stored:
+                have = ", ".join(str(n) for n in sorted(stored)) or "none"
+                raise NotFound(f"unknown generation {generation} of {key} (it has {have})", field="generation")
+            if generation == record.generation:
+                raise InputError(f"generation {generation} is already the active log", field="generation")
+            source = stored[generation]
+            tokens = sum(g.tokens for g in source)
+            event = user_event(
+                EventType.RESTORE,
+                thread_id,
+                resource_id,
+                record_id=key,
+                restored_generation=generation,
+                generation_count=record.generation + 1,
+                groups=len(source),
+            )
+            if await self.store.commit_reflection(
+                key,
+                lease=None,
+                generation=record.generation,
+                covered=len(stored.get(record.generation, [])),
+                groups=[_copy(g) for g in source],
+                extracted=None,
+                # A restored log over the threshold is not condensed again until it grows.
+                blocked_at=tokens if tokens >= engine.limits.observation_tokens else None,
+                events=[event],
+                edits=record.edits,
+            ):
+                await engine.events.emit([event], persisted=True)
+                return RestoreOut(restored=generation, generation=record.generation + 1, groups=len(source))
+        raise InputError("the memory kept changing while restoring; try again", field="generation")
+
+    # -- shared ------------------------------------------------------------------------------
+
+    async def _thread(self, thread_id: str, resource_id: str | None) -> tuple[str, Any]:
+        resource_id, thread = await intake.resolve(
+            self.store, self.memory.config.default_resource_id, thread_id, resource_id
+        )
+        if thread is None:
+            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
+        return resource_id, thread
+
+    async def _locate(
+        self, observation_id: Any, thread_id: str | None, resource_id: str | None
+    ) -> tuple[Record, Group, list[tuple[int, list[Group]]], set[str], bool]:
+        """The record, the group, every generation, the hashes of the lines to act on, and
+        whether the id named the whole group."""
+        if not isinstance(observation_id, str) or (parsed := lines.parse_id(observation_id)) is None:
+            raise InputError(
+                "observation_id: give a group id (16 hex characters) or a line id (<group id>.<6 hex>)",
+                field="observation_id",
+            )
+        group_id, line_hash = parsed
+        unknown = NotFound(f"unknown observation {observation_id!r}", field="observation_id")
+        key = (await self.store.group_records([group_id])).get(group_id)
+        if key is None:
+            raise unknown
+        if thread_id is not None:
+            resource_id, _ = await self._thread(thread_id, resource_id)
+            if key != self.memory.record_key(thread_id, resource_id):
+                raise unknown  # another thread's memory is not this caller's to see
+        record = await self.store.record(key)
+        generations = await self.store.generations(key)
+        target = next((g for _, members in generations for g in members if g.id == group_id), None)
+        if record is None or target is None:
+            raise unknown
+        hashes = {line.hash for line in lines.lines(target.text) if line.hash is not None}
+        if line_hash is not None:
+            if line_hash not in hashes:
+                raise unknown
+            hashes = {line_hash}
+        return record, target, generations, hashes, line_hash is None
+
+    async def _sources(self, record: Record, group: Group) -> dict[str, list[int]]:
+        """The messages of a group's range: its thread's, or (a shared group) the record's threads'."""
+        owner = group.thread_id or record.thread_id
+        thread_ids = [owner] if owner else sorted(record.cursors)
+        out: dict[str, list[int]] = {}
+        for tid in thread_ids:
+            after = group.first_seq - 1
+            while True:
+                page = await self.store.message_page(tid, after_seq=after, before_seq=group.last_seq + 1, limit=500)
+                if not page:
+                    break
+                out.setdefault(tid, []).extend(m.seq for m in page)
+                after = page[-1].seq
+        return {t: s for t, s in out.items() if s}
+
+    async def _apply(self, make: Any) -> Rewritten:
+        """Make the plan and apply it; a plan made from a record that moved on is made again."""
+        engine = self.memory.observation
+        for _ in range(RETRIES):
+            plan = await make()
+            done = await translated(self.store.apply_rewrite(plan))
+            if done is not None:
+                await engine.events.emit(plan.events, persisted=True)
+                return done
+        raise InputError("the memory kept changing while forgetting; try again", field="observation_id")
+
+
+def _fixed(plan: Rewrite) -> Any:
+    async def make() -> Rewrite:
+        return plan
+
+    return make
+
+
+def _copy(group: Group) -> NewGroup:
+    return NewGroup(
+        text=group.text,
+        tokens=group.tokens,
+        first_seq=group.first_seq,
+        last_seq=group.last_seq,
+        first_message_id=group.first_message_id,
+        last_message_id=group.last_message_id,
+        thread_id=group.thread_id,
+        kind=group.kind,
+        observed_at=group.observed_at,
+    )
