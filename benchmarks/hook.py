@@ -31,12 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from om_mcp.hook import db
 from om_mcp.hook.settings import load_settings
+from om_mcp.store import coordination, messages, observations
 from om_mcp.store.keys import resource_key
 from om_mcp.store.rows import NewMessage
-from om_mcp.store.sqlite import coordination, messages, observations
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import on_connection, run
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 TARGET_P50, TARGET_P99 = 0.150, 0.400
@@ -49,7 +50,7 @@ def command() -> list[str]:
 
 
 def build_database(path: str, project: str, count: int, log_lines: int) -> None:
-    conn = db.open_database(path)
+    conn = direct.open_database(path)
     key = resource_key(project)
     rng = random.Random(7)
     per_thread = max(1, count // 200)
@@ -70,10 +71,10 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
                     tokens=len(text) // 4,
                 )
             )
-        # db.write calls the lambda right away, before the loop moves on (B023 is a false positive).
-        db.write(
+        # direct.write calls the lambda right away, before the loop moves on (B023 is a false positive).
+        direct.write(
             conn,
-            lambda c: messages.append(c, thread, project, key, rows, thread_metadata={"host": "claude-code"}),  # noqa: B023
+            lambda c: run(c, messages.append, thread, project, key, rows, thread_metadata={"host": "claude-code"}),  # noqa: B023
         )
         written += len(rows)
     groups, line = [], 0
@@ -98,7 +99,7 @@ def build_database(path: str, project: str, count: int, log_lines: int) -> None:
             }
         )
         line += len(body)
-    db.write(conn, lambda c: observations.insert_groups(c, key, 0, groups))
+    direct.write(conn, lambda c: run(c, observations.insert_groups, key, 0, groups))
     # The earlier sessions are fully observed: no tail is left behind.
     conn.execute("UPDATE om_cursors SET pending_tokens = 0, pending_messages = 0")
     conn.close()
@@ -186,8 +187,9 @@ def main() -> None:
             f"database: {args.messages:,} messages, {args.log_lines:,}-line observation log, "
             f"{(folder / 'memory.db').stat().st_size / 1e6:.0f} MB, built in {time.perf_counter() - started:.0f}s"
         )
-        conn = db.open_database(str(folder / "memory.db"))
-        plant = lambda: db.write(conn, coordination.acquire_lease, *WORKER_LEASE, "benchmark", 3600.0)  # noqa: E731
+        conn = direct.open_database(str(folder / "memory.db"))
+        take = on_connection(coordination.acquire_lease)
+        plant = lambda: direct.write(conn, take, *WORKER_LEASE, "benchmark", 3600.0)  # noqa: E731
         plant()
 
         transcript = ClaudeTranscript(folder / "session.jsonl", "bench-session", str(project))
@@ -235,7 +237,7 @@ def main() -> None:
             }
             took, _ = run_hook(fresh, env)
             spawn.append(took)
-            owner = coordination.lease_holder(conn, *WORKER_LEASE)
+            owner = run(conn, coordination.lease_holder, *WORKER_LEASE)
             assert owner and owner.startswith("hook:"), owner
             wait_for_worker_exit(conn)
         spawn_cpu = list(cpu_times)

@@ -25,13 +25,14 @@ from support.processes import PYTHON
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
-from om_mcp.hook import db
 from om_mcp.hook.run import HookOptions, run_hook
 from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import build_server
+from om_mcp.store import observations
 from om_mcp.store.keys import resource_key
-from om_mcp.store.sqlite import observations
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.fake_server import FakeLLMServer
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -97,7 +98,7 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
     assert empty.returncode == 0  # no memory yet: one line saying so, and the ids recall needs
     said = json.loads(empty.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "no earlier session is recorded yet" in said and '"new-session"' in said and len(said) < 400
-    conn = db.open_database(str(box.db))
+    conn = direct.open_database(str(box.db))
     key = resource_key(str(box.project))
     groups = [
         {
@@ -116,11 +117,11 @@ def test_session_start_prints_the_context_within_its_bound(tmp_path: Path) -> No
         }
         for d in range(1, 11)
     ]  # 2,010 lines
-    db.write(
+    direct.write(
         conn,
         lambda c: (
-            observations.ensure_record(c, key, str(box.project), "old"),
-            observations.insert_groups(c, key, 0, groups),
+            run(c, observations.ensure_record, key, str(box.project), "old"),
+            run(c, observations.insert_groups, key, 0, groups),
         ),
     )
     conn.close()

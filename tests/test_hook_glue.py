@@ -12,7 +12,10 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,8 +24,9 @@ from support.engine import Memory, Script, config
 from om_mcp.config import Config
 from om_mcp.engine import intake
 from om_mcp.engine.drain import NO_MODEL_BACKOFF_SECONDS, Drainer
+from om_mcp.engine.observation import thresholds
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
-from om_mcp.hook import background, db
+from om_mcp.hook import background
 from om_mcp.hook.context import session_context
 from om_mcp.hook.ingest import ingest, source_of
 from om_mcp.hook.rows import to_rows
@@ -31,9 +35,12 @@ from om_mcp.hosts.claude_code import ConvertOptions, parse_hook_input, read_mess
 from om_mcp.hosts.common import HookInputError
 from om_mcp.hosts.events import HookEvent, read_event
 from om_mcp.hosts.gemini_cli import read_messages as read_gemini
+from om_mcp.limits import Limits
+from om_mcp.store import coordination, observations, threads
 from om_mcp.store.keys import resource_key
-from om_mcp.store.sqlite import coordination, observations, threads
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import run
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -47,9 +54,15 @@ def settings(tmp_path: Path) -> HookSettings:
         db_path=str(tmp_path / "memory.db"),
         observation=True,
         scope="resource",
-        due_tokens=6000,
-        message_tokens=30000,
-        reflect_tokens=20000,
+        limits=Limits(
+            message_tokens=30000,
+            observation_tokens=40000,
+            buffer_tokens=6000,
+            buffer_activation=0.8,
+            block_after=36000,
+            reflection_buffer_at=20000,
+            reflection_block_after=48000,
+        ),
         working_memory="resource",
         max_message_chars=1_000_000,
     )
@@ -57,7 +70,7 @@ def settings(tmp_path: Path) -> HookSettings:
 
 @pytest.fixture
 def conn(settings: HookSettings):
-    connection = db.open_database(settings.db_path)
+    connection = direct.open_database(settings.db_path)
     yield connection
     connection.close()
 
@@ -137,6 +150,19 @@ def test_lean_reader_names_what_is_wrong(data: str, field: str) -> None:
         read_event("claude-code", data)
 
 
+def test_the_hook_applies_the_engines_rules_without_pydantic_or_an_event_loop() -> None:
+    """What a hook loads on every prompt: the engine's intake and thresholds, the store's shared
+    operations in SQLite's synchronous mode; not the config model, not an event loop."""
+    code = (
+        "import sys, om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.hook.background, om_mcp.hook.context;"
+        "import om_mcp.engine.intake, om_mcp.engine.observation.thresholds, om_mcp.store.sqlite.direct;"
+        "print(sorted(m for m in ('pydantic', 'anyio', 'asyncio') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+    assert background.background_work_due is thresholds.background_work_due  # the engine's rule, not a copy
+
+
 def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, monkeypatch) -> None:
     env = {
         "HOME": str(tmp_path),
@@ -146,7 +172,11 @@ def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, 
         "OM_MCP_HOOKS": "on",
     }
     first = load_settings(env=env)
-    assert first.db_path == str(tmp_path / "a.db") and first.message_tokens == 1000 and first.due_tokens == 200
+    assert (
+        first.db_path == str(tmp_path / "a.db")
+        and first.limits.message_tokens == 1000
+        and first.limits.buffer_tokens == 200
+    )
     assert len(list((tmp_path / "cache" / "om-mcp").glob("hook-settings-*.json"))) == 1
     monkeypatch.setattr("om_mcp.hook.settings._from_config", lambda *a: pytest.fail("the cache was not used"))
     assert load_settings(env=env) == first
@@ -184,7 +214,7 @@ def test_ingest_is_incremental_and_idempotent(tmp_path: Path, settings, conn) ->
     assert [r[0] for r in rows] == [e["uuid"] for e in lines if "uuid" in e]  # ids are the entries' uuids
     estimator = conn.execute("SELECT id FROM om_tokenizers WHERE name = ?", (counter.cache_key,)).fetchone()[0]
     assert {r[3] for r in rows} == {estimator}
-    state = coordination.ingest_state(conn, source_of(event("Stop", None)))
+    state = run(conn, coordination.ingest_state, source_of(event("Stop", None)))
     assert state.offset == transcript.path.stat().st_size and state.last_id == lines[-2]["uuid"]
     assert json.loads(state.fingerprint)["offset"] == state.offset
 
@@ -215,7 +245,7 @@ def test_session_end_marks_the_thread_and_a_thread_keeps_its_resource(tmp_path: 
     done = ingest(
         conn, settings, TokenCounter.estimating(), event("SessionEnd", transcript.path), "/elsewhere", "/elsewhere"
     )  # resumed from another folder: the thread stays where it began
-    thread = threads.get(conn, "s1")
+    thread = run(conn, threads.get, "s1")
     assert done.resource_id == PROJECT and thread.resource_id == PROJECT
     assert thread.metadata["host"] == "claude-code" and thread.metadata["ended_at"] >= thread.updated_at
 
@@ -244,9 +274,12 @@ def seed_log(conn: sqlite3.Connection, key: str, days: int, per_day: int = 30) -
                 "observed_at": None,
             }
         )
-    db.write(
+    direct.write(
         conn,
-        lambda c: (observations.ensure_record(c, key, PROJECT, "old"), observations.insert_groups(c, key, 0, groups)),
+        lambda c: (
+            run(c, observations.ensure_record, key, PROJECT, "old"),
+            run(c, observations.insert_groups, key, 0, groups),
+        ),
     )
 
 
@@ -301,7 +334,7 @@ def test_thread_scope_lends_the_latest_observed_session(settings, conn) -> None:
 def test_a_worker_starts_once_when_work_is_due_and_nobody_drains(tmp_path: Path, settings, conn, monkeypatch) -> None:
     spawned: list = []
     monkeypatch.setattr(background, "spawn_worker", lambda *args: spawned.append(args))
-    small = HookSettings(**{**vars(settings), "due_tokens": 5})
+    small = HookSettings(**{**vars(settings), "limits": replace(settings.limits, buffer_tokens=5)})
     transcript = ClaudeTranscript(tmp_path / "s1.jsonl", "s1", PROJECT)
     transcript.turn("hi", "hello")
     hook = event("UserPromptSubmit", transcript.path)
@@ -314,7 +347,7 @@ def test_a_worker_starts_once_when_work_is_due_and_nobody_drains(tmp_path: Path,
 
     assert start(settings) is None  # below the interval: nothing to do
     assert start(small) == "started" and spawned[0][1].startswith("hook:")
-    assert coordination.lease_holder(conn, *WORKER_LEASE) == spawned[0][1]  # held for it
+    assert run(conn, coordination.lease_holder, *WORKER_LEASE) == spawned[0][1]  # held for it
     assert start(small) is None and len(spawned) == 1  # the next hook sees the lease
     assert start(settings, event("SessionEnd", transcript.path)) == "alongside"  # the tail must not wait
     assert spawned[1][1] is None
@@ -357,7 +390,7 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
         async with memory.running(poll_seconds=None):
             drainer = Drainer(memory)
             await drainer.tick()
-            assert coordination.lease_holder(conn, *WORKER_LEASE) == drainer.owner
+            assert run(conn, coordination.lease_holder, *WORKER_LEASE) == drainer.owner
             for _ in range(100):
                 if not memory.worker.active:
                     break
@@ -375,7 +408,7 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
         await memory.close()
     text = session_context(conn, settings, "s2", PROJECT, 8000)
     assert "User chose SQLite over Postgres" in text and "set up SQLite" in text
-    assert coordination.lease_holder(conn, *WORKER_LEASE) is None
+    assert run(conn, coordination.lease_holder, *WORKER_LEASE) is None
 
 
 @pytest.mark.anyio

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from support.mcp import ok
@@ -174,12 +175,24 @@ async def test_failed_authentication_is_limited_per_client_address(make_config):
         assert (await post(url, INIT, ALICE)).status_code == 200  # a valid token is never refused for it
 
 
+async def info_for(http: httpx2.AsyncClient, base: str, token: str) -> dict:
+    """/api/info, once the memory is open (until then the page answers 503)."""
+    deadline = time.monotonic() + SAFETY
+    while (
+        answer := await http.get(f"{base}/api/info", headers={"Authorization": f"Bearer {token}"})
+    ).status_code == 503:
+        assert time.monotonic() < deadline, answer.text
+        await anyio.sleep(0.05)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
 async def test_server_info_names_the_database_only_for_an_admin_token(make_config):
     async with serving(make_config, **bearer()) as url:
         base = url.removesuffix("/mcp")
         async with httpx2.AsyncClient(timeout=30) as http:
-            alice = (await http.get(f"{base}/api/info", headers={"Authorization": f"Bearer {ALICE}"})).json()
-            admin = (await http.get(f"{base}/api/info", headers={"Authorization": f"Bearer {ADMIN}"})).json()
+            alice = await info_for(http, base, ALICE)
+            admin = await info_for(http, base, ADMIN)
     assert alice["database"] is None and alice["version"]
     assert admin["database"].endswith(".db") or admin["database"].startswith("postgresql")
 

@@ -29,8 +29,8 @@ from support.engine import DEGENERATE_REPLY, Memory, Script, config, keep_ids_re
 
 from om_mcp.models import ModelError, TransientModelError
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 ID = re.compile(r"\bm\d+\b")
 STEPS = 75  # appends of 1-6 messages each: about 260 messages per run

@@ -15,6 +15,9 @@ FORBIDDEN = {
     "om_mcp.store": ("om_mcp.engine", "om_mcp.server", "om_mcp.models", "om_mcp.commands", "mcp"),
     "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp"),
     "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
+    # Each backend is its driver and its own SQL; what they share lives in om_mcp.store itself.
+    "om_mcp.store.postgres": ("om_mcp.store.sqlite",),
+    "om_mcp.store.sqlite": ("om_mcp.store.postgres",),
     # The host hook loads it on every prompt: plain `re`, nothing heavy, nothing above it.
     "om_mcp.privacy": ("om_mcp.engine", "om_mcp.server", "om_mcp.store", "om_mcp.config", "om_mcp.models", "pydantic"),
 }

@@ -37,8 +37,8 @@ from om_mcp.engine import Hooks
 from om_mcp.models import ModelError
 from om_mcp.server import build_server
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 DEGENERATE = (
     "<observations>\n" + "* 🔴 (10:00) the very same line, again and again and again\n" * 80 + "</observations>"

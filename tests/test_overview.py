@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,55 @@ def test_status_threads_and_show_read_a_postgresql_memory(postgres_url, tmp_path
     on_sqlite = [om(*args, db=sqlite_file, tmp=tmp_path) for args in (("status",), ("threads",), ("show", "a"))]
     for pg, lite in zip((status, threads, shown), on_sqlite, strict=True):
         assert plain(pg) == plain(lite) or _differ_only_in_database(pg, lite)
+
+
+@pytest.mark.slow
+def test_export_and_import_move_a_postgresql_memory_from_the_command_line(postgres_url, postgres_server, tmp_path):
+    """`om-mcp export --db postgresql://...` and `om-mcp import --db postgresql://...`: a round trip
+    between two PostgreSQL databases, and on to a SQLite file, shows the same memory."""
+    anyio.run(lambda: _played(postgres_url))
+    dump = tmp_path / "memory.jsonl"
+    run = partial(_om_text, tmp=tmp_path)
+    exported = run("export", "-o", str(dump), db=postgres_url)
+    assert "exported" in exported.stderr
+    lines = dump.read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "om-mcp-export" and json.loads(lines[-1])["type"] == "end"
+
+    target = postgres_server.create_database()
+    first = om("import", str(dump), db=target, tmp=tmp_path)
+    assert first["added"]["thread"] == 3 and first["added"]["message"] == 12 and not first["skipped"]
+    again = om("import", str(dump), db=target, tmp=tmp_path)
+    assert not again["added"] and again["skipped"]["message"] == 12
+    lite = str(tmp_path / "moved.db")
+    assert om("import", str(dump), db=lite, tmp=tmp_path)["added"] == first["added"]
+
+    for thread in ("a", "b", "c"):
+        before = om("show", thread, "--generations", db=postgres_url, tmp=tmp_path)
+        for where in (target, lite):
+            after = om("show", thread, "--generations", db=where, tmp=tmp_path)
+            assert after == {**before, "last_cycle": None}  # events are a log of what happened: not exported
+    back = tmp_path / "back.jsonl"
+    run("export", "-o", str(back), db=target)
+    assert back.read_text().splitlines()[1:] == lines[1:]  # the same records, the header's time aside
+
+
+async def _played(where: str) -> None:
+    await (await play(where)).close()
+
+
+def _om_text(*args: str, db: str, tmp: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [PYTHON, "-m", "om_mcp", *args, "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**clean_env(tmp), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done
 
 
 def _differ_only_in_database(pg: Any, lite: Any) -> bool:

@@ -29,8 +29,8 @@ from om_mcp.models.embeddings import HashingEmbedder
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 HEX8 = re.compile(r"[0-9a-f]{8}")
 SECTION = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.S)

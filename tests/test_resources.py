@@ -14,8 +14,8 @@ from support.mcp import connect, ok, read_json
 
 from om_mcp.config.working_memory import DEFAULT_TEMPLATE
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 

@@ -9,8 +9,8 @@ from om_mcp.config import load_config
 from om_mcp.engine import Memory
 from om_mcp.testing import ScriptedModel
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 LOG = "<observations>\nDate: Jan 1, 2026\n* 🔴 (10:00) user lives in Porto\n</observations>\n"
 

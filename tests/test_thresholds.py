@@ -3,14 +3,15 @@ and the idle / model-change triggers of activation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from om_mcp.config import Limits
 from om_mcp.engine.observation import thresholds as t
 from om_mcp.engine.observation.activation import DEFAULT_CACHE_TTL_MS, cache_ttl_ms, idle_ms, trigger_for
-from om_mcp.store.rows import Chunk, Thread
+from om_mcp.limits import Limits
+from om_mcp.store.rows import Chunk, RecordState, Thread
 
 
 def limits(**changes) -> Limits:
@@ -278,3 +279,43 @@ def test_trigger_on_a_model_change():
     assert trigger_for(same, None, True, "openai/gpt-5") is None
     assert trigger_for(same, None, True, "gemini/gemini-2.5-pro") == "provider_change"
     assert trigger_for(thread(last_model="openai/gpt-5"), None, True, None) is None  # nothing to compare with
+
+
+def record(**changes) -> RecordState:
+    values = dict(
+        key="thread:t",
+        generation=0,
+        observation_tokens=0,
+        pending_tokens=0,
+        pending_messages=0,
+        thread_pending_tokens=0,
+        thread_pending_messages=0,
+        last_buffered_at_tokens=0,
+        chunk_count=0,
+        chunk_message_tokens=0,
+        buffered_reflection_generation=None,
+        reflection_blocked_at=None,
+    )
+    values.update(changes)
+    return RecordState(**values)
+
+
+def test_background_work_is_due_by_the_numbers_the_poll_asks_for():
+    """The one rule the server's poll (`due_floor`) and the hooks (`background_work_due`) share."""
+    buffered, unbuffered = limits(), limits(buffer_tokens=None, reflection_buffer_at=None)
+    assert t.due_floor(buffered) == (6_000, 20_000) and t.due_floor(unbuffered) == (30_000, 40_000)
+    assert not t.background_work_due(buffered, record(pending_tokens=5_999))
+    assert t.background_work_due(buffered, record(pending_tokens=6_000))  # an interval's worth
+    assert not t.background_work_due(buffered, record(pending_tokens=9_000, last_buffered_at_tokens=6_000))
+    assert not t.background_work_due(unbuffered, record(pending_tokens=29_999))
+    assert t.background_work_due(unbuffered, record(pending_tokens=30_000))  # the threshold, unbuffered
+    # Buffered observations to activate once the window reaches the threshold.
+    at_threshold = record(pending_tokens=30_000, last_buffered_at_tokens=30_000, chunk_count=2)
+    assert t.background_work_due(buffered, at_threshold)
+    assert not t.background_work_due(buffered, replace(at_threshold, chunk_count=0))
+    # A log to reflect, unless a buffered reflection of this generation waits for it.
+    assert t.background_work_due(buffered, record(observation_tokens=20_000))
+    assert not t.background_work_due(buffered, record(observation_tokens=20_000, buffered_reflection_generation=0))
+    assert t.background_work_due(
+        buffered, record(observation_tokens=20_000, generation=1, buffered_reflection_generation=0)
+    )

@@ -24,8 +24,8 @@ from om_mcp.engine.tokens import get_token_counter
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
 
-# Every test runs on SQLite and on PostgreSQL (support/backends.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+# On SQLite: what the engine relies on of each backend is tests/test_store_conformance.py's.
+pytestmark = pytest.mark.anyio
 
 ERAS = pytest.mark.parametrize("mode", ["auto", "legacy"])
 

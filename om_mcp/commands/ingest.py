@@ -152,20 +152,21 @@ def store(
     """Append in batches (a progress bar on a terminal), mark the session over, start a worker if due."""
     from om_mcp.commands._output import progress
     from om_mcp.engine.tokens import get_token_counter
-    from om_mcp.hook import db
     from om_mcp.hook.background import start_worker_if_due
     from om_mcp.hook.ingest import redaction_events
     from om_mcp.hook.rows import to_rows
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.hosts.events import HookEvent
     from om_mcp.privacy import redactor_for
+    from om_mcp.store import messages as ops
+    from om_mcp.store import threads
+    from om_mcp.store.decode import now_iso
     from om_mcp.store.keys import record_key
-    from om_mcp.store.sqlite import messages as ops
-    from om_mcp.store.sqlite import threads
-    from om_mcp.store.sqlite.decode import now_iso
+    from om_mcp.store.sqlite import direct
+    from om_mcp.store.sqlite.driver import on_connection, run
 
     counter = get_token_counter()
-    conn = db.open_database(str(config.db_path))
+    conn = direct.open_database(str(config.db_path))
     summary: dict[str, Any] = {
         "thread_id": thread_id,
         "resource_id": resource_id,
@@ -174,16 +175,16 @@ def store(
         "worker": None,
     }
     try:
-        existing = threads.get(conn, thread_id)
+        existing = run(conn, threads.get, thread_id)
         if existing is not None:
             summary["resource_id"] = resource_id = existing.resource_id
         key = record_key(config.observational_memory.scope, thread_id, resource_id)
         metadata = {"host": fmt, "source": "om-mcp ingest"}
 
         def append(conn: Any, rows: list[Any]) -> Any:
-            counted_by = ops.tokenizer_id(conn, counter.cache_key)
-            result = ops.append(
-                conn, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
+            counted_by = run(conn, ops.tokenizer_id, counter.cache_key)
+            result = run(
+                conn, ops.append, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
             )
             redaction_events(conn, thread_id, resource_id, result)
             return result
@@ -192,12 +193,12 @@ def store(
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
                 batch = messages[start : start + BATCH]
-                result = db.write(conn, append, to_rows(batch, counter, config.max_message_chars, redactor))
+                result = direct.write(conn, append, to_rows(batch, counter, config.max_message_chars, redactor))
                 summary["appended"] += len(result.appended)
                 summary["skipped"] += result.skipped_duplicates
                 advance(len(batch))
         if messages:
-            db.write(conn, threads.set_metadata_paths, thread_id, {"ended_at": now_iso()})
+            direct.write(conn, on_connection(threads.set_metadata_paths), thread_id, {"ended_at": now_iso()})
         if start_worker and messages:
             settings = load_settings(str(config.db_path), config_file)
             event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from om_mcp.config.budget import BudgetConfig
 from om_mcp.config.durations import parse_idle
 from om_mcp.config.extractors import Extractor, check_extractors
+from om_mcp.limits import Limits
 from om_mcp.models.settings import CallPolicy, ModelChoice, ModelSettings
 
 
@@ -184,24 +185,9 @@ class ObservationalMemoryConfig(_Section):
         return RetrievalConfig() if self.retrieval is True else self.retrieval
 
     def limits(self) -> Limits:
-        return Limits.resolve(self)
-
-
-class Limits(BaseModel):
-    """Token numbers resolved from the ratios and multipliers in the config."""
-
-    message_tokens: int
-    observation_tokens: int
-    buffer_tokens: int | None  # None: observation buffering off
-    buffer_activation: float  # ratio in (0,1], or >= 1000 tokens to keep
-    block_after: int | None
-    reflection_buffer_at: int | None  # observation tokens at which background reflection starts
-    reflection_block_after: int | None
-
-    @classmethod
-    def resolve(cls, om: ObservationalMemoryConfig) -> Limits:
-        obs, refl = om.observation, om.reflection
-        buffering = obs.buffer_tokens is not False and not om.share_token_budget
+        """The token numbers from the ratios and multipliers above."""
+        obs, refl = self.observation, self.reflection
+        buffering = obs.buffer_tokens is not False and not self.share_token_budget
         buffer_tokens = None
         if buffering:
             raw = 0.2 if obs.buffer_tokens is None else obs.buffer_tokens
@@ -216,7 +202,7 @@ class Limits(BaseModel):
             reflection_buffer_at = round(refl.observation_tokens * ratio)
             raw = 1.2 if refl.block_after is None else refl.block_after
             reflection_block_after = round(refl.observation_tokens * raw) if raw < 100 else int(raw)
-        return cls(
+        return Limits(
             message_tokens=obs.message_tokens,
             observation_tokens=refl.observation_tokens,
             buffer_tokens=buffer_tokens,

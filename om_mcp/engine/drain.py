@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from om_mcp.store.sqlite.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
+from om_mcp.engine.observation.thresholds import due_floor
+from om_mcp.store.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
 
 if TYPE_CHECKING:
     from om_mcp.engine.memory import Memory
@@ -90,10 +91,7 @@ class Drainer:
 
     async def activate_host_sessions(self) -> None:
         engine = self.memory.observation
-        limits = engine.limits
-        due = await self.memory.store.due_work(
-            limits.buffer_tokens or limits.message_tokens, limits.reflection_buffer_at or limits.observation_tokens
-        )
+        due = await self.memory.store.due_work(*due_floor(engine.limits))
         for work in due:
             thread = await self.memory.store.get_thread(work.thread_id)
             if thread is not None and thread.metadata.get("host"):

@@ -1,6 +1,11 @@
 """Requests on their way in: ids checked and resolved to a thread and resource; messages
 validated (errors name the field), given ids, counted, made searchable, and marked with
-pauses. Bad input changes nothing."""
+pauses. Bad input changes nothing.
+
+Every way a message comes in (an MCP client's `append_messages`, an import, a host hook)
+ends in `message_row`, so what is stored is the same. Importing this module loads no
+pydantic and no event loop (the hook process uses it); `prepare`'s validation does, when
+it runs."""
 
 from __future__ import annotations
 
@@ -8,23 +13,23 @@ import json
 import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import anyio
-from pydantic import TypeAdapter, ValidationError
-
-from om_mcp.config import Config
 from om_mcp.engine.errors import InputError
-from om_mcp.engine.messages import MessageIn, derived_id
-from om_mcp.engine.observation.events import EventType
-from om_mcp.engine.observation.transcript import TEMPORAL_GAP_KIND
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.privacy import HookFailed, redaction_event, redactor_for
 from om_mcp.store import Message, NewMessage, Store, Thread
+from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
-_MESSAGES = TypeAdapter(list[MessageIn])
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from om_mcp.config import Config
+    from om_mcp.engine.messages import MessageIn
+
 TEMPORAL_GAP = timedelta(minutes=10)
 MAX_ID_CHARS = 200
 MAX_TITLE_CHARS = 500
@@ -108,8 +113,21 @@ def check_thread_metadata(value: Any) -> dict[str, Any]:
     return metadata
 
 
+@cache
+def _validator() -> TypeAdapter[list[MessageIn]]:
+    from pydantic import TypeAdapter
+
+    from om_mcp.engine.messages import MessageIn
+
+    return TypeAdapter(list[MessageIn])
+
+
 def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[NewMessage]:
     """Validate a batch and turn it into rows to insert."""
+    from pydantic import ValidationError
+
+    from om_mcp.engine.messages import MessageIn, derived_id
+
     if not isinstance(messages, list) or not messages:
         raise InputError("messages must be a non-empty list", field="messages")
     if len(messages) > config.max_batch_messages:
@@ -119,7 +137,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
     raw = [m.model_dump() if isinstance(m, MessageIn) else m for m in messages]
     check_text(raw, "messages")
     try:
-        parsed = _MESSAGES.validate_python(raw)
+        parsed = _validator().validate_python(raw)
     except ValidationError as error:
         # A union (string or parts) reports each branch; the deepest error is the real one.
         first = max(error.errors(), key=lambda e: len(e["loc"]))
@@ -153,23 +171,80 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
             base = derived_id(message.role, parts, message.created_at, 0)
             message_id = derived_id(message.role, parts, message.created_at, seen[base])
             seen[base] += 1
-        tokens, cache = counter.count_message({"role": message.role, "parts": parts})
+        given, created = message.id is not None, message.created_at
         out.append(
-            NewMessage(
-                id=message_id,
-                role=message.role,
-                parts=parts,
-                created_at=(message.created_at or now).isoformat(),
-                metadata=metadata,
-                body=index_text(parts, metadata),
-                tokens=tokens,
-                part_tokens=cache["parts"],
-                observable=message.role != "system",
-                created_at_given=message.created_at is not None,
-                id_given=message.id is not None,
-                redactions=dict(clean.counts),
+            message_row(
+                counter,
+                message_id,
+                message.role,
+                parts,
+                metadata,
+                created,
+                now,
+                id_given=given,
+                redactions=clean.counts,
             )
         )
+    return out
+
+
+def message_row(
+    counter: TokenCounter,
+    message_id: str,
+    role: str,
+    parts: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    created_at: datetime | None,
+    now: datetime,
+    *,
+    id_given: bool,
+    redactions: dict[str, int] | None = None,
+) -> NewMessage:
+    """The row stored for a valid message: its time (`now` when it has none), its searchable
+    body, its token counts (whole and per part)."""
+    tokens, counts = counter.count_message({"role": role, "parts": parts})
+    return NewMessage(
+        id=message_id,
+        role=role,
+        parts=parts,
+        created_at=(created_at or now).isoformat(),
+        metadata=metadata,
+        body=index_text(parts, metadata),
+        tokens=tokens,
+        part_tokens=counts["parts"],
+        observable=role != "system",
+        created_at_given=created_at is not None,
+        id_given=id_given,
+        redactions=dict(redactions or {}),
+    )
+
+
+# Fields a part may carry (engine/messages.py's part models).
+_PART_FIELDS = {
+    "text": ("type", "text"),
+    "reasoning": ("type", "text"),
+    "tool-call": ("type", "tool_name", "args", "tool_call_id"),
+    "tool-result": ("type", "tool_name", "result", "tool_call_id", "is_error"),
+    "image": ("type", "mime_type", "name", "data", "url", "width", "height"),
+    "file": ("type", "mime_type", "name", "data", "url", "width", "height"),
+}
+
+
+def normalise_parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Parts that are valid by construction (a host converter's), as `MessageIn.parts()` stores
+    them: no None fields, `is_error` only when true, no field a part does not carry."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    out = []
+    for part in content:
+        kind = part.get("type")
+        fields = _PART_FIELDS.get(kind, tuple(part)) if isinstance(kind, str) else tuple(part)
+        clean = {k: part[k] for k in fields if part.get(k) is not None}
+        if clean.get("type") == "text":
+            clean.setdefault("text", "")
+        if clean.get("type") == "tool-result" and not clean.get("is_error"):
+            clean.pop("is_error", None)
+        out.append(clean)
     return out
 
 
@@ -225,6 +300,8 @@ def is_gap_marker(message: Message) -> bool:
 
 def gap_events(thread_id: str, resource_id: str, appended: list[Message]) -> list[dict[str, Any]]:
     """A TEMPORAL_GAP event for each pause marker an append stored."""
+    from om_mcp.engine.observation.events import EventType  # the config's hooks: pydantic
+
     return [
         {
             "type": EventType.TEMPORAL_GAP,
@@ -241,6 +318,8 @@ def gap_events(thread_id: str, resource_id: str, appended: list[Message]) -> lis
 
 async def recount(store: Store, counter: TokenCounter, counted_by: int, after_seq: int = 0) -> int:
     """Recount the messages another tokenizer counted, off the event loop; returns how many."""
+    import anyio.to_thread
+
     done = 0
     while True:
         stale = await store.stale_token_counts(counted_by, after_seq=after_seq)

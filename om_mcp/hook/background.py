@@ -21,12 +21,14 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from om_mcp.hook import db
+from om_mcp.engine.observation.thresholds import background_work_due
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.events import HookEvent
+from om_mcp.store import coordination, observations
 from om_mcp.store.rows import RecordState
-from om_mcp.store.sqlite import coordination, observations
-from om_mcp.store.sqlite.sessions import WORKER_LEASE, quiet_before, settled_threads
+from om_mcp.store.sessions import WORKER_LEASE, quiet_before, settled_threads
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import on_connection, run
 
 # How long the hook holds the lease for the worker it starts, until the worker renews it.
 SPAWN_LEASE_SECONDS = 30.0
@@ -36,22 +38,17 @@ IDLE_EXIT_SECONDS = 60.0
 def work_due(
     conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str, state: RecordState | None
 ) -> bool:
-    """Is there background work for this record (by the numbers the engine uses to decide)?"""
+    """Is there background work for this record: by the engine's rule, or a session's tail?"""
     if not settings.observation:
         return False
     if state is None:
-        state = observations.record_state(conn, key, event.session_id)
-    new_tokens = state.pending_tokens - state.last_buffered_at_tokens
-    if new_tokens >= settings.due_tokens:
-        return True  # an interval's worth of messages since the last buffering (or the threshold, unbuffered)
-    if state.chunk_count and state.pending_tokens >= settings.message_tokens:
-        return True  # buffered observations to activate
-    if state.observation_tokens >= settings.reflect_tokens and state.buffered_reflection_generation != state.generation:
+        state = run(conn, observations.record_state, key, event.session_id)
+    if background_work_due(settings.limits, state):
         return True
     if event.ends_session and state.thread_pending_messages:
         return True  # the session's tail
     if event.name == "SessionStart":
-        return bool(settled_threads(conn, quiet_before(), key, limit=1))  # an earlier session left a tail
+        return bool(run(conn, settled_threads, quiet_before(), key, limit=1))  # an earlier session left a tail
     return False
 
 
@@ -71,7 +68,7 @@ def start_worker_if_due(
         return None
     owner = f"hook:{_host_name()}:{os.getpid()}:{os.urandom(4).hex()}"
     key_, op = WORKER_LEASE
-    if db.write(conn, coordination.acquire_lease, key_, op, owner, SPAWN_LEASE_SECONDS):
+    if direct.write(conn, on_connection(coordination.acquire_lease), key_, op, owner, SPAWN_LEASE_SECONDS):
         spawn_worker(settings, owner, config_file, idle_exit, log_file)
         return "started"
     if event.ends_session:

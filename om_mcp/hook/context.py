@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
-from om_mcp.hook import db
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.context import (
     RECALL_WITH_IDS,
@@ -27,8 +26,10 @@ from om_mcp.hosts.context import (
     render_session_context,
     render_session_index,
 )
+from om_mcp.store import observations, sessions, threads
 from om_mcp.store.keys import record_key
-from om_mcp.store.sqlite import observations, threads
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import run
 from om_mcp.store.sqlite.session_index import SessionSummary, recent_sessions
 
 SESSIONS_LISTED = 5
@@ -53,22 +54,23 @@ def session_context(
         log = ""
         hints: tuple[str | None, str | None] = (None, None)
         if key is not None:
-            texts = [g.text for g in observations.groups(conn, key)] + [c.text for c in observations.chunks(conn, key)]
+            texts = [g.text for g in run(conn, observations.groups, key)]
+            texts += [c.text for c in run(conn, observations.chunks, key)]
             log = "\n\n".join(t.strip() for t in texts if t and t.strip())
-            hints = _hints(conn, key, session_id)
+            hints = run(conn, sessions.session_hints, key, session_id)
         memory = None
         if settings.working_memory == "resource":
-            memory = threads.get_working_memory(conn, "resource", resource_id)
+            memory = run(conn, threads.get_working_memory, "resource", resource_id)
         elif settings.working_memory == "thread":
-            memory = threads.get_working_memory(conn, "thread", session_id)
-        sessions = [] if log else recent_sessions(conn, resource_id, session_id, SESSIONS_LISTED)
-        return log, memory, hints, sessions
+            memory = run(conn, threads.get_working_memory, "thread", session_id)
+        recent = [] if log else recent_sessions(conn, resource_id, session_id, SESSIONS_LISTED)
+        return log, memory, hints, recent
 
-    log, memory, (task, response), sessions = db.read(conn, snapshot)
+    log, memory, (task, response), recent = direct.read(conn, snapshot)
     # The ids are the session's and the project folder's: anyone's text, like the rest.
     recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     if not log and not memory:
-        return render_session_index([_line(s) for s in sessions], recall, max_chars)
+        return render_session_index([_line(s) for s in recent], recall, max_chars)
     omitted = 0
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)
@@ -99,25 +101,7 @@ def _line(session: SessionSummary) -> SessionLine:
 def _record_for(conn: sqlite3.Connection, settings: HookSettings, session_id: str, resource_id: str) -> str | None:
     if settings.scope == "resource":
         return record_key("resource", session_id, resource_id)
-    own = record_key("thread", session_id, resource_id)
-    row = conn.execute(
-        "SELECT r.key FROM om_records r WHERE r.resource_id = ? AND r.scope = 'thread'"
-        " AND (r.observation_tokens > 0 OR EXISTS (SELECT 1 FROM om_chunks c WHERE c.record_key = r.key))"
-        " ORDER BY r.key = ? DESC, COALESCE(r.last_observed_at, '') DESC, r.updated_at DESC LIMIT 1",
-        (resource_id, own),
-    ).fetchone()
-    return row[0] if row else None
-
-
-def _hints(conn: sqlite3.Connection, key: str, session_id: str) -> tuple[str | None, str | None]:
-    """This session's hints, else those of the record's most recently active session."""
-    row = conn.execute(
-        "SELECT c.current_task, c.suggested_response FROM om_cursors c JOIN threads t ON t.id = c.thread_id"
-        " WHERE c.record_key = ? AND (c.current_task IS NOT NULL OR c.suggested_response IS NOT NULL)"
-        " ORDER BY c.thread_id = ? DESC, t.updated_at DESC LIMIT 1",
-        (key, session_id),
-    ).fetchone()
-    return (row[0], row[1]) if row else (None, None)
+    return run(conn, sessions.lending_record, record_key("thread", session_id, resource_id), resource_id)
 
 
 def _memory_text(stored: str) -> str:

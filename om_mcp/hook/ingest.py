@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.hook import db
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
 from om_mcp.privacy import redaction_event, redactor_for
+from om_mcp.store import coordination, messages, observations, threads
+from om_mcp.store.decode import now_iso
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
-from om_mcp.store.sqlite import coordination, messages, observations, threads
-from om_mcp.store.sqlite.decode import now_iso
+from om_mcp.store.sqlite import direct
+from om_mcp.store.sqlite.driver import run
 
 LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 
@@ -123,14 +124,14 @@ def ingest(
 ) -> Ingested:
     """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
     source = source_of(event)
-    saved = coordination.ingest_state(conn, source)
+    saved = run(conn, coordination.ingest_state, source)
     first = read_transcript(event, saved, final, tool_output_chars)
     redactor = redactor_for(settings.privacy)
     rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
 
     def transaction(conn: sqlite3.Connection) -> Ingested:
         nonlocal first, rows
-        now_saved = coordination.ingest_state(conn, source)
+        now_saved = run(conn, coordination.ingest_state, source)
         if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (
             saved.offset,
             saved.last_id,
@@ -140,90 +141,60 @@ def ingest(
                 event, now_saved, final, tool_output_chars
             )  # another hook of this session got here first
             rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
-        thread = threads.get(conn, event.session_id)
+        thread = run(conn, threads.get, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
         out = Ingested(event.session_id, resource, key, rescanned=first.rescanned, problems=list(first.problems))
         if rows:
-            counted_by = messages.tokenizer_id(conn, counter.cache_key)
+            counted_by = run(conn, messages.tokenizer_id, counter.cache_key)
             metadata = {"host": event.host, "project": project_root}
             _append(conn, out, rows, counted_by, metadata)
-        coordination.put_ingest_state(conn, first.state)
+        run(conn, coordination.put_ingest_state, first.state)
         if event.ends_session and (thread is not None or out.appended):
-            threads.set_metadata_paths(conn, event.session_id, {"ended_at": now_iso()})
+            run(conn, threads.set_metadata_paths, event.session_id, {"ended_at": now_iso()})
         if thread is not None or out.appended:
-            out.state = observations.record_state(conn, key, event.session_id)
+            out.state = run(conn, observations.record_state, key, event.session_id)
         return out
 
-    return db.write(conn, transaction)
+    return direct.write(conn, transaction)
 
 
 def _append(
     conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int, metadata: dict[str, Any]
 ) -> None:
     """Append the batch; if one id clashes with a stored message, append the others one by one."""
-    try:
-        _savepoint(
-            conn,
-            lambda: _count(
-                out,
-                messages.append(
-                    conn,
-                    out.thread_id,
-                    out.resource_id,
-                    out.record_key,
-                    rows,
-                    counted_by=counted_by,
-                    thread_metadata=metadata,
-                ),
+
+    def append(batch: list[NewMessage]) -> None:
+        with direct.savepoint(conn, "om_hook_append"):
+            result = run(
                 conn,
-            ),
-        )
+                messages.append,
+                out.thread_id,
+                out.resource_id,
+                out.record_key,
+                batch,
+                counted_by=counted_by,
+                thread_metadata=metadata,
+            )
+            redaction_events(conn, out.thread_id, out.resource_id, result)
+        out.appended += len(result.appended)
+        out.skipped += result.skipped_duplicates
+
+    try:
+        append(rows)
         return
     except StoreError as error:
         if error.field == "resource_id":
             raise
     for row in rows:
         try:
-            _savepoint(
-                conn,
-                lambda: _count(
-                    out,
-                    messages.append(
-                        conn,
-                        out.thread_id,
-                        out.resource_id,
-                        out.record_key,
-                        [row],  # noqa: B023 - _savepoint calls it right away
-                        counted_by=counted_by,
-                        thread_metadata=metadata,
-                    ),
-                    conn,
-                ),
-            )
+            append([row])
         except StoreError as error:
             out.refused += 1
             out.problems.append(f"kept the stored message: {error}")
 
 
-def _count(out: Ingested, result: Any, conn: sqlite3.Connection) -> None:
-    out.appended += len(result.appended)
-    out.skipped += result.skipped_duplicates
-    redaction_events(conn, out.thread_id, out.resource_id, result)
-
-
 def redaction_events(conn: sqlite3.Connection, thread_id: str, resource_id: str, result: Any) -> None:
     """The event saying what an append kept out (rule counts, never the text), in its transaction."""
     if result.redactions:
-        coordination.add_events(conn, [redaction_event(thread_id, resource_id, result.redactions)])
-
-
-def _savepoint(conn: sqlite3.Connection, action: Any) -> None:
-    conn.execute("SAVEPOINT om_hook_append")
-    try:
-        action()
-    except BaseException:
-        conn.execute("ROLLBACK TO om_hook_append")
-        conn.execute("RELEASE om_hook_append")
-        raise
-    conn.execute("RELEASE om_hook_append")
+        run(conn, coordination.add_events, [redaction_event(thread_id, resource_id, result.redactions)])

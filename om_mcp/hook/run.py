@@ -61,9 +61,9 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     if not event.cwd:
         raise HookInputError("hook input: cwd is missing, so the project is unknown")
     # Imported here, and only what the event needs: every millisecond counts on each prompt.
-    from om_mcp.hook.db import open_database
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.store.keys import record_key
+    from om_mcp.store.sqlite.direct import open_database
 
     settings = load_settings(options.db, options.config, env)
     project = find_project(event.cwd)
@@ -90,9 +90,10 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
             for problem in done.problems:
                 log_line(env, options.host, event, problem)
         else:
-            from om_mcp.store.sqlite import threads
+            from om_mcp.store import threads
+            from om_mcp.store.sqlite.driver import run
 
-            thread = threads.get(conn, event.session_id)
+            thread = run(conn, threads.get, event.session_id)
             resource = thread.resource_id if thread else resource
         output = ""
         if todo.print_context:

@@ -1,5 +1,8 @@
 """The few settings the hook needs, from the real configuration, cached.
 
+Among them the resolved `Limits`, so the hook decides "is work due" by the
+engine's own rule (`engine.observation.thresholds.background_work_due`).
+
 Loading the configuration builds the pydantic model (about 0.3 s), too slow for
 every prompt. So the hook keeps what it needs in a small JSON file named by a
 hash of everything the configuration depends on (the --db and --config flags,
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from om_mcp import __version__
+from om_mcp.limits import Limits
 
 CONFIG_FILE_ENV = "OM_MCP_CONFIG"
 
@@ -28,9 +32,7 @@ class HookSettings:
     db_path: str
     observation: bool  # observational_memory.enabled
     scope: str  # observational_memory.scope: "thread" | "resource"
-    due_tokens: int  # unobserved tokens that make background work due (the buffer interval, else the threshold)
-    message_tokens: int  # the observation threshold (buffered observations activate there)
-    reflect_tokens: int  # observation tokens that make reflection due
+    limits: Limits  # observational_memory.limits(): the numbers the thresholds compare against
     working_memory: str | None  # its scope, None when off
     max_message_chars: int
     privacy: dict[str, Any] = field(default_factory=dict)  # [privacy] as plain settings (om_mcp.privacy.redactor_for)
@@ -60,8 +62,9 @@ def load_settings(
     env = os.environ if env is None else env
     path = cache_dir(env) / f"hook-settings-{_fingerprint(db, config_file, env)}.json"
     try:
-        return HookSettings(**json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        return HookSettings(**{**cached, "limits": Limits(**cached["limits"])})
+    except (OSError, ValueError, TypeError, KeyError):
         pass
     settings = _from_config(db, config_file, env)
     try:
@@ -87,15 +90,12 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
             " the conversation with append_messages on the PostgreSQL server"
         )
     om = config.observational_memory
-    limits = om.limits()
     wm = config.working_memory
     return HookSettings(
         db_path=str(config.resolved_db_path(env)),
         observation=om.enabled,
         scope=om.scope,
-        due_tokens=limits.buffer_tokens or limits.message_tokens,
-        message_tokens=limits.message_tokens,
-        reflect_tokens=limits.reflection_buffer_at or limits.observation_tokens,
+        limits=om.limits(),
         working_memory=wm.scope if wm.enabled else None,
         max_message_chars=config.max_message_chars,
         privacy=config.privacy.settings(),

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.store import is_postgres, open_store
-from om_mcp.store.copy_rows import PostgresSource, SqliteSource, finish_postgres, finish_sqlite
+from om_mcp.store.copy_rows import PostgresSource, SqliteSource, finish_postgres, finish_sqlite, target_columns
 
 # The writers are bound here and looked up at each run, so a test can make one fail part-way.
 from om_mcp.store.copy_rows import write_postgres as _pg_write
 from om_mcp.store.copy_rows import write_sqlite as _sqlite_write
-from om_mcp.store.copy_tables import TABLES
+from om_mcp.store.copy_tables import TABLES, shared_columns
 from om_mcp.store.errors import DatabaseRefused
 
 BATCH = 1000  # rows per batch, one target transaction each: what a stopped copy may have to redo
@@ -98,11 +98,12 @@ async def copy(
         report.totals = {t.name: await reader.count(t) for t in TABLES}
         advance = progress("copying rows", sum(report.totals.values())) if progress else None
         write = _pg_write if store.backend == "postgres" else _sqlite_write
-        for table in TABLES:
+        for named in TABLES:
+            table = shared_columns(named, await reader.columns(named), await target_columns(store, named))
             before, after = await _count(store, table.name), None
             while rows := await reader.batch(table, after, BATCH):
                 await write(store, table, rows)
-                after = tuple(rows[-1][table.columns.index(k)] for k in table.key)
+                after = tuple(table.at(rows[-1], k) for k in table.key)
                 if advance:
                     advance(len(rows))
             report.rows[table.name] = await _count(store, table.name) - before

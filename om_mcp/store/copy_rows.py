@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from om_mcp.store.copy_tables import BOOLEANS, Table, quoted
+from om_mcp.store.copy_tables import BOOLEANS, POSTGRES_COLUMNS, Table, quoted
 
 # -- reading the source ----------------------------------------------------------------------
 
@@ -27,14 +27,21 @@ class SqliteSource:
             lambda: self.conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0]
         )
 
+    async def columns(self, table: Table) -> list[str]:
+        return await anyio.to_thread.run_sync(sqlite_columns, self.conn, table.name)
+
     async def batch(self, table: Table, after: tuple | None, limit: int) -> list[tuple]:
         """The next `limit` rows by primary key, after the key `after` (None: from the start)."""
         where = f"WHERE ({quoted(table.key)}) > ({', '.join('?' * len(table.key))})" if after else ""
         sql = f"SELECT {quoted(table.columns)} FROM {table.name} {where} ORDER BY {quoted(table.key)} LIMIT {limit}"
         rows = await anyio.to_thread.run_sync(lambda: self.conn.execute(sql, after or ()).fetchall())
-        if table.name == "embeddings":
-            rows = [(*r[:5], list(_floats(r[5]))) for r in rows]
-        return [tuple(bool(v) if (table.name, c) in BOOLEANS else v for c, v in zip(table.columns, r)) for r in rows]
+        return [
+            tuple(
+                list(_floats(v)) if c == "vector" else bool(v) if (table.name, c) in BOOLEANS else v
+                for c, v in zip(table.columns, r)
+            )
+            for r in rows
+        ]
 
     async def close(self) -> None:
         self.conn.close()
@@ -60,6 +67,9 @@ class PostgresSource:
     async def count(self, table: Table) -> int:
         return await self.conn.fetchval(f"SELECT COUNT(*) FROM {table.name}")
 
+    async def columns(self, table: Table) -> list[str]:
+        return [r[0] for r in await self.conn.fetch(POSTGRES_COLUMNS, table.name)]
+
     async def batch(self, table: Table, after: tuple | None, limit: int) -> list[tuple]:
         columns = quoted(table.columns).replace('"vector"', '"vector"::real[]')
         marks = ", ".join(f"${i}" for i in range(1, len(table.key) + 1))
@@ -74,6 +84,20 @@ class PostgresSource:
         await self.conn.close()
 
 
+def sqlite_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]  # generated columns are not listed
+
+
+async def target_columns(store: Any, table: Table) -> list[str]:
+    if store.backend == "postgres":
+        return await store.db.read(lambda conn: _names(conn.fetch(POSTGRES_COLUMNS, table.name)))
+    return await store.db.read(sqlite_columns, table.name)
+
+
+async def _names(rows: Any) -> list[str]:
+    return [r[0] for r in await rows]
+
+
 def _floats(blob: bytes) -> array:
     values = array("f")
     values.frombytes(blob)
@@ -83,28 +107,27 @@ def _floats(blob: bytes) -> array:
 # -- writing the target -------------------------------------------------------------------------
 
 
-def _without_nul(row: tuple) -> tuple:
+def _without_nul(table: Table, row: tuple) -> tuple:
     """A message whose text holds NUL (PostgreSQL text cannot): exact parts as JSON, searchable body without it."""
-    body, parts = row[5], row[6]
-    if "\x00" not in body:
+    body, parts = table.at(row, "body"), table.at(row, "parts")
+    if not isinstance(body, str) or "\x00" not in body:
         return row
     import json
 
     exact = parts if parts is not None else json.dumps([{"type": "text", "text": body}], separators=(",", ":"))
-    return (*row[:5], body.replace("\x00", " "), exact, *row[7:])
+    fixed = {"body": body.replace("\x00", " "), "parts": exact}
+    return tuple(fixed.get(c, v) for c, v in zip(table.columns, row))
 
 
 async def write_postgres(store: Any, table: Table, rows: list[tuple]) -> None:
     if table.name == "messages":
-        rows = [_without_nul(r) for r in rows]
+        rows = [_without_nul(table, r) for r in rows]
     columns = table.columns + (("doclen",) if table.name == "om_groups" else ())
     if table.name == "om_groups":
         from om_mcp.store.postgres.search import doclen
 
-        rows = [(*r, doclen(r[10])) for r in rows]
-    marks = ", ".join(f"${i}" for i in range(1, len(columns) + 1))
-    if table.name == "embeddings":
-        marks = marks.rsplit(", ", 1)[0] + f", ${len(columns)}::real[]"
+        rows = [(*r, doclen(str(table.at(r, "text")))) for r in rows]
+    marks = ", ".join(f"${i}::real[]" if c == "vector" else f"${i}" for i, c in enumerate(columns, start=1))
     sql = f"INSERT INTO {table.name} ({quoted(columns)}) VALUES ({marks}) ON CONFLICT DO NOTHING"
 
     async def insert(conn: Any) -> None:
@@ -113,10 +136,20 @@ async def write_postgres(store: Any, table: Table, rows: list[tuple]) -> None:
     await store.db.write(insert)
 
 
+def _to_sqlite(column: str, value: Any) -> Any:
+    if column == "vector":
+        return array("f", value).tobytes()
+    return int(value) if isinstance(value, bool) else value
+
+
 async def write_sqlite(store: Any, table: Table, rows: list[tuple]) -> None:
-    if table.name == "embeddings":
-        rows = [(*r[:5], array("f", r[5]).tobytes()) for r in rows]
-    rows = [tuple(int(v) if isinstance(v, bool) else v for v in r) for r in rows]
+    rows = [
+        tuple(
+            array("f", v).tobytes() if c == "vector" else int(v) if isinstance(v, bool) else v
+            for c, v in zip(table.columns, r)
+        )
+        for r in rows
+    ]
     sql = f"INSERT OR IGNORE INTO {table.name} ({quoted(table.columns)}) VALUES ({', '.join('?' * len(table.columns))})"
     await store.db.write(lambda conn: conn.executemany(sql, rows))
 

@@ -1,7 +1,9 @@
-"""What a copy moves: every table of a memory, its primary key and columns, in dependency order.
+"""What a copy moves: every table of a memory and its primary key, in dependency order.
 
 The copy (store/copy.py) goes through them in this order, keyed by the primary key, so a
-batch can resume after the last key the target holds.
+batch can resume after the last key the target holds. The columns are the ones both
+databases have, read from their schemas at the copy (`columns`): a new column is copied
+without being named here.
 """
 
 from __future__ import annotations
@@ -13,164 +15,45 @@ from dataclasses import dataclass
 class Table:
     name: str
     key: tuple[str, ...]
-    columns: tuple[str, ...]
+    columns: tuple[str, ...] = ()  # filled in from both schemas when the copy starts
+
+    def at(self, row: tuple, column: str) -> object:
+        return row[self.columns.index(column)]
 
 
 # Dependency order (a thread after its resource, a cursor after its record); leases are not
 # copied: they belong to the processes of the source.
 TABLES = [
-    Table("resources", ("id",), ("id", "working_memory", "created_at", "updated_at")),
-    Table(
-        "threads",
-        ("id",),
-        (
-            "id",
-            "resource_id",
-            "title",
-            "title_pinned",
-            "metadata",
-            "working_memory",
-            "created_at",
-            "updated_at",
-            "message_count",
-            "last_assistant_at",
-            "last_assistant_id",
-            "last_model",
-            "previous_model",
-        ),
-    ),
-    Table("om_tokenizers", ("id",), ("id", "name")),
-    Table(
-        "messages",
-        ("seq",),
-        (
-            "seq",
-            "id",
-            "thread_id",
-            "resource_id",
-            "role",
-            "body",
-            "parts",
-            "created_at",
-            "metadata",
-            "tokens",
-            "part_tokens",
-            "counted_by",
-            "observable",
-        ),
-    ),
-    Table(
-        "om_records",
-        ("key",),
-        (
-            "key",
-            "scope",
-            "resource_id",
-            "thread_id",
-            "generation",
-            "extracted",
-            "last_observed_at",
-            "last_reflection_at",
-            "reflection_blocked_at",
-            "last_buffered_at_tokens",
-            "version",
-            "created_at",
-            "updated_at",
-            "observation_tokens",
-            "edits",
-        ),
-    ),
-    Table(
-        "om_cursors",
-        ("record_key", "thread_id"),
-        (
-            "record_key",
-            "thread_id",
-            "seq",
-            "pending_tokens",
-            "pending_messages",
-            "counted_seq",
-            "current_task",
-            "suggested_response",
-        ),
-    ),
-    Table(
-        "om_groups",
-        ("id",),
-        (
-            "id",
-            "record_key",
-            "generation",
-            "position",
-            "kind",
-            "thread_id",
-            "first_seq",
-            "last_seq",
-            "first_message_id",
-            "last_message_id",
-            "text",
-            "tokens",
-            "observed_at",
-            "created_at",
-        ),
-    ),
-    Table(
-        "om_buffered_reflections",
-        ("record_key",),
-        ("record_key", "cycle_id", "generation", "covered", "input_tokens", "text", "tokens", "hints", "created_at"),
-    ),
-    Table(
-        "om_chunks",
-        ("id",),
-        (
-            "id",
-            "record_key",
-            "cycle_id",
-            "thread_id",
-            "first_seq",
-            "last_seq",
-            "message_tokens",
-            "text",
-            "tokens",
-            "hints",
-            "last_message_at",
-            "created_at",
-            "first_message_id",
-            "last_message_id",
-            "message_count",
-        ),
-    ),
-    Table(
-        "om_events",
-        ("id",),
-        (
-            "id",
-            "type",
-            "cycle_id",
-            "record_key",
-            "resource_id",
-            "thread_id",
-            "anchor_message_id",
-            "payload",
-            "created_at",
-        ),
-    ),
-    Table("embeddings", ("kind", "ref", "embedder"), ("kind", "ref", "resource_id", "thread_id", "embedder", "vector")),
-    Table(
-        "model_health",
-        ("model",),
-        ("model", "state", "failures", "next_attempt_at", "last_error", "last_failure_at", "config_hash"),
-    ),
-    Table("ingest_state", ("source",), ("source", "offset", "last_id", "fingerprint", "updated_at")),
-    Table("om_redactions", ("resource_id", "rule"), ("resource_id", "rule", "count")),
-    Table(
-        "om_spend",
-        ("day", "model"),
-        ("day", "model", "calls", "input_tokens", "output_tokens", "usd", "unpriced_calls"),
-    ),
+    Table("resources", ("id",)),
+    Table("threads", ("id",)),
+    Table("om_tokenizers", ("id",)),
+    Table("messages", ("seq",)),
+    Table("om_records", ("key",)),
+    Table("om_cursors", ("record_key", "thread_id")),
+    Table("om_groups", ("id",)),
+    Table("om_buffered_reflections", ("record_key",)),
+    Table("om_chunks", ("id",)),
+    Table("om_events", ("id",)),
+    Table("embeddings", ("kind", "ref", "embedder")),
+    Table("model_health", ("model",)),
+    Table("ingest_state", ("source",)),
+    Table("om_redactions", ("resource_id", "rule")),
+    Table("om_spend", ("day", "model")),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
+# Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).
+DERIVED = {("om_groups", "doclen")}
+# PostgreSQL: a table's columns, generated ones left out (their values follow from the others).
+POSTGRES_COLUMNS = (
+    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+    " AND table_name = $1 AND is_generated = 'NEVER' ORDER BY ordinal_position"
+)
 
 
 def quoted(names: tuple[str, ...]) -> str:
     return ", ".join(f'"{n}"' for n in names)
+
+
+def shared_columns(table: Table, source: list[str], target: list[str]) -> Table:
+    """The table with the columns both databases have, in the source's order."""
+    return Table(table.name, table.key, tuple(c for c in source if c in target and (table.name, c) not in DERIVED))

@@ -8,8 +8,8 @@ knows nothing else about them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from om_mcp.store.rows import (
     AppendResult,
@@ -41,7 +41,9 @@ from om_mcp.store.rows import (
     Thread,
 )
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
-from om_mcp.store.summaries import SeriesInputs, ThreadState
+from om_mcp.store.summaries import ImportResult, SeriesInputs, ThreadState
+
+T = TypeVar("T")
 
 Lease = tuple[str, str]  # (op, owner)
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
@@ -238,6 +240,11 @@ class Store(Protocol):
     async def stats(self) -> Stats: ...
     async def integrity(self) -> list[str]: ...
     async def backup(self, target: str) -> int: ...
+
+    # -- moving a memory (om-mcp export / import) -----------------------------------------------
+    async def export(self, consume: Callable[[Iterator[dict[str, Any]]], T], resource_id: str | None = None) -> T: ...
+    async def import_records(self, items: Iterable[tuple[str, Any]], counted_by: int = 0) -> ImportResult: ...
+    async def set_thread_times(self, thread_id: str, created_at: str | None, updated_at: str | None) -> None: ...
 
     # -- privacy: redaction counts, added by append_messages (store/*/privacy.py) ---------------
     async def redaction_counts(self, resource_id: str | None = None) -> dict[str, int]: ...

@@ -11,15 +11,12 @@ Never edit a migration that has shipped: append a new one, with both sides.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from om_mcp.store.postgres import schema as postgres
+from om_mcp.store.postgres.schema import PostgresStep
 from om_mcp.store.sqlite import migrations as sqlite
-
-# PostgreSQL steps: SQL run in the migrating transaction, or an async function of the connection.
-PostgresStep = str | Callable[[Any], Awaitable[None]] | None
 
 
 @dataclass(frozen=True)

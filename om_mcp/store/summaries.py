@@ -43,3 +43,13 @@ class ImportResult:
     added: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     problems: list = field(default_factory=list)
+
+
+# The events that end a cycle (a model call, or an activation, which calls none).
+CYCLE_END_TYPES = (
+    "data-om-observation-end",
+    "data-om-observation-failed",
+    "data-om-buffering-end",
+    "data-om-buffering-failed",
+    "data-om-activation",
+)

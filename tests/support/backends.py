@@ -1,8 +1,10 @@
-"""Running the same tests on both store backends.
+"""Running the same tests on both store backends, where the backends differ.
 
-A test module opts in with `pytestmark = [..., pytest.mark.usefixtures("store_location")]`
-(or a test takes `store_location`): each test then runs twice, on SQLite and on
-PostgreSQL. `store_location` is the test's own database, as `db_path` is its own
+The store conformance suite (`test_store_conformance.py`) and the tests of what only a
+database can show (the overview reads, deletion, a NUL byte, the background drain's reads)
+opt in with `pytestmark = [..., pytest.mark.usefixtures("store_location")]` (or a test takes
+`store_location`): each test then runs twice, on SQLite and on PostgreSQL. The engine's and
+the MCP tools' tests run on SQLite only. `store_location` is the test's own database, as `db_path` is its own
 file (conftest's `make_config` uses it). Helpers that open a memory call
 `location()`, which is a new empty database at each call, as ":memory:" is:
 ":memory:" itself on SQLite, a fresh PostgreSQL database otherwise. Outside
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import anyio
@@ -56,8 +59,14 @@ def postgres_template(postgres_server: PostgresServer) -> str:
     async def migrate() -> None:
         await (await open_store(url)).close()
 
-    anyio.run(migrate)
+    _run(migrate)
     return TEMPLATE
+
+
+def _run(function, *args):
+    """anyio.run, on a thread of its own: a fixture may be set up while a test's event loop runs."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, function, *args).result()
 
 
 _clean: list[str] = []  # emptied databases, ready for the next test
@@ -99,7 +108,7 @@ def release(server: PostgresServer, url: str) -> None:
     """Empty the database for the next test; drop it if that fails (a connection left open)."""
     name = urlsplit(url).path.lstrip("/")
     try:
-        anyio.run(_empty, url)
+        _run(_empty, url)
     except Exception:  # noqa: BLE001 - a fresh copy is made instead
         server.drop_database(name)
         return

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from om_mcp.store.sqlite.sessions import WORKER_LEASE
+from om_mcp.store.sessions import WORKER_LEASE
 from om_mcp.testing.fake_server import request_text
 from support.processes import PYTHON, clean_env
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from om_mcp.config import Config
 from om_mcp.engine.budget import Budget, Clock
-from om_mcp.engine.observation import activation, turn
+from om_mcp.engine.observation import activation, thresholds, turn
 from om_mcp.engine.observation import status as status_view
 from om_mcp.engine.observation.buffering import BufferStep
 from om_mcp.engine.observation.cycle import CycleOutcome, LeaseRenewal, Trigger, run_cycle
@@ -301,8 +301,7 @@ class ObservationEngine:
         """Schedule work appended by other processes (hooks, other servers); returns how many records."""
         if not self.om.enabled or not (await self.model_available("observation"))[0]:
             return 0
-        interval = self.limits.buffer_tokens or self.limits.message_tokens
-        due = await self.store.due_work(interval, self.limits.reflection_buffer_at or self.limits.observation_tokens)
+        due = await self.store.due_work(*thresholds.due_floor(self.limits))
         for work in due:
             state = await self.store.record_state(work.record_key, work.thread_id)
             await self.after_append(work.thread_id, work.resource_id, state, turn_ended=False)

@@ -1,15 +1,16 @@
 """When to buffer, activate, observe and reflect: pure functions of the numbers.
 
 Nothing here reads the store or calls a model; each rule takes the resolved
-limits (`om_mcp.config.Limits`) and the current windows, and answers.
+limits (`om_mcp.limits.Limits`) and the current windows, and answers. Nothing here needs
+pydantic or an event loop: the hook applies the same rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from om_mcp.config import Limits
-from om_mcp.store import Chunk
+from om_mcp.limits import Limits
+from om_mcp.store.rows import Chunk, RecordState
 
 MIN_REMAINING_TOKENS = 1000
 # An Observer call sees at most this many message thresholds' worth of messages;
@@ -115,3 +116,21 @@ def start_level(manual: bool, reflector_models: str) -> int:
     if manual:
         return 0
     return 2 if "gemini-2.5-flash" in reflector_models else 1
+
+
+def due_floor(limits: Limits) -> tuple[int, int]:
+    """(unobserved tokens, observation tokens) from which a record may have background work:
+    what the poll asks the store for (`Store.due_work`), and where `background_work_due` starts."""
+    return limits.buffer_tokens or limits.message_tokens, limits.reflection_buffer_at or limits.observation_tokens
+
+
+def background_work_due(limits: Limits, state: RecordState) -> bool:
+    """Is there background work for this record: an interval's worth of new messages since the
+    last buffering (the threshold, unbuffered), buffered observations to activate, or a log to
+    reflect that no buffered reflection covers yet? (The hook asks, to start a worker.)"""
+    pending_floor, reflect_floor = due_floor(limits)
+    if state.pending_tokens - state.last_buffered_at_tokens >= pending_floor:
+        return True
+    if state.chunk_count and state.pending_tokens >= limits.message_tokens:
+        return True
+    return state.observation_tokens >= reflect_floor and state.buffered_reflection_generation != state.generation

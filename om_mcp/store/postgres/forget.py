@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from om_mcp.store import scrub
+from om_mcp.store import coordination, scrub
+from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 from om_mcp.store.postgres import search
-from om_mcp.store.postgres.coordination import add_events
+from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.rows import Found, Rewrite, Rewritten
-from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 
 # Removes index rows by seq and takes them off the per-resource counters (search.FORGET, by seq).
 FORGET_INDEX = """
@@ -139,7 +139,7 @@ async def apply_rewrite(conn: Any, plan: Rewrite) -> Rewritten | None:
             key,
         )
     done.records = sorted(touched)
-    await add_events(conn, plan.events)
+    await coordination.add_events(PgTx(conn), plan.events)
     return done
 
 

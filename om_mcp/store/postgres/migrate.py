@@ -10,11 +10,12 @@ killed migrator leaves the database as it was (its lock goes with its session).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from om_mcp.store.errors import DatabaseRefused
 from om_mcp.store.postgres import vectors
-from om_mcp.store.postgres.schema import SCHEMA
+from om_mcp.store.postgres.schema import SCHEMA, PostgresStep
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +26,12 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.om_meta (key text PRIMARY KEY, value text NO
 """
 
 
-async def migrate(conn: Any, where: str) -> int:
-    """Migrate (or refuse) the database `conn` is on; returns the schema version."""
+async def migrate(conn: Any, where: str, steps: Sequence[PostgresStep]) -> int:
+    """Migrate (or refuse) the database `conn` is on; returns the schema version. `steps[N - 1]`
+    reaches version N (the list is `om_mcp.store.migrations`, which holds this package's steps)."""
     import asyncpg
 
-    from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS
+    latest = len(steps)
 
     tables = {r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", SCHEMA)}
     if tables and "om_meta" not in tables:  # refused before anything is created there
@@ -63,25 +65,24 @@ async def migrate(conn: Any, where: str) -> int:
             raise DatabaseRefused(
                 f"{where}: the schema {SCHEMA!r} holds tables that are not om-mcp's: use another database"
             )
-        if current > LATEST_VERSION:
+        if current > latest:
             raise DatabaseRefused(
                 f"{where} was written by a newer om-mcp (schema {current}; this version knows up to"
-                f" {LATEST_VERSION}): upgrade om-mcp"
+                f" {latest}): upgrade om-mcp"
             )
-        for version, migration in enumerate(MIGRATIONS, start=1):
+        for version, step in enumerate(steps, start=1):
             if version <= current:
                 continue
-            step = migration.postgres
             if isinstance(step, str):
                 await conn.execute(step)
             elif step is not None:
                 await step(conn)
             log.info("database migrated to schema version %d", version)
-        if current < LATEST_VERSION:
+        if current < latest:
             await conn.executemany(
                 "INSERT INTO om_meta (key, value) VALUES ($1, $2)"
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [("application_id", APPLICATION), ("schema_version", str(LATEST_VERSION))],
+                [("application_id", APPLICATION), ("schema_version", str(latest))],
             )
         await vectors.adopt(conn)
-    return max(current, LATEST_VERSION)
+    return max(current, latest)

@@ -15,9 +15,14 @@ It mirrors SQLite's tables column for column, so rows read the same way and
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from om_mcp.store.postgres import search
+
+# A migration's PostgreSQL side: SQL run in the migrating transaction, or an async function of the
+# connection; None: nothing to do at that version.
+PostgresStep = str | Callable[[Any], Awaitable[None]] | None
 
 SCHEMA = "om"
 C = 'text COLLATE "C"'

@@ -30,9 +30,9 @@ import math
 import re
 from typing import Any
 
+from om_mcp.store.decode import GROUP_COLUMNS, group
 from om_mcp.store.rows import GroupHit, Hit
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
-from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
 
 CONFIG = "english"  # stemming: +4.5 points of R@10 over 'simple' on LoCoMo
 WEIGHT_B, WEIGHT_C = 0.5, 0.4  # the message counts 1.0 (A), the one before 0.5 (B), the one before that 0.4 (C)

@@ -1,8 +1,8 @@
 """`PostgresStore`: the store operations on PostgreSQL, one transaction each.
 
-The operations are the plain async functions of this package's modules; this
-class only decides, for each, whether it reads (one REPEATABLE READ snapshot)
-or writes (READ COMMITTED with row locks), as `SQLiteStore` does for SQLite.
+The shared rules (`store.operations`) run through `driver.PgTx` in a read (one
+REPEATABLE READ snapshot) or a write (READ COMMITTED with row locks); what only
+PostgreSQL has (its search index, pgvector, LISTEN/NOTIFY) is this package's own.
 """
 
 from __future__ import annotations
@@ -12,22 +12,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from om_mcp.store.postgres import (
-    admin,
-    commits,
-    coordination,
-    forget,
-    messages,
-    observations,
-    overview,
-    privacy,
-    search,
-    sessions,
-    spend,
-    threads,
-    vectors,
-)
+from om_mcp.store import observations
+from om_mcp.store.migrations import MIGRATIONS
+from om_mcp.store.operations import Op, Operations, writes
+from om_mcp.store.postgres import admin, forget, search, spend, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
+from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
 
@@ -56,7 +46,15 @@ def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concate
     return method
 
 
-class PostgresStore:
+def _on_tx(op: Op[P, R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+    async def run(conn: Any, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await op(PgTx(conn), *args, **kwargs)
+
+    run.__name__ = op.__name__  # named in the retry log
+    return run
+
+
+class PostgresStore(Operations):
     """The memory's PostgreSQL database (tables in its `om` schema)."""
 
     backend: Literal["postgres"] = "postgres"
@@ -73,7 +71,7 @@ class PostgresStore:
         db = await PgDatabase.open(url)
         try:
             async with db.pool.acquire() as conn:
-                await migrate(conn, redact(url))
+                await migrate(conn, redact(url), [m.postgres for m in MIGRATIONS])
                 status = await vectors.status(conn)
         except BaseException:
             await db.close()
@@ -87,72 +85,19 @@ class PostgresStore:
         self._listeners.clear()
         await self.db.close()
 
-    # threads and resources
-    get_thread = _reads(threads.get)
-    list_threads = _reads(threads.list_threads)
-    list_resources = _reads(threads.resources)
-    update_thread = _writes(threads.update)
-    set_generated_title = _writes(threads.set_generated_title)
-    set_thread_metadata_paths = _writes(threads.set_metadata_paths)
-    get_working_memory = _reads(threads.get_working_memory)
-    update_working_memory = _writes(threads.update_working_memory)
-    delete_thread = _writes(threads.delete_thread)
-    delete_resource = _writes(threads.delete_resource)
+    async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.read(_on_tx(op), *args, **kwargs)
 
-    # messages
-    append_messages = _writes(messages.append)
-    message_page = _reads(messages.page)
-    count_messages_before = _reads(messages.count_before)
-    find_message = _reads(messages.find)
-    messages_by_seq = _reads(messages.by_seq)
-    last_message_time = _reads(messages.last_created_at)
-    tokenizer_id = _writes(messages.tokenizer_id)
-    stale_token_counts = _reads(messages.stale_counts)
-    set_token_counts = _writes(messages.set_counts)
-    last_seq = _reads(messages.last_seq)
+    async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self.db.write(_on_tx(op), *args, **kwargs)
 
-    # observation records and their windows
-    record = _reads(observations.get_record)
-    record_state = _reads(observations.record_state)
-    snapshot = _reads(observations.snapshot)
-    context = _reads(observations.context)
-    groups = _reads(observations.groups)
-    generations = _reads(observations.generations)
-    chunks = _reads(observations.chunks)
-    unobserved = _reads(observations.unobserved)
-    busy_threads = _reads(observations.busy_threads)
-    thread_hints = _reads(observations.thread_hints)
-    due_work = _writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
-    tail = _reads(commits.tail)
-
-    # cycles' conditional commits
-    commit_observation = _writes(commits.commit_observation)
-    append_chunks = _writes(commits.append_chunks)
-    activate_chunks = _writes(commits.activate_chunks)
-    commit_reflection = _writes(commits.commit_reflection)
-    store_buffered_reflection = _writes(commits.store_buffered_reflection)
-    discard_buffered_reflection = _writes(commits.discard_buffered_reflection)
-
-    # coordination between processes
-    acquire_lease = _writes(coordination.acquire_lease)
-    release_lease = _writes(coordination.release_lease)
-    lease_holder = _reads(coordination.lease_holder)
-    expire_leases = _writes(coordination.expire_leases)
-    add_events = _writes(coordination.add_events)
-    events = _reads(coordination.events)
-    model_health = _reads(coordination.model_health)
-    put_model_health = _writes(coordination.put_model_health)
-    ingest_state = _reads(coordination.ingest_state)
-    put_ingest_state = _writes(coordination.put_ingest_state)
-    settled_threads = _reads(sessions.settled_threads)
+    due_work = writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
 
     # search and vectors
     search_messages = _reads(search.find)
     search_groups = _reads(search.search_groups)
     pending_vectors = _reads(vectors.pending)
     put_vectors = _writes(vectors.put)
-    groups_by_id = _reads(vectors.groups_by_id)
-
     # forgetting and correcting one thing
     group_records = _reads(forget.group_records)
     find_text = _reads(forget.find_text)
@@ -161,14 +106,6 @@ class PostgresStore:
     # model spend, for the spend caps
     add_spend = _writes(spend.add_spend)
     spend_since = _reads(spend.spend_since)
-
-    # privacy: redaction counts
-    redaction_counts = _reads(privacy.redaction_counts)
-
-    # looking at the memory (the status page; `om-mcp status`, `threads`, `show`)
-    thread_states = _reads(overview.thread_states)
-    series_inputs = _reads(overview.series_inputs)
-    pending_records = _reads(overview.pending_records)
 
     async def nearest_vectors(
         self,

@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from om_mcp.store.rows import Group, Pending
-from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
+from om_mcp.store.rows import Pending
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +137,6 @@ async def nearest(
     scores = _similarities([r[2] for r in rows], query)
     ranked = sorted(zip(rows, scores), key=lambda pair: -pair[1])[:limit]
     return [(row[0], row[1], float(score)) for row, score in ranked]
-
-
-async def groups_by_id(conn: Any, ids: list[str]) -> dict[str, Group]:
-    if not ids:
-        return {}
-    rows = await conn.fetch(f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.id = ANY ($1::text[])", ids)
-    return {r[0]: group(tuple(r)) for r in rows}
 
 
 def _similarities(vectors: list[list[float]], query: list[float]) -> list[float]:

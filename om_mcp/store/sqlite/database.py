@@ -33,7 +33,7 @@ from urllib.parse import quote
 import anyio
 
 from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
-from om_mcp.store.migrations import LATEST_VERSION
+from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -65,7 +65,7 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA secure_delete = ON")
         # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
-        write(conn, migrate)
+        write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
         conn.close()
         raise

@@ -20,11 +20,11 @@ import json
 import sqlite3
 from typing import Any
 
-from om_mcp.store import scrub
+from om_mcp.store import coordination, scrub
+from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 from om_mcp.store.rows import Found, Rewrite, Rewritten
 from om_mcp.store.sqlite import fts
-from om_mcp.store.sqlite.coordination import add_events
-from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
+from om_mcp.store.sqlite.driver import run
 
 
 def _marks(values: list[Any]) -> str:
@@ -119,7 +119,7 @@ def apply_rewrite(conn: sqlite3.Connection, plan: Rewrite) -> Rewritten | None:
             (now_iso(), key),
         )
     done.records = sorted(touched)
-    add_events(conn, plan.events)
+    run(conn, coordination.add_events, plan.events)
     if done.messages:
         fts.purge(conn)
     if plan.groups or plan.scrub:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from om_mcp.store.sqlite import fts
 
@@ -394,19 +394,19 @@ def step(script: str) -> Callable[[sqlite3.Connection], None]:
 APPLICATION_ID = 0x6F6D6370  # "omcp"
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the schema up to date (inside the caller's write transaction)."""
-    from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS  # the shared list imports this module's steps
-
+def migrate(conn: sqlite3.Connection, steps: Sequence[Callable[[sqlite3.Connection], None]]) -> None:
+    """Bring the schema up to date (inside the caller's write transaction): `steps[N - 1]` reaches
+    version N (the list is `om_mcp.store.migrations`, which holds this module's steps)."""
+    latest = len(steps)
     current = conn.execute("PRAGMA user_version").fetchone()[0]
     if current == 0 and conn.execute("PRAGMA application_id").fetchone()[0] == 0:
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    for version, migration in enumerate(MIGRATIONS, start=1):
+    for version, run in enumerate(steps, start=1):
         if version <= current:
             continue
-        migration.sqlite(conn)
+        run(conn)
         conn.execute(f"PRAGMA user_version = {version}")
     if current == 0:
-        log.debug("database created (schema %d)", LATEST_VERSION)
-    elif current < LATEST_VERSION:
-        log.info("database upgraded from schema %d to %d", current, LATEST_VERSION)
+        log.debug("database created (schema %d)", latest)
+    elif current < latest:
+        log.info("database upgraded from schema %d to %d", current, latest)

@@ -11,8 +11,8 @@ import sqlite3
 from array import array
 from collections.abc import Iterable
 
-from om_mcp.store.rows import Group, GroupHit, Pending
-from om_mcp.store.sqlite.decode import GROUP_COLUMNS, group
+from om_mcp.store.decode import GROUP_COLUMNS, group
+from om_mcp.store.rows import GroupHit, Pending
 
 ACTIVE_GROUP = (
     "EXISTS (SELECT 1 FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
@@ -97,13 +97,6 @@ def nearest(
     scores = _similarities([r[2] for r in rows], query)
     ranked = sorted(zip(rows, scores), key=lambda pair: -pair[1])[:limit]
     return [(row[0], row[1], float(score)) for row, score in ranked]
-
-
-def groups_by_id(conn: sqlite3.Connection, ids: list[str]) -> dict[str, Group]:
-    if not ids:
-        return {}
-    rows = conn.execute(f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.id IN ({','.join('?' * len(ids))})", ids)
-    return {r[0]: group(r) for r in rows}
 
 
 def search_groups(

@@ -1,4 +1,8 @@
-"""The database as the hook opens it: quickly, and never waiting long.
+"""SQLite's synchronous mode: one connection, no thread and no event loop, for a short-lived
+process (the host hooks, `om-mcp ingest`). The store's shared operations run on it through
+`driver.run` inside `write`/`read`, exactly as on the store's write thread.
+
+The database is opened quickly, and never waited on for long.
 
 `database.connect` checks the whole file (`quick_check` reads every page) and
 runs the migrations in a write transaction: right for a server that starts
@@ -14,7 +18,8 @@ gives up (fail-open) rather than hold up the agent.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -77,3 +82,16 @@ def read(conn: sqlite3.Connection, op: Callable[..., R], *args: object) -> R:
         return op(conn, *args)
     finally:
         conn.execute("ROLLBACK")
+
+
+@contextmanager
+def savepoint(conn: sqlite3.Connection, name: str = "om_direct") -> Iterator[None]:
+    """Inside a transaction: what the block writes is undone on error, the rest stays."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")

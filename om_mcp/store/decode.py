@@ -1,4 +1,4 @@
-"""SQLite rows to typed rows: the column lists and the functions that read them."""
+"""Database rows to typed rows, for both backends: the column lists and the functions that read them."""
 
 from __future__ import annotations
 

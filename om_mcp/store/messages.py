@@ -1,6 +1,6 @@
-"""Messages on PostgreSQL: the append, pages and lookups (SQLite's messages.py, row for row).
+"""Messages: the append (one transaction, a handful of statements), pages and lookups.
 
-The append locks the thread row before it takes seqs. A sequence hands out
+On PostgreSQL the append locks the thread row before it takes seqs. A sequence hands out
 numbers at INSERT, not at COMMIT: without the lock, two appends to one thread
 could commit out of seq order, an observation in between would move the cursor
 past the lower seq, and that message would never be observed. With it, seq
@@ -14,13 +14,13 @@ import json
 from typing import Any
 
 from om_mcp.store import resends
+from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.interface import WorkingMemorySeed
-from om_mcp.store.postgres import search
-from om_mcp.store.postgres.observations import ensure_record, record_state
-from om_mcp.store.postgres.privacy import count_redactions
+from om_mcp.store.observations import ensure_record, record_state, unobserved_between
+from om_mcp.store.privacy import count_redactions
 from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
-from om_mcp.store.sqlite.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, stored_parts, thread
+from om_mcp.store.tx import Tx
 
 LOCK_THREAD = (
     f"SELECT {THREAD_COLUMNS}, (SELECT MAX(seq) FROM messages WHERE thread_id = t.id),"
@@ -30,7 +30,7 @@ LOCK_THREAD = (
 
 
 async def append(
-    conn: Any,
+    tx: Tx,
     thread_id: str,
     resource_id: str,
     record_key: str,
@@ -40,13 +40,17 @@ async def append(
     thread_metadata: dict[str, Any] | None = None,
     working_memory: WorkingMemorySeed | None = None,
 ) -> AppendResult:
-    """Insert a batch, all or nothing, and keep the record's running totals (see sqlite.messages.append)."""
+    """Insert a batch, all or nothing, and keep the record's running totals.
+
+    A message whose (thread, id) exists with the same content is skipped; with
+    other content it is an error and nothing of the batch is written.
+    """
     result = AppendResult()
-    row = await conn.fetchrow(LOCK_THREAD, record_key, thread_id)
+    row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
     if row is None:
-        current = await _create_thread(conn, thread_id, resource_id, thread_metadata, working_memory)
+        current = await _create_thread(tx, thread_id, resource_id, thread_metadata, working_memory)
         if current is None:  # created by another transaction meanwhile: now it is there to lock
-            row = await conn.fetchrow(LOCK_THREAD, record_key, thread_id)
+            row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
         else:
             result.thread_created, last_seq, counted_seq = True, 0, None
     if row is not None:
@@ -58,52 +62,25 @@ async def append(
                 " a thread keeps its resource for life",
                 field="resource_id",
             )
-    fresh = await _new_only(conn, thread_id, messages, result)
+    fresh = await _new_only(tx, thread_id, messages, result)
     if fresh:
-        if await ensure_record(conn, record_key, resource_id, thread_id):
-            counted_seq = await conn.fetchval(
+        if await ensure_record(tx, record_key, resource_id, thread_id):
+            counted_seq = await tx.fetchval(
                 "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id
             )
-        # PostgreSQL text cannot hold NUL: such a message keeps its exact parts as JSON (which escapes
-        # it) and a searchable body without it.
-        bodies = [m.body.replace("\x00", " ") for m in fresh]
-        parts = [stored_parts(m.parts, m.body) if "\x00" not in m.body else dumps(m.parts) for m in fresh]
-        inserted = await conn.fetch(
-            "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
-            " part_tokens, counted_by, observable)"
-            " SELECT u.id, $1, $2, u.role, u.body, u.parts, u.created_at, u.metadata, u.tokens, u.part_tokens, $3,"
-            " u.observable FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],"
-            " $10::int[], $11::text[], $12::bool[]) WITH ORDINALITY"
-            " AS u(id, role, body, parts, created_at, metadata, tokens, part_tokens, observable, n)"
-            " ORDER BY u.n RETURNING id, seq",
-            thread_id,
-            resource_id,
-            counted_by,
-            [m.id for m in fresh],
-            [m.role for m in fresh],
-            bodies,
-            parts,
-            [m.created_at for m in fresh],
-            [dumps(m.metadata) if m.metadata else None for m in fresh],
-            [m.tokens for m in fresh],
-            [dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None for m in fresh],
-            [m.observable for m in fresh],
-        )
-        by_id = {r["id"]: r["seq"] for r in inserted}
-        seqs = [by_id[m.id] for m in fresh]
+        seqs = await tx.insert_messages(thread_id, resource_id, counted_by, fresh)
         result.appended = [
             Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
             for seq, m in zip(seqs, fresh)
         ]
-        await search.index_messages(conn, thread_id, resource_id, list(zip(seqs, bodies)))
-        result.redactions = await count_redactions(conn, resource_id, fresh)
+        result.redactions = await count_redactions(tx, resource_id, fresh)
         assert current is not None  # created above, or read from its locked row
-        await _update_thread(conn, current, fresh)
+        await _update_thread(tx, current, fresh)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:
-            catch_up = await _unobserved_since(conn, thread_id, counted_seq or 0, last_seq)
+            catch_up = await unobserved_between(tx, thread_id, counted_seq or 0, last_seq)
         observable = [m for m in fresh if m.observable]
-        await conn.execute(
+        await tx.execute(
             "INSERT INTO om_cursors (record_key, thread_id, seq, pending_tokens, pending_messages, counted_seq)"
             " VALUES ($1, $2, 0, $3, $4, $5) ON CONFLICT (record_key, thread_id) DO UPDATE SET"
             " pending_tokens = om_cursors.pending_tokens + excluded.pending_tokens,"
@@ -115,21 +92,17 @@ async def append(
             len(observable) + catch_up[1],
             max(seqs),
         )
-    result.state = await record_state(conn, record_key, thread_id)
+    result.state = await record_state(tx, record_key, thread_id)
     result.thread = current
     return result
 
 
 async def _create_thread(
-    conn: Any,
-    thread_id: str,
-    resource_id: str,
-    metadata: dict[str, Any] | None,
-    working_memory: WorkingMemorySeed | None,
+    tx: Tx, thread_id: str, resource_id: str, metadata: dict[str, Any] | None, working_memory: WorkingMemorySeed | None
 ) -> Thread | None:
     """The new thread, or None when another transaction created it first."""
     stamp = now_iso()
-    await conn.execute(
+    await tx.execute(
         "INSERT INTO resources (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING",
         resource_id,
         stamp,
@@ -137,9 +110,9 @@ async def _create_thread(
     metadata = dict(metadata or {})
     title = metadata.pop("title", None)
     metadata.pop("working_memory", None)
-    created = await conn.fetchval(
+    created = await tx.execute(
         "INSERT INTO threads (id, resource_id, title, title_pinned, metadata, created_at, updated_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING RETURNING id",
+        " VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING",
         thread_id,
         resource_id,
         title,
@@ -147,43 +120,44 @@ async def _create_thread(
         dumps(metadata),
         stamp,
     )
-    if created is None:
+    if not created:
         return None
     if working_memory is not None:
         scope, seed = working_memory
         if scope == "thread":
             value = seed(None)
             if value is not None:
-                await conn.execute("UPDATE threads SET working_memory = $1 WHERE id = $2", value, thread_id)
+                await tx.execute("UPDATE threads SET working_memory = $1 WHERE id = $2", value, thread_id)
         else:
-            stored = await conn.fetchval("SELECT working_memory FROM resources WHERE id = $1 FOR UPDATE", resource_id)
+            stored = await tx.fetchval("SELECT working_memory FROM resources WHERE id = $1 FOR UPDATE", resource_id)
             value = seed(stored)
             if value is not None:
-                await conn.execute("UPDATE resources SET working_memory = $1 WHERE id = $2", value, resource_id)
-    row = await conn.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
-    return thread(tuple(row))
+                await tx.execute("UPDATE resources SET working_memory = $1 WHERE id = $2", value, resource_id)
+    row = await tx.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
+    assert row is not None  # inserted above
+    return thread(row)
 
 
-async def _new_only(conn: Any, thread_id: str, messages: list[NewMessage], result: AppendResult) -> list[NewMessage]:
+async def _new_only(tx: Tx, thread_id: str, messages: list[NewMessage], result: AppendResult) -> list[NewMessage]:
     """The messages not stored yet; re-sends are counted, clashes refused (see om_mcp.store.resends)."""
     if size := resends.tail_size(messages):
-        rows = await conn.fetch(
+        rows = await tx.fetch(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",
             thread_id,
             size,
         )
-        messages, resent = resends.settle_against_tail([message(tuple(r)) for r in reversed(rows)], messages)
+        messages, resent = resends.settle_against_tail([message(r) for r in reversed(rows)], messages)
         result.skipped_duplicates += resent
     ids = list(dict.fromkeys(m.id for m in messages))
-    rows = await conn.fetch(
+    rows = await tx.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = ANY ($2::text[])", thread_id, ids
     )
-    fresh, skipped = resends.new_by_id(thread_id, messages, {r[1]: message(tuple(r)) for r in rows})
+    fresh, skipped = resends.new_by_id(thread_id, messages, {r[1]: message(r) for r in rows})
     result.skipped_duplicates += skipped
     return fresh
 
 
-async def _update_thread(conn: Any, current: Thread, fresh: list[NewMessage]) -> None:
+async def _update_thread(tx: Tx, current: Thread, fresh: list[NewMessage]) -> None:
     last_assistant, last_id = current.last_assistant_at, current.last_assistant_id
     last_model, previous_model = current.last_model, current.previous_model
     for m in fresh:
@@ -193,7 +167,7 @@ async def _update_thread(conn: Any, current: Thread, fresh: list[NewMessage]) ->
         model = m.metadata.get("model")
         if isinstance(model, str) and model:
             previous_model, last_model = last_model, model
-    await conn.execute(
+    await tx.execute(
         "UPDATE threads SET updated_at = $1, message_count = message_count + $2, last_assistant_at = $3,"
         " last_assistant_id = $4, last_model = $5, previous_model = $6 WHERE id = $7",
         now_iso(),
@@ -206,22 +180,11 @@ async def _update_thread(conn: Any, current: Thread, fresh: list[NewMessage]) ->
     )
 
 
-async def _unobserved_since(conn: Any, thread_id: str, after_seq: int, through_seq: int) -> tuple[int, int]:
-    row = await conn.fetchrow(
-        "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages"
-        " WHERE thread_id = $1 AND seq > $2 AND seq <= $3 AND observable",
-        thread_id,
-        after_seq,
-        through_seq,
-    )
-    return int(row[0]), int(row[1])
-
-
 # -- reads ------------------------------------------------------------------------------
 
 
 async def page(
-    conn: Any,
+    tx: Tx,
     thread_id: str,
     *,
     after_seq: int | None = None,
@@ -246,57 +209,57 @@ async def page(
     if part_type or tool_name:
         conditions = []  # a NULL parts column is one text part
         if part_type:
-            conditions.append(f"p.value->>'type' = {arg(part_type)}")
+            conditions.append(f"{tx.json_field('p.value', 'type')} = {arg(part_type)}")
         if tool_name:
-            conditions.append(f"p.value->>'tool_name' = {arg(tool_name)}")
+            conditions.append(f"{tx.json_field('p.value', 'tool_name')} = {arg(tool_name)}")
         text_only = "false"
         if part_type == "text" and not tool_name:
             text_only = "m.parts IS NULL"
         where.append(
             f"({text_only} OR (m.parts IS NOT NULL AND EXISTS (SELECT 1 FROM"
-            f" json_array_elements(m.parts::json) p WHERE {' AND '.join(conditions)})))"
+            f" {tx.json_elements('m.parts')} p WHERE {' AND '.join(conditions)})))"
         )
     order = "DESC" if newest_first else "ASC"
-    rows = await conn.fetch(
+    rows = await tx.fetch(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {' AND '.join(where)} ORDER BY m.seq {order}"
         f" LIMIT {arg(limit)} OFFSET {arg(offset)}",
         *params,
     )
-    return [message(tuple(r)) for r in rows]
+    return [message(r) for r in rows]
 
 
-async def count_before(conn: Any, thread_id: str, seq: int) -> int:
-    return await conn.fetchval("SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq < $2", thread_id, seq)
+async def count_before(tx: Tx, thread_id: str, seq: int) -> int:
+    return await tx.fetchval("SELECT COUNT(*) FROM messages WHERE thread_id = $1 AND seq < $2", thread_id, seq)
 
 
-async def find(conn: Any, resource_id: str, message_id: str, thread_id: str | None = None) -> Message | None:
+async def find(tx: Tx, resource_id: str, message_id: str, thread_id: str | None = None) -> Message | None:
     """A message by id within a resource (or one thread of it); the newest wins on a clash."""
     if thread_id is not None:
-        row = await conn.fetchrow(
+        row = await tx.fetchrow(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.id = $2 AND m.resource_id = $3",
             thread_id,
             message_id,
             resource_id,
         )
     else:
-        row = await conn.fetchrow(
+        row = await tx.fetchrow(
             f"SELECT {MESSAGE_COLUMNS} FROM threads t JOIN messages m ON m.thread_id = t.id AND m.id = $1"
             " WHERE t.resource_id = $2 ORDER BY m.seq DESC LIMIT 1",
             message_id,
             resource_id,
         )
-    return message(tuple(row)) if row else None
+    return message(row) if row else None
 
 
-async def by_seq(conn: Any, seqs: list[int]) -> dict[int, Message]:
+async def by_seq(tx: Tx, seqs: list[int]) -> dict[int, Message]:
     if not seqs:
         return {}
-    rows = await conn.fetch(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq = ANY ($1::bigint[])", list(seqs))
-    return {r[0]: message(tuple(r)) for r in rows}
+    rows = await tx.fetch(f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq = ANY ($1::bigint[])", list(seqs))
+    return {r[0]: message(r) for r in rows}
 
 
-async def last_created_at(conn: Any, thread_id: str) -> str | None:
-    return await conn.fetchval(
+async def last_created_at(tx: Tx, thread_id: str) -> str | None:
+    return await tx.fetchval(
         "SELECT created_at FROM messages WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1", thread_id
     )
 
@@ -304,14 +267,14 @@ async def last_created_at(conn: Any, thread_id: str) -> str | None:
 # -- token recounts -----------------------------------------------------------------------
 
 
-async def tokenizer_id(conn: Any, name: str) -> int:
-    await conn.execute("INSERT INTO om_tokenizers (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name)
-    return await conn.fetchval("SELECT id FROM om_tokenizers WHERE name = $1", name)
+async def tokenizer_id(tx: Tx, name: str) -> int:
+    await tx.execute("INSERT INTO om_tokenizers (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", name)
+    return await tx.fetchval("SELECT id FROM om_tokenizers WHERE name = $1", name)
 
 
-async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
+async def stale_counts(tx: Tx, counted_by: int, limit: int = 500, after_seq: int = 0) -> list[dict[str, Any]]:
     """Messages counted by another tokenizer; `after_seq` skips those already looked at."""
-    rows = await conn.fetch(
+    rows = await tx.fetch(
         "SELECT seq, role, body, parts, part_tokens FROM messages WHERE seq > $3 AND counted_by <> $1"
         " ORDER BY seq LIMIT $2",
         counted_by,
@@ -329,18 +292,18 @@ async def stale_counts(conn: Any, counted_by: int, limit: int = 500, after_seq: 
     ]
 
 
-async def last_seq(conn: Any) -> int:
+async def last_seq(tx: Tx) -> int:
     """The newest message's seq (0 for none): one index probe."""
-    return await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM messages")
+    return await tx.fetchval("SELECT COALESCE(MAX(seq), 0) FROM messages")
 
 
-async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:
+async def set_counts(tx: Tx, counted_by: int, counts: list[tuple[int, int, list[int]]]) -> None:
     """(seq, tokens, per-part counts) for recounted messages; running totals follow the difference."""
     for seq, tokens, parts in counts:
-        old = await conn.fetchrow("SELECT tokens, thread_id, observable FROM messages WHERE seq = $1 FOR UPDATE", seq)
+        old = await tx.fetchrow("SELECT tokens, thread_id, observable FROM messages WHERE seq = $1 FOR UPDATE", seq)
         if old is None:
             continue
-        await conn.execute(
+        await tx.execute(
             "UPDATE messages SET tokens = $1, part_tokens = $2, counted_by = $3 WHERE seq = $4",
             tokens,
             dumps(parts) if len(parts) > 1 else None,
@@ -348,7 +311,7 @@ async def set_counts(conn: Any, counted_by: int, counts: list[tuple[int, int, li
             seq,
         )
         if old[2] and tokens != old[0]:
-            await conn.execute(
+            await tx.execute(
                 "UPDATE om_cursors SET pending_tokens = GREATEST(0, pending_tokens + $1)"
                 " WHERE thread_id = $2 AND seq < $3 AND counted_seq >= $3",
                 tokens - old[0],

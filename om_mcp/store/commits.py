@@ -1,12 +1,18 @@
-"""The conditional commits that end a cycle, on PostgreSQL (SQLite's commits.py, check for check).
+"""The conditional commits that end a cycle.
 
-SQLite runs one writer at a time, so each check-then-write is atomic there. Here
-every commit first locks the record's row (`FOR UPDATE`): writers of one record
-queue on it as they queue on BEGIN IMMEDIATE in SQLite (but per record, not per
-database), and the cursor, generation, tail and chunk-prefix checks that follow
-read the latest committed state, which nobody can change before COMMIT. A check
-that fails returns False and the caller discards its work. Lock order, the same
-in every transaction: thread row, record row, lease row, counters.
+Every commit is one write transaction that first checks the state the cycle
+started from (its cursors, its generation, the chunk tail) and that it still
+holds its lease. A check that fails means someone else got there first: the
+commit writes nothing and returns False, and the caller discards its work.
+That, not the leases, is what makes double observation impossible; leases only
+avoid paying for the same model call twice.
+
+SQLite runs one writer at a time, so each check-then-write is atomic there. On
+PostgreSQL every commit first locks the record's row (`FOR UPDATE`): writers of
+one record queue on it as they queue on BEGIN IMMEDIATE in SQLite (but per
+record, not per database), and the checks that follow read the latest committed
+state, which nobody can change before COMMIT. Lock order, the same in every
+transaction: thread row, record row, lease row, counters.
 """
 
 from __future__ import annotations
@@ -16,47 +22,42 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from om_mcp.store.postgres.coordination import add_events, holds
-from om_mcp.store.postgres.observations import groups as read_groups
-from om_mcp.store.postgres.observations import insert_groups
+from om_mcp.store.coordination import add_events, holds
+from om_mcp.store.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
+from om_mcp.store.observations import groups as read_groups
+from om_mcp.store.observations import insert_groups, unobserved_between
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
-from om_mcp.store.sqlite.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
+from om_mcp.store.tx import Tx
 
 Lease = tuple[str, str]  # (op, owner)
 
 
-async def _lock(conn: Any, key: str) -> int | None:
+async def _lock(tx: Tx, key: str) -> int | None:
     """Lock the record; its generation, or None when there is no such record."""
-    return await conn.fetchval("SELECT generation FROM om_records WHERE key = $1 FOR UPDATE", key)
+    return await tx.fetchval("SELECT generation FROM om_records WHERE key = $1 FOR UPDATE", key)
 
 
-async def _leased(conn: Any, key: str, lease: Lease | None) -> bool:
-    return lease is None or await holds(conn, key, *lease)
+async def _leased(tx: Tx, key: str, lease: Lease | None) -> bool:
+    return lease is None or await holds(tx, key, *lease)
 
 
-async def _unchanged(conn: Any, key: str, edits: int | None) -> bool:
+async def _unchanged(tx: Tx, key: str, edits: int | None) -> bool:
     """Has the user left the log as the cycle read it (no forget, edit or restore since)? After `_lock`."""
-    return edits is None or await conn.fetchval("SELECT edits FROM om_records WHERE key = $1", key) == edits
+    return edits is None or await tx.fetchval("SELECT edits FROM om_records WHERE key = $1", key) == edits
 
 
-async def _cursor(conn: Any, key: str, thread_id: str) -> int:
-    seq = await conn.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
+async def _cursor(tx: Tx, key: str, thread_id: str) -> int:
+    seq = await tx.fetchval("SELECT seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", key, thread_id)
     return seq or 0
 
 
-async def _move_cursor(conn: Any, key: str, thread_id: str, seq: int) -> None:
+async def _move_cursor(tx: Tx, key: str, thread_id: str, seq: int) -> None:
     """Advance a thread's cursor, taking what it passes off the running totals."""
-    old = await _cursor(conn, key, thread_id)
+    old = await _cursor(tx, key, thread_id)
     if seq <= old:
         return
-    tokens, count = await conn.fetchrow(
-        "SELECT COALESCE(SUM(tokens), 0), COUNT(*) FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3"
-        " AND observable",
-        thread_id,
-        old,
-        seq,
-    )
-    await conn.execute(
+    tokens, count = await unobserved_between(tx, thread_id, old, seq)
+    await tx.execute(
         "INSERT INTO om_cursors (record_key, thread_id, seq, counted_seq) VALUES ($1, $2, $3, $3)"
         " ON CONFLICT (record_key, thread_id) DO UPDATE SET seq = excluded.seq,"
         " pending_tokens = GREATEST(0, om_cursors.pending_tokens - $4),"
@@ -65,16 +66,16 @@ async def _move_cursor(conn: Any, key: str, thread_id: str, seq: int) -> None:
         key,
         thread_id,
         seq,
-        int(tokens),
+        tokens,
         count,
     )
 
 
-async def _set_hints(conn: Any, key: str, thread_id: str, hints: dict[str, Any]) -> None:
+async def _set_hints(tx: Tx, key: str, thread_id: str, hints: dict[str, Any]) -> None:
     """A thread's continuation hints; an absent hint keeps the old one."""
     for name in ("current_task", "suggested_response"):
         if hints.get(name):
-            await conn.execute(
+            await tx.execute(
                 f"UPDATE om_cursors SET {name} = $1 WHERE record_key = $2 AND thread_id = $3",
                 hints[name],
                 key,
@@ -83,17 +84,17 @@ async def _set_hints(conn: Any, key: str, thread_id: str, hints: dict[str, Any])
 
 
 async def _touch_record(
-    conn: Any, key: str, *, extracted: dict[str, Any] | None = None, observed_at: str | None = None
+    tx: Tx, key: str, *, extracted: dict[str, Any] | None = None, observed_at: str | None = None
 ) -> None:
     sets, params = ["version = version + 1", "updated_at = $2"], [key, now_iso()]
     if observed_at:
         params.append(observed_at)
         sets.append(f"last_observed_at = ${len(params)}")
     if extracted:
-        stored = await conn.fetchval("SELECT extracted FROM om_records WHERE key = $1", key)
+        stored = await tx.fetchval("SELECT extracted FROM om_records WHERE key = $1", key)
         params.append(dumps({**json.loads(stored or "{}"), **extracted}))
         sets.append(f"extracted = ${len(params)}")
-    await conn.execute(f"UPDATE om_records SET {', '.join(sets)} WHERE key = $1", *params)
+    await tx.execute(f"UPDATE om_records SET {', '.join(sets)} WHERE key = $1", *params)
 
 
 def _group_rows(groups: Iterable[NewGroup]) -> list[dict[str, Any]]:
@@ -101,7 +102,7 @@ def _group_rows(groups: Iterable[NewGroup]) -> list[dict[str, Any]]:
 
 
 async def commit_observation(
-    conn: Any,
+    tx: Tx,
     key: str,
     *,
     lease: Lease | None,
@@ -115,27 +116,27 @@ async def commit_observation(
     edits: int | None = None,
 ) -> bool:
     """Append groups and move cursors, if every cursor is still where the cycle saw it."""
-    generation = await _lock(conn, key)
-    if generation is None or not await _leased(conn, key, lease) or not await _unchanged(conn, key, edits):
+    generation = await _lock(tx, key)
+    if generation is None or not await _leased(tx, key, lease) or not await _unchanged(tx, key, edits):
         return False
     for thread_id, seq in expected_cursors.items():
-        if await _cursor(conn, key, thread_id) != seq:
+        if await _cursor(tx, key, thread_id) != seq:
             return False
-    await insert_groups(conn, key, generation, _group_rows(groups))
+    await insert_groups(tx, key, generation, _group_rows(groups))
     for thread_id, seq in sorted(new_cursors.items()):
-        await _move_cursor(conn, key, thread_id, seq)
-        await _drop_stale_chunks(conn, key, thread_id, seq)
-        await _set_hints(conn, key, thread_id, hints.get(thread_id, {}))
+        await _move_cursor(tx, key, thread_id, seq)
+        await _drop_stale_chunks(tx, key, thread_id, seq)
+        await _set_hints(tx, key, thread_id, hints.get(thread_id, {}))
     # Buffering intervals count from what is still unobserved.
-    await conn.execute("UPDATE om_records SET last_buffered_at_tokens = 0 WHERE key = $1", key)
-    await _touch_record(conn, key, extracted=extracted, observed_at=observed_at)
-    await add_events(conn, events)
+    await tx.execute("UPDATE om_records SET last_buffered_at_tokens = 0 WHERE key = $1", key)
+    await _touch_record(tx, key, extracted=extracted, observed_at=observed_at)
+    await add_events(tx, events)
     return True
 
 
-async def _gap(conn: Any, thread_id: str, after: int, before: int) -> bool:
+async def _gap(tx: Tx, thread_id: str, after: int, before: int) -> bool:
     """Is an observable message between two seqs (exclusive)? Then chunks do not continue there."""
-    return await conn.fetchval(
+    return await tx.fetchval(
         "SELECT EXISTS (SELECT 1 FROM messages WHERE thread_id = $1 AND seq > $2 AND seq < $3 AND observable)",
         thread_id,
         after,
@@ -143,19 +144,19 @@ async def _gap(conn: Any, thread_id: str, after: int, before: int) -> bool:
     )
 
 
-async def _drop_stale_chunks(conn: Any, key: str, thread_id: str, cursor: int) -> None:
+async def _drop_stale_chunks(tx: Tx, key: str, thread_id: str, cursor: int) -> None:
     """After the cursor moved: drop chunks that overlap it, and those that no longer continue right after it."""
-    await conn.execute(
+    await tx.execute(
         "DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq <= $3", key, thread_id, cursor
     )
     previous = cursor
-    for _chunk_id, first, last in await conn.fetch(
+    for _chunk_id, first, last in await tx.fetch(
         "SELECT id, first_seq, last_seq FROM om_chunks WHERE record_key = $1 AND thread_id = $2 ORDER BY first_seq",
         key,
         thread_id,
     ):
-        if await _gap(conn, thread_id, previous, first):
-            await conn.execute(
+        if await _gap(tx, thread_id, previous, first):
+            await tx.execute(
                 "DELETE FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq >= $3",
                 key,
                 thread_id,
@@ -165,16 +166,16 @@ async def _drop_stale_chunks(conn: Any, key: str, thread_id: str, cursor: int) -
         previous = last
 
 
-async def tail(conn: Any, key: str, thread_id: str) -> int:
+async def tail(tx: Tx, key: str, thread_id: str) -> int:
     """The last seq of a thread that is observed or buffered."""
-    chunk_end = await conn.fetchval(
+    chunk_end = await tx.fetchval(
         "SELECT MAX(last_seq) FROM om_chunks WHERE record_key = $1 AND thread_id = $2", key, thread_id
     )
-    return max(await _cursor(conn, key, thread_id), chunk_end or 0)
+    return max(await _cursor(tx, key, thread_id), chunk_end or 0)
 
 
 async def append_chunks(
-    conn: Any,
+    tx: Tx,
     key: str,
     *,
     lease: Lease | None,
@@ -186,12 +187,12 @@ async def append_chunks(
     edits: int | None = None,
 ) -> bool:
     """Store buffered chunks, each continuing exactly after its thread's cursor or last chunk."""
-    if await _lock(conn, key) is None or not await _leased(conn, key, lease) or not await _unchanged(conn, key, edits):
+    if await _lock(tx, key) is None or not await _leased(tx, key, lease) or not await _unchanged(tx, key, edits):
         return False
     for thread_id, seq in expected_tails.items():
-        if await tail(conn, key, thread_id) != seq:
+        if await tail(tx, key, thread_id) != seq:
             return False
-    await conn.executemany(
+    await tx.executemany(
         f"INSERT INTO om_chunks ({CHUNK_COLUMNS}, record_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,"
         " $12, $13, $14, $15) ON CONFLICT (cycle_id) DO NOTHING",
         [
@@ -216,25 +217,23 @@ async def append_chunks(
         ],
     )
     if buffered_at_tokens is not None:
-        await conn.execute("UPDATE om_records SET last_buffered_at_tokens = $1 WHERE key = $2", buffered_at_tokens, key)
+        await tx.execute("UPDATE om_records SET last_buffered_at_tokens = $1 WHERE key = $2", buffered_at_tokens, key)
     # A chunk's extracted values count at once (OM-25); its hints wait for activation.
-    await _touch_record(conn, key, extracted=extracted)
-    await add_events(conn, events)
+    await _touch_record(tx, key, extracted=extracted)
+    await add_events(tx, events)
     return True
 
 
 async def activate_chunks(
-    conn: Any, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
+    tx: Tx, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
 ) -> bool:
     """Move a prefix of the buffered chunks into the log, with no model call."""
-    generation = await _lock(conn, key)
-    if generation is None or not await _leased(conn, key, lease):
+    generation = await _lock(tx, key)
+    if generation is None or not await _leased(tx, key, lease):
         return False
     stored = [
-        chunk(tuple(r))
-        for r in await conn.fetch(
-            f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key
-        )
+        chunk(r)
+        for r in await tx.fetch(f"SELECT {CHUNK_COLUMNS} FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key)
     ]
     prefix = stored[: len(chunk_ids)]
     if not prefix or [c.id for c in prefix] != chunk_ids:
@@ -244,35 +243,35 @@ async def activate_chunks(
     for c in prefix:
         start = previous.get(c.thread_id)
         if start is None:
-            start = await _cursor(conn, key, c.thread_id)
+            start = await _cursor(tx, key, c.thread_id)
             if c.first_seq <= start:
                 return False
-        if await _gap(conn, c.thread_id, start, c.first_seq):
+        if await _gap(tx, c.thread_id, start, c.first_seq):
             # They would skip messages: drop them, buffering starts again from the cursor.
-            await _drop_stale_chunks(conn, key, c.thread_id, await _cursor(conn, key, c.thread_id))
+            await _drop_stale_chunks(tx, key, c.thread_id, await _cursor(tx, key, c.thread_id))
             return False
         previous[c.thread_id] = c.last_seq
-    await insert_groups(conn, key, generation, [c.as_group() for c in prefix])
+    await insert_groups(tx, key, generation, [c.as_group() for c in prefix])
     last_by_thread: dict[str, Chunk] = {}
     for c in prefix:
         last_by_thread[c.thread_id] = c
     for thread_id, last in sorted(last_by_thread.items()):
-        await _move_cursor(conn, key, thread_id, last.last_seq)
-        await _set_hints(conn, key, thread_id, last.hints)
+        await _move_cursor(tx, key, thread_id, last.last_seq)
+        await _set_hints(tx, key, thread_id, last.hints)
     # The buffering high-water mark drops with the tokens that left the window.
-    await conn.execute(
+    await tx.execute(
         "UPDATE om_records SET last_buffered_at_tokens = GREATEST(0, last_buffered_at_tokens - $1) WHERE key = $2",
         sum(c.message_tokens for c in prefix),
         key,
     )
-    await conn.execute("DELETE FROM om_chunks WHERE id = ANY ($1::text[])", chunk_ids)
-    await _touch_record(conn, key, observed_at=max((c.last_message_at or "" for c in prefix), default=None) or None)
-    await add_events(conn, events)
+    await tx.execute("DELETE FROM om_chunks WHERE id = ANY ($1::text[])", chunk_ids)
+    await _touch_record(tx, key, observed_at=max((c.last_message_at or "" for c in prefix), default=None) or None)
+    await add_events(tx, events)
     return True
 
 
 async def commit_reflection(
-    conn: Any,
+    tx: Tx,
     key: str,
     *,
     lease: Lease | None,
@@ -286,12 +285,12 @@ async def commit_reflection(
     edits: int | None = None,
 ) -> bool:
     """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`."""
-    current = await _lock(conn, key)
-    if current is None or not await _leased(conn, key, lease) or current != generation:
+    current = await _lock(tx, key)
+    if current is None or not await _leased(tx, key, lease) or current != generation:
         return False
-    if not await _unchanged(conn, key, edits):
+    if not await _unchanged(tx, key, edits):
         return False
-    old = await read_groups(conn, key, generation)
+    old = await read_groups(tx, key, generation)
     if len(old) < covered:
         return False
     kept = [
@@ -308,24 +307,24 @@ async def commit_reflection(
         }
         for g in old[covered:]
     ]
-    await conn.execute(
+    await tx.execute(
         "UPDATE om_records SET generation = $1, last_reflection_at = $2, reflection_blocked_at = $3 WHERE key = $4",
         generation + 1,
         now_iso(),
         blocked_at,
         key,
     )
-    await insert_groups(conn, key, generation + 1, _group_rows(groups) + kept)
-    await conn.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
+    await insert_groups(tx, key, generation + 1, _group_rows(groups) + kept)
+    await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
     for thread_id, values in sorted((hints or {}).items()):
-        await _set_hints(conn, key, thread_id, values)
-    await _touch_record(conn, key, extracted=extracted)
-    await add_events(conn, events)
+        await _set_hints(tx, key, thread_id, values)
+    await _touch_record(tx, key, extracted=extracted)
+    await add_events(tx, events)
     return True
 
 
 async def store_buffered_reflection(
-    conn: Any,
+    tx: Tx,
     key: str,
     reflection: BufferedReflection,
     *,
@@ -333,12 +332,12 @@ async def store_buffered_reflection(
     events: Iterable[dict[str, Any]] = (),
     edits: int | None = None,
 ) -> bool:
-    current = await _lock(conn, key)
-    if current is None or not await _leased(conn, key, lease) or current != reflection.generation:
+    current = await _lock(tx, key)
+    if current is None or not await _leased(tx, key, lease) or current != reflection.generation:
         return False
-    if not await _unchanged(conn, key, edits):
+    if not await _unchanged(tx, key, edits):
         return False
-    await conn.execute(
+    await tx.execute(
         "INSERT INTO om_buffered_reflections (record_key, cycle_id, generation, covered, input_tokens, text, tokens,"
         " hints, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (record_key) DO UPDATE SET"
         " cycle_id = excluded.cycle_id, generation = excluded.generation, covered = excluded.covered,"
@@ -354,11 +353,11 @@ async def store_buffered_reflection(
         dumps(reflection.hints),
         now_iso(),
     )
-    await _touch_record(conn, key)
-    await add_events(conn, events)
+    await _touch_record(tx, key)
+    await add_events(tx, events)
     return True
 
 
-async def discard_buffered_reflection(conn: Any, key: str) -> None:
-    await _lock(conn, key)
-    await conn.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
+async def discard_buffered_reflection(tx: Tx, key: str) -> None:
+    await _lock(tx, key)
+    await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)

@@ -1,0 +1,117 @@
+"""`Operations`: the `Store` protocol's operations, each mapped once to its rule in this package.
+
+A backend's store class inherits this and supplies how one operation runs:
+`_read` (one consistent snapshot) and `_write` (one transaction that takes the
+locks it needs), each given an `async def op(tx, ...)` of the rules' modules.
+What only one backend has (search SQL, vectors, the file's own care, listening
+for other processes) stays in that backend's class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from om_mcp.store import commits, coordination, messages, observations, overview, privacy, sessions, threads, transfer
+from om_mcp.store.tx import Tx
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Op = Callable[Concatenate[Tx, P], Coroutine[Any, Any, R]]
+
+
+def reads(op: Op[P, R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    async def method(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._read(op, *args, **kwargs)
+
+    method.__name__, method.__doc__ = op.__name__, op.__doc__
+    return method
+
+
+def writes(op: Op[P, R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    async def method(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._write(op, *args, **kwargs)
+
+    method.__name__, method.__doc__ = op.__name__, op.__doc__
+    return method
+
+
+class Operations:
+    async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        raise NotImplementedError
+
+    async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        raise NotImplementedError
+
+    # threads and resources
+    get_thread = reads(threads.get)
+    list_threads = reads(threads.list_threads)
+    list_resources = reads(threads.resources)
+    update_thread = writes(threads.update)
+    set_generated_title = writes(threads.set_generated_title)
+    set_thread_metadata_paths = writes(threads.set_metadata_paths)
+    get_working_memory = reads(threads.get_working_memory)
+    update_working_memory = writes(threads.update_working_memory)
+    delete_thread = writes(threads.delete_thread)
+    delete_resource = writes(threads.delete_resource)
+
+    # messages
+    append_messages = writes(messages.append)
+    message_page = reads(messages.page)
+    count_messages_before = reads(messages.count_before)
+    find_message = reads(messages.find)
+    messages_by_seq = reads(messages.by_seq)
+    last_message_time = reads(messages.last_created_at)
+    tokenizer_id = writes(messages.tokenizer_id)
+    stale_token_counts = reads(messages.stale_counts)
+    set_token_counts = writes(messages.set_counts)
+    last_seq = reads(messages.last_seq)
+
+    # observation records and their windows
+    record = reads(observations.get_record)
+    record_state = reads(observations.record_state)
+    snapshot = reads(observations.snapshot)
+    context = reads(observations.context)
+    groups = reads(observations.groups)
+    groups_by_id = reads(observations.groups_by_id)
+    generations = reads(observations.generations)
+    chunks = reads(observations.chunks)
+    unobserved = reads(observations.unobserved)
+    busy_threads = reads(observations.busy_threads)
+    thread_hints = reads(observations.thread_hints)
+    due_work = reads(observations.due)
+    tail = reads(commits.tail)
+
+    # cycles' conditional commits
+    commit_observation = writes(commits.commit_observation)
+    append_chunks = writes(commits.append_chunks)
+    activate_chunks = writes(commits.activate_chunks)
+    commit_reflection = writes(commits.commit_reflection)
+    store_buffered_reflection = writes(commits.store_buffered_reflection)
+    discard_buffered_reflection = writes(commits.discard_buffered_reflection)
+
+    # coordination between processes
+    acquire_lease = writes(coordination.acquire_lease)
+    release_lease = writes(coordination.release_lease)
+    lease_holder = reads(coordination.lease_holder)
+    expire_leases = writes(coordination.expire_leases)
+    add_events = writes(coordination.add_events)
+    events = reads(coordination.events)
+    model_health = reads(coordination.model_health)
+    put_model_health = writes(coordination.put_model_health)
+    ingest_state = reads(coordination.ingest_state)
+    put_ingest_state = writes(coordination.put_ingest_state)
+    settled_threads = reads(sessions.settled_threads)
+
+    # looking at a memory (the status page; `om-mcp status`, `threads`, `show`)
+    thread_states = reads(overview.thread_states)
+    series_inputs = reads(overview.series_inputs)
+    pending_records = reads(overview.pending_records)
+
+    # privacy: redaction counts, added by append_messages
+    redaction_counts = reads(privacy.redaction_counts)
+
+    # moving a memory
+    export = reads(transfer.export)
+    import_records = writes(transfer.import_records)
+    set_thread_times = writes(transfer.set_thread_times)

@@ -1,0 +1,608 @@
+"""The `Store` protocol, called directly, on both backends: every operation the engine and the
+commands use answers the same on SQLite and on PostgreSQL.
+
+Each test runs twice (`store_location`: SQLite in memory, then a fresh PostgreSQL database).
+The engine's and the MCP tools' tests run on SQLite only; what they rely on of the store is
+held here, once per backend, along with what only a database can tell (a commit that loses
+its race writes nothing, a deletion leaves nothing behind, an export imports back whole).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import pytest
+from support.backends import location
+
+from om_mcp.engine.search.query import parse_query
+from om_mcp.store import (
+    BufferedReflection,
+    Chunk,
+    IngestState,
+    ModelHealth,
+    NewGroup,
+    NewMessage,
+    NotFound,
+    Store,
+    StoreError,
+    open_store,
+)
+from om_mcp.store.interface import Overview
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
+
+T0 = "2026-01-01T00:00:00+00:00"
+
+
+def new(mid: str, text: str | None = None, *, tokens: int = 10, role: str = "user", **fields) -> NewMessage:
+    text = text or f"message {mid}"
+    values = dict(
+        id=mid,
+        role=role,
+        parts=[{"type": "text", "text": text}],
+        created_at=fields.pop("created_at", T0),
+        metadata={},
+        body=text,
+        tokens=tokens,
+    )
+    values.update(fields)
+    return NewMessage(**values)
+
+
+@asynccontextmanager
+async def opened():
+    store = await open_store(location())
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def filled(store: Store, thread: str = "t", count: int = 4, resource: str = "r", **options) -> list[int]:
+    """`count` messages in a thread (record key thread:<thread>); their seqs."""
+    result = await store.append_messages(
+        thread, resource, f"thread:{thread}", [new(f"{thread}-{i}") for i in range(count)], **options
+    )
+    return [m.seq for m in result.appended]
+
+
+def group(text: str, first: int, last: int, **fields) -> NewGroup:
+    return NewGroup(
+        text=text,
+        tokens=len(text.split()),
+        first_seq=first,
+        last_seq=last,
+        **{"first_message_id": None, "last_message_id": None, **fields},
+    )
+
+
+def chunk(cid: str, thread: str, first: int, last: int, tokens: int = 20) -> Chunk:
+    return Chunk(
+        id=cid,
+        cycle_id=f"cycle-{cid}",
+        thread_id=thread,
+        first_seq=first,
+        last_seq=last,
+        first_message_id=f"{thread}-a",
+        last_message_id=f"{thread}-b",
+        message_count=last - first + 1,
+        message_tokens=tokens,
+        text=f"observed {cid}",
+        tokens=3,
+        hints={"current_task": f"task {cid}"},
+        last_message_at=T0,
+        created_at=T0,
+    )
+
+
+# -- threads, resources, working memory ----------------------------------------------------------
+
+
+async def test_the_store_and_its_overview_satisfy_their_protocols():
+    async with opened() as store:
+        assert isinstance(store, Store) and isinstance(store, Overview)
+        assert store.backend in ("sqlite", "postgres")
+
+
+async def test_an_append_creates_the_thread_and_its_resource_once():
+    async with opened() as store:
+        result = await store.append_messages(
+            "t",
+            "r",
+            "thread:t",
+            [new("a"), new("b", role="assistant", metadata={"model": "m1"})],
+            thread_metadata={"title": "Lisbon", "host": "x"},
+        )
+        assert result.thread_created and [m.id for m in result.appended] == ["a", "b"]
+        assert result.thread and result.thread.title == "Lisbon" and result.thread.title_pinned
+        thread = await store.get_thread("t")
+        assert thread and thread.message_count == 2 and thread.metadata == {"host": "x"}
+        assert (thread.last_assistant_id, thread.last_model) == ("b", "m1")
+        assert result.state and result.state.pending_tokens == 20 and result.state.pending_messages == 2
+        [summary] = await store.list_resources()
+        assert (summary.id, summary.threads, summary.messages) == ("r", 1, 2)
+        again = await store.append_messages("t", "r", "thread:t", [new("c")])
+        assert not again.thread_created
+        with pytest.raises(StoreError, match="belongs to resource 'r'"):
+            await store.append_messages("t", "other", "thread:t", [new("d")])
+        assert await store.get_thread("nobody") is None
+
+
+async def test_threads_list_newest_first_in_pages():
+    async with opened() as store:
+        for name in ("t1", "t2", "t3"):
+            await filled(store, name, 1)
+        page, more = await store.list_threads("r", limit=2)
+        assert [t.id for t in page] == ["t3", "t2"] and more
+        rest, more = await store.list_threads("r", limit=2, offset=2)
+        assert [t.id for t in rest] == ["t1"] and not more
+        assert (await store.list_threads("nobody"))[0] == []
+
+
+async def test_a_thread_is_updated_and_a_pinned_title_kept():
+    async with opened() as store:
+        await filled(store, "t", 1)
+        updated = await store.update_thread("t", title="Trip", metadata={"a": 1, "b": 2})
+        assert updated.title == "Trip" and updated.metadata == {"a": 1, "b": 2}
+        updated = await store.update_thread("t", metadata={"a": None}, pin_title=True)
+        assert updated.metadata == {"b": 2} and updated.title_pinned
+        assert await store.set_generated_title("t", "Model title") == ("Trip", False)
+        await store.update_thread("t", pin_title=False)
+        assert await store.set_generated_title("t", "Model title") == ("Trip", True)
+        await store.set_thread_metadata_paths("t", {"om.values.city": "Porto", "ended_at": T0})
+        thread = await store.get_thread("t")
+        assert thread and thread.title == "Model title"
+        assert thread.metadata == {"b": 2, "om": {"values": {"city": "Porto"}}, "ended_at": T0}
+        with pytest.raises(NotFound):
+            await store.update_thread("nobody", title="x")
+
+
+async def test_working_memory_per_thread_and_per_resource():
+    async with opened() as store:
+        seed = ("resource", lambda stored: stored or "# Notes")
+        await store.append_messages("t", "r", "thread:t", [new("a")], working_memory=seed)
+        assert await store.get_working_memory("resource", "r") == "# Notes"
+        assert await store.update_working_memory("resource", "r", lambda old: old + "\n- tea") == (
+            "# Notes\n- tea",
+            True,
+        )
+        assert await store.update_working_memory("resource", "r", lambda old: None) == ("# Notes\n- tea", False)
+        assert await store.update_working_memory("thread", "t", lambda old: "thread note") == ("thread note", True)
+        assert await store.get_working_memory("thread", "t") == "thread note"
+        assert await store.update_working_memory("resource", "new-r", lambda old: "fresh") == ("fresh", True)
+        with pytest.raises(NotFound):
+            await store.update_working_memory("thread", "nobody", lambda old: "x")
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+async def test_a_resend_is_skipped_and_a_clash_changes_nothing():
+    async with opened() as store:
+        await filled(store, "t", 2)
+        again = await store.append_messages("t", "r", "thread:t", [new("t-1"), new("t-2")])
+        assert again.skipped_duplicates == 1 and [m.id for m in again.appended] == ["t-2"]
+        with pytest.raises(StoreError, match="already exists"):
+            await store.append_messages("t", "r", "thread:t", [new("t-3"), new("t-0", "other words")])
+        assert [m.id for m in await store.message_page("t")] == ["t-0", "t-1", "t-2"]
+        # Untimed, id-less messages that repeat the thread's tail are a re-send, not new.
+        untimed = [replace(new("x1", "hello"), id_given=False, created_at_given=False)]
+        await store.append_messages("t", "r", "thread:t", untimed)
+        resent = await store.append_messages(
+            "t", "r", "thread:t", [replace(new("x2", "hello"), id_given=False, created_at_given=False)]
+        )
+        assert resent.skipped_duplicates == 1 and not resent.appended
+
+
+async def test_message_pages_lookups_and_times():
+    async with opened() as store:
+        seqs = await filled(store, "t", 5)
+        tool = new(
+            "tool",
+            "ran ls",
+            parts=[{"type": "text", "text": "ran"}, {"type": "tool-call", "tool_name": "ls", "args": {}}],
+            created_at="2026-01-02T00:00:00+00:00",
+        )
+        [tool_row] = (await store.append_messages("t", "r", "thread:t", [tool])).appended
+        page = await store.message_page("t", after_seq=seqs[0], before_seq=seqs[4], limit=2, offset=1)
+        assert [m.seq for m in page] == seqs[2:4]
+        assert [m.id for m in await store.message_page("t", newest_first=True, limit=2)] == ["tool", "t-4"]
+        assert [m.id for m in await store.message_page("t", part_filter=("tool-call", "ls"))] == ["tool"]
+        assert [m.id for m in await store.message_page("t", part_filter=("tool-call", "cat"))] == []
+        assert len(await store.message_page("t", part_filter=("text", None), limit=50)) == 6
+        assert await store.count_messages_before("t", seqs[3]) == 3
+        found = await store.find_message("r", "t-2")
+        assert found and found.seq == seqs[2] and found.parts == [{"type": "text", "text": "message t-2"}]
+        assert await store.find_message("r", "t-2", thread_id="t") == found
+        assert await store.find_message("other", "t-2") is None
+        assert set(await store.messages_by_seq([seqs[1], tool_row.seq])) == {seqs[1], tool_row.seq}
+        assert await store.last_message_time("t") == "2026-01-02T00:00:00+00:00"
+        assert await store.last_seq() == tool_row.seq
+
+
+async def test_a_recount_moves_the_running_totals():
+    async with opened() as store:
+        seqs = await filled(store, "t", 3)
+        mine = await store.tokenizer_id("mine@1")
+        assert await store.tokenizer_id("mine@1") == mine
+        stale = await store.stale_token_counts(mine)
+        assert [r["seq"] for r in stale] == seqs and stale[0]["parts"] == [{"type": "text", "text": "message t-0"}]
+        await store.set_token_counts(mine, [(seqs[0], 25, [25])])
+        state = await store.record_state("thread:t", "t")
+        assert state.pending_tokens == 45 and state.thread_pending_tokens == 45
+        assert [r["seq"] for r in await store.stale_token_counts(mine)] == seqs[1:]
+
+
+async def test_a_nul_byte_is_kept_exactly():
+    async with opened() as store:
+        text = "before\x00after"
+        await store.append_messages("t", "r", "thread:t", [new("nul", text)])
+        [stored] = await store.message_page("t")
+        assert stored.parts == [{"type": "text", "text": text}]
+
+
+# -- records, windows, the context --------------------------------------------------------------
+
+
+async def test_the_context_reads_one_snapshot_within_its_budget():
+    async with opened() as store:
+        await filled(store, "t", 6)
+        read = await store.context("thread:t", "t", 35, ("threads", "t"))
+        assert read and [m.id for m in read.window] == ["t-3", "t-4", "t-5"]
+        assert read.groups == [] and read.working_memory is None and read.other_threads == {}
+        assert read.snapshot.record.scope == "thread" and read.snapshot.thread and read.snapshot.thread.id == "t"
+        assert [m.id for m in (await store.context("thread:t", "t", 1, None)).window] == ["t-5"]  # at least one
+        assert await store.context("thread:none", "none", 100, None) is None
+        snap = await store.snapshot("thread:t", "t")
+        assert snap and snap.state.pending_messages == 6 and snap.chunks == [] and snap.buffered_reflection is None
+
+
+async def test_unobserved_messages_busy_threads_and_due_work():
+    async with opened() as store:
+        for name, count in (("a", 3), ("b", 6)):
+            await store.append_messages(name, "r", "resource:r", [new(f"{name}-{i}") for i in range(count)])
+        assert [m.id for m in await store.unobserved("resource:r", "b", max_tokens=25)] == ["b-0", "b-1"]
+        assert [m.id for m in await store.unobserved("resource:r", "b", max_tokens=1)] == ["b-0"]
+        assert [t for t, _, _ in await store.busy_threads("resource:r")] == ["b", "a"]
+        [due] = await store.due_work(80, 10_000)
+        assert (due.record_key, due.resource_id, due.thread_id, due.pending_tokens) == ("resource:r", "r", "b", 90)
+        assert await store.due_work(100, 10_000) == []
+        read = await store.context("resource:r", "a", 1000, ("resources", "r"))
+        assert read and [m.id for m in read.other_threads["b"]] == [f"b-{i}" for i in range(6)]
+
+
+# -- the conditional commits ------------------------------------------------------------------------
+
+
+async def test_an_observation_commits_once_from_the_state_it_saw():
+    async with opened() as store:
+        seqs = await filled(store, "t", 4)
+        commit = dict(
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[1]},
+            groups=[group("user likes tea", seqs[0], seqs[1], thread_id="t")],
+            hints={"t": {"current_task": "tea", "suggested_response": "ask"}},
+            extracted={"city": "Porto"},
+            observed_at=T0,
+            events=[{"type": "data-om-observation-end", "record_id": "thread:t", "windows": {}}],
+        )
+        assert await store.commit_observation("thread:t", **commit)
+        assert not await store.commit_observation("thread:t", **commit)  # the cursor moved: nothing written
+        record = await store.record("thread:t")
+        assert record and record.cursors == {"t": seqs[1]} and record.extracted == {"city": "Porto"}
+        assert record.observation_tokens == 3 and record.last_observed_at == T0
+        state = await store.record_state("thread:t", "t")
+        assert state.pending_messages == 2 and state.pending_tokens == 20
+        assert [g.text for g in await store.groups("thread:t")] == ["user likes tea"]
+        assert (await store.thread_hints("thread:t", ["t"]))["t"].current_task == "tea"
+        assert await store.tail("thread:t", "t") == seqs[1]
+        [event] = await store.events(record_key="thread:t")
+        assert event.payload["windows"] == {"unobserved_tokens": 20, "observation_tokens": 3, "seq": seqs[3]}
+
+
+async def test_a_commit_needs_its_lease():
+    async with opened() as store:
+        seqs = await filled(store, "t", 2)
+        assert await store.acquire_lease("thread:t", "observe", "me", 30)
+        args = dict(
+            expected_cursors={"t": 0}, new_cursors={"t": seqs[1]}, groups=[], hints={}, extracted=None, observed_at=None
+        )
+        assert not await store.commit_observation("thread:t", lease=("observe", "someone"), **args)
+        assert await store.commit_observation("thread:t", lease=("observe", "me"), **args)
+
+
+async def test_buffered_chunks_activate_as_a_prefix_with_no_gap():
+    async with opened() as store:
+        seqs = await filled(store, "t", 6)
+        chunks = [chunk("c1", "t", seqs[0], seqs[1]), chunk("c2", "t", seqs[2], seqs[3])]
+        stored = dict(lease=None, extracted={"k": 1}, buffered_at_tokens=40)
+        assert await store.append_chunks("thread:t", expected_tails={"t": 0}, chunks=chunks, **stored)
+        assert not await store.append_chunks("thread:t", expected_tails={"t": 0}, chunks=chunks, **stored)
+        assert await store.tail("thread:t", "t") == seqs[3]
+        state = await store.record_state("thread:t", "t")
+        assert state.chunk_count == 2 and state.chunk_message_tokens == 40 and state.last_buffered_at_tokens == 40
+        assert not await store.activate_chunks("thread:t", ["c2"])  # not a prefix
+        assert await store.activate_chunks("thread:t", ["c1"])
+        assert [c.id for c in await store.chunks("thread:t")] == ["c2"]
+        record = await store.record("thread:t")
+        assert record and record.cursors["t"] == seqs[1] and record.last_buffered_at_tokens == 20
+        assert [g.text for g in await store.groups("thread:t")] == ["observed c1"]
+        assert (await store.thread_hints("thread:t", ["t"]))["t"].current_task == "task c1"
+        # An observation past a chunk's start makes the chunk stale: it is dropped.
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": seqs[1]},
+            new_cursors={"t": seqs[2]},
+            groups=[],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
+        assert await store.chunks("thread:t") == []
+
+
+async def test_a_reflection_starts_a_generation_keeping_what_came_after():
+    async with opened() as store:
+        seqs = await filled(store, "t", 4)
+        for i, text in enumerate(["one", "two", "three"]):
+            assert await store.commit_observation(
+                "thread:t",
+                lease=None,
+                expected_cursors={"t": 0 if i == 0 else seqs[i - 1]},
+                new_cursors={"t": seqs[i]},
+                groups=[group(text, seqs[i], seqs[i], thread_id="t")],
+                hints={},
+                extracted=None,
+                observed_at=None,
+            )
+        reflection = BufferedReflection("cycle-r", 0, 2, 50, "one and two", 3, {"current_task": "later"})
+        assert await store.store_buffered_reflection("thread:t", reflection, lease=None)
+        assert (await store.snapshot("thread:t", "t")).buffered_reflection == reflection
+        await store.discard_buffered_reflection("thread:t")
+        assert (await store.snapshot("thread:t", "t")).buffered_reflection is None
+        reflected = dict(lease=None, covered=2, groups=[group("one and two", seqs[0], seqs[1], kind="reflection")])
+        assert await store.commit_reflection("thread:t", generation=0, extracted=None, blocked_at=None, **reflected)
+        assert not await store.commit_reflection("thread:t", generation=0, extracted=None, blocked_at=None, **reflected)
+        assert [g.text for g in await store.groups("thread:t")] == ["one and two", "three"]
+        assert [g.text for g in await store.groups("thread:t", generation=0)] == ["one", "two", "three"]
+        assert [gen for gen, _ in await store.generations("thread:t")] == [1, 0]
+        record = await store.record("thread:t")
+        assert record and record.generation == 1 and record.observation_tokens == 4 and record.last_reflection_at
+        stale = replace(reflection, generation=0)
+        assert not await store.store_buffered_reflection("thread:t", stale, lease=None)
+
+
+# -- coordination between processes -------------------------------------------------------------
+
+
+async def test_leases_events_health_and_ingest_positions():
+    async with opened() as store:
+        assert await store.acquire_lease("k", "observe", "a", 30, cycle_id="c1")
+        assert not await store.acquire_lease("k", "observe", "b", 30)
+        assert await store.acquire_lease("k", "observe", "a", 30)  # renewed
+        assert await store.lease_holder("k", "observe") == "a"
+        await store.release_lease("k", "observe", "b")  # not b's: stays
+        assert await store.lease_holder("k", "observe") == "a"
+        await store.release_lease("k", "observe", "a")
+        assert await store.lease_holder("k", "observe") is None
+        assert await store.acquire_lease("k", "observe", "b", -1)  # already expired
+        assert await store.lease_holder("k", "observe") is None
+        assert await store.acquire_lease("k", "observe", "c", 30)  # an expired lease is taken over
+        assert await store.acquire_lease("j", "observe", "d", -1)
+        assert await store.expire_leases() == 1
+
+        await store.add_events([{"type": "x", "thread_id": "t", "cycle_id": "c1"}, {"type": "y", "thread_id": "u"}])
+        events = await store.events()
+        assert [e.type for e in events] == ["x", "y"] and events[0].id < events[1].id
+        assert [e.type for e in await store.events(thread_id="u")] == ["y"]
+        assert [e.type for e in await store.events(cycle_id="c1")] == ["x"]
+        assert [e.type for e in await store.events(after_id=events[0].id)] == ["y"]
+        assert [e.type for e in await store.events(limit=1)] == ["y"]
+
+        health = ModelHealth("m", "backoff", 2, 123.5, "timeout", T0, "h")
+        await store.put_model_health(health)
+        assert await store.model_health("m") == health
+        await store.put_model_health(replace(health, state="ok", failures=0))
+        assert (await store.model_health("m")).state == "ok"
+        assert await store.model_health("other") is None
+
+        assert await store.ingest_state("claude-code:s") == IngestState("claude-code:s")
+        await store.put_ingest_state(IngestState("claude-code:s", 10, "u1", '{"offset": 10}'))
+        saved = await store.ingest_state("claude-code:s")
+        assert (saved.offset, saved.last_id, saved.fingerprint) == (10, "u1", '{"offset": 10}') and saved.updated_at
+
+
+async def test_host_sessions_that_are_over_still_holding_messages():
+    async with opened() as store:
+        await filled(store, "t", 3, thread_metadata={"host": "claude-code"})
+        await filled(store, "u", 1)  # not a host session
+        assert await store.settled_threads("2000-01-01T00:00:00+00:00") == []
+        [quiet] = await store.settled_threads("2999-01-01T00:00:00+00:00")
+        assert (quiet.thread_id, quiet.record_key, quiet.pending_messages) == ("t", "thread:t", 3)
+        await store.set_thread_metadata_paths("t", {"ended_at": "2999-01-01T00:00:00+00:00"})
+        assert [s.thread_id for s in await store.settled_threads("2000-01-01T00:00:00+00:00")] == ["t"]
+        assert await store.settled_threads("2999-01-01T00:00:00+00:00", record_key="thread:u") == []
+
+
+# -- search and vectors ----------------------------------------------------------------------------
+
+
+async def test_search_finds_messages_and_groups_and_vectors_fill_in():
+    async with opened() as store:
+        await store.append_messages("t", "r", "thread:t", [new("a", "we deploy on fly.io"), new("b", "the cat sleeps")])
+        hits, stats = await store.search_messages("r", parse_query("deploy"))
+        assert max(hits, key=lambda h: h.score).body == "we deploy on fly.io" and stats.rows == 2
+        assert (await store.search_messages("other", parse_query("deploy")))[0] == []
+        seqs = [m.seq for m in await store.message_page("t")]
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[1]},
+            groups=[group("hosting decided: a small provider", seqs[0], seqs[1], thread_id="t")],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
+        [hit] = await store.search_groups("r", parse_query("hosting").match)
+        assert hit.group.text == "hosting decided: a small provider" and hit.resource_id == "r"
+        assert await store.groups_by_id([hit.group.id]) == {hit.group.id: hit.group}
+        pending = await store.pending_vectors("r", "test-embedder")
+        assert {p.kind for p in pending} == {"message", "group"}
+        await store.put_vectors(
+            "r", "test-embedder", [(p, [1.0, 0.0] if p.kind == "group" else [0.0, 1.0]) for p in pending]
+        )
+        assert await store.pending_vectors("r", "test-embedder") == []
+        nearest = await store.nearest_vectors("r", "test-embedder", [1.0, 0.1], limit=1)
+        assert [kind for kind, _, _ in nearest] == ["group"]
+
+
+# -- deleting for good -------------------------------------------------------------------------------
+
+
+async def test_a_deleted_thread_and_resource_leave_nothing_behind():
+    async with opened() as store:
+        await filled(store, "t", 3)
+        await filled(store, "u", 2)
+        seqs = [m.seq for m in await store.message_page("t")]
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[0]},
+            groups=[group("secret plans", seqs[0], seqs[0], thread_id="t")],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
+        assert await store.delete_thread("t") == 3
+        assert await store.get_thread("t") is None and await store.record("thread:t") is None
+        assert await store.search_groups("r", "secret") == []
+        assert (await store.search_messages("r", parse_query("message")))[1].rows == 2
+        with pytest.raises(NotFound):
+            await store.delete_thread("t")
+        assert await store.delete_resource("r") == (1, 2)
+        assert await store.list_resources() == [] and (await store.stats()).messages == 0
+        with pytest.raises(NotFound):
+            await store.delete_resource("r")
+
+
+async def test_deleting_a_thread_of_a_shared_log_forgets_what_its_cycles_carried():
+    async with opened() as store:
+        for name in ("a", "b"):
+            await store.append_messages(name, "r", "resource:r", [new(f"{name}-0")], thread_metadata={"x": 1})
+        await store.set_thread_metadata_paths("b", {"om.values": {"city": "Porto"}})
+        events = [
+            {"type": "data-om-observation-end", "record_id": "resource:r", "cycle_id": "c1", "thread_ids": ["a", "b"]},
+            {
+                "type": "data-om-observation-end",
+                "record_id": "resource:r",
+                "cycle_id": "c2",
+                "thread_ids": ["b"],
+                "extracted_values": {"city": "Porto"},
+            },
+        ]
+        await store.add_events(events)
+        await store.delete_thread("a")
+        [kept] = await store.events(record_key="resource:r")
+        assert kept.cycle_id == "c2" and "extracted_values" not in kept.payload
+        thread = await store.get_thread("b")
+        assert thread and thread.metadata == {"x": 1}
+
+
+# -- moving a memory --------------------------------------------------------------------------------
+
+
+async def test_an_export_imports_back_whole_and_only_once():
+    async with opened() as source:
+        seqs = await filled(source, "t", 3, thread_metadata={"title": "T"})
+        await source.update_working_memory("resource", "r", lambda old: "# notes")
+        assert await source.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[1]},
+            groups=[group("observed", seqs[0], seqs[1], thread_id="t", first_message_id="t-0", last_message_id="t-1")],
+            hints={"t": {"current_task": "go on"}},
+            extracted={"k": "v"},
+            observed_at=T0,
+        )
+        records = await source.export(list)
+        assert [r["type"] for r in records] == [
+            "resource",
+            "thread",
+            "message",
+            "message",
+            "message",
+            "observation_record",
+            "observation_group",
+        ]
+        assert records[5]["observed_through"] == {"t": "t-1"} and records[5]["hints"]["t"]["current_task"] == "go on"
+        assert await source.export(list, "nobody") == []
+
+    async with opened() as target:
+        items = []
+        for r in records:
+            if r["type"] == "message":
+                items.append(("messages", (r["thread_id"], [new(r["id"], r["parts"][0]["text"])])))
+            else:
+                items.append(
+                    ({"observation_record": "record", "observation_group": "group"}.get(r["type"], r["type"]), r)
+                )
+        result = await target.import_records(items)
+        assert dict(result.added) == {
+            "resource": 1,
+            "thread": 1,
+            "message": 3,
+            "observation_record": 1,
+            "observation_group": 1,
+        }
+        again = await target.import_records(items)
+        assert not again.added and dict(again.skipped) == dict(result.added)
+        await target.set_thread_times("t", "2020-01-01T00:00:00+00:00", "2020-01-02T00:00:00+00:00")
+        thread = await target.get_thread("t")
+        assert thread and (thread.created_at, thread.title) == ("2020-01-01T00:00:00+00:00", "T")
+        record = await target.record("thread:t")
+        assert record and record.extracted == {"k": "v"} and record.observation_tokens == 1
+        state = await target.record_state("thread:t", "t")
+        assert state.pending_messages == 1 and state.pending_tokens == 10  # recomputed, not trusted
+        assert await target.get_working_memory("resource", "r") == "# notes"
+        assert [g.text for g in await target.groups("thread:t")] == ["observed"]
+        assert await target.integrity() == []
+
+
+async def test_an_export_streams_to_a_writer_in_one_snapshot():
+    async with opened() as store:
+        await filled(store, "t", 200)
+        out = io.StringIO()
+
+        def write(records) -> int:
+            count = 0
+            for record in records:
+                out.write(json.dumps(record) + "\n")
+                count += 1
+            return count
+
+        assert await store.export(write) == 203  # resource, thread, 200 messages, observation record
+        assert out.getvalue().count('"type": "message"') == 200
+
+
+# -- looking at a memory -------------------------------------------------------------------------------
+
+
+async def test_stats_integrity_and_the_overview_reads():
+    async with opened() as store:
+        await filled(store, "t", 3)
+        stats = await store.stats()
+        assert (stats.resources, stats.threads, stats.messages, stats.pending_tokens) == (1, 1, 3, 30)
+        assert stats.backend == store.backend and await store.integrity() == []
+        [state] = await store.thread_states("thread", resource_id="r")
+        assert state.thread.id == "t"
+        assert await store.pending_records() == [("thread:t", 30, 0)]
+        inputs = await store.series_inputs("thread:t")
+        assert len(inputs.messages) == 3
