@@ -14,7 +14,10 @@ secret, a title and working memory. Then alice's token tries, for each of bob's 
 An attempt *leaks* when an answer holds one of bob's secrets, titles or notes, or when bob's data
 differs afterwards (read back by the admin token); it *reveals* when an error about bob's thread
 differs from the error about an id of the same shape that nobody holds (the documented exception: creating under a held
-id is refused in one sentence naming no owner). Prints the counts by surface. No assertions.
+id is refused in one sentence naming no owner). Then stored XSS: payloads stored by the admin as
+thread and resource ids, titles, messages, working memory and metadata, and the status page opened on
+each thread in headless Chromium (skipped without one): did any run, or become markup. Prints the counts
+by surface. No assertions.
 
     .venv/bin/python benchmarks/attacks.py
 """
@@ -42,6 +45,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from om_mcp.config import hash_token
+from om_mcp.testing.headless import find_chromium, run_chromium
 
 REPO = Path(__file__).resolve().parent.parent
 ALICE, BOB, ADMIN = "om_alice-attack-0123456789abcdef", "om_bob-attack-0123456789abcdef", "om_admin-attack-0123456789ab"
@@ -310,6 +314,61 @@ async def attack(url: str) -> None:
             print("  differs:", line[:230])
 
 
+# Stored XSS: each payload, if it ever ran or became markup, adds an element with id="pwn" or retitles the page.
+PAYLOADS = [
+    '<img id="pwn" src="x" onerror="document.title=\'PWNED\'">',
+    "<script id=\"pwn\">document.title='PWNED'</script>",
+    '"><svg id="pwn" onload="document.title=\'PWNED\'">',
+    '</textarea></pre><b id="pwn">x</b>',
+    '<a id="pwn" href="javascript:document.title=\'PWNED\'">x</a>',
+    "javascript:document.title='PWNED'",
+]
+
+
+async def store_payloads(url: str) -> list[str]:
+    """The admin stores every payload as a thread id, a resource id, a title, a message, working
+    memory and metadata; returns the threads whose page is then opened."""
+    opened = []
+    async with connect(url, ADMIN) as admin:
+        for i, payload in enumerate(PAYLOADS):
+            thread = f"xss-{i}"
+            await tool(
+                admin,
+                "append_messages",
+                {
+                    "thread_id": thread,
+                    "resource_id": payload,
+                    "messages": [note(1, payload), note(2, f"**{payload}**")],
+                },
+            )
+            await tool(admin, "update_thread", {"thread_id": thread, "title": payload, "metadata": {payload: payload}})
+            await tool(admin, "update_working_memory", {"thread_id": thread, "memory": f"# {payload}\n- {payload}"})
+            await tool(admin, "append_messages", {"thread_id": payload, "messages": [note(1, payload)]})
+            opened += [thread, payload]
+    return opened
+
+
+def xss(url: str) -> None:
+    binary = find_chromium()
+    if binary is None:
+        print("\nstored XSS: skipped, no Chromium (apt-get install chromium)")
+        return
+    threads = anyio.run(store_payloads, url)
+    base = url.removesuffix("/mcp")
+    ran = markup = 0
+    for thread in threads:
+        dom = run_chromium(f"{base}/ui#token={ADMIN}&thread={quote(thread, safe='')}", binary=binary, budget_ms=5000)
+        ran += "PWNED" in dom.split("</title>")[0]
+        markup += len(re.findall(r'<(?:img|script|svg|b|a) id="pwn"', dom))  # as text it is &lt;img id="pwn"
+        if thread == threads[0]:
+            shown = thread in dom or "&lt;img" in dom
+    print(
+        f"\nstored XSS: {len(PAYLOADS)} payloads stored as thread ids, resource ids, titles, messages, working memory"
+        f" and metadata; the status page opened on {len(threads)} threads (admin token, Chromium):"
+        f" {ran} ran, {markup} became markup (the payload shown as text: {'yes' if shown else 'no'})"
+    )
+
+
 def main() -> int:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
@@ -339,6 +398,7 @@ def main() -> int:
                         raise SystemExit("the server did not start") from None
                     time.sleep(0.05)
             anyio.run(attack, f"http://127.0.0.1:{port}/mcp")
+            xss(f"http://127.0.0.1:{port}/mcp")
         finally:
             process.terminate()
             process.wait(timeout=15)
