@@ -33,6 +33,12 @@ holding a 1 GiB message between two small ones), beside the same command on a sm
 export (the process's own base: interpreter, tokenizer); the goal is under 200 MB.
 
     .venv/bin/python benchmarks/faults.py --import-bomb [--runs 3]
+
+With --hook-line, instead: the peak memory and seconds of one `om-mcp hook claude-code`
+UserPromptSubmit (--no-worker) whose transcript holds one message and then a 1 GiB line with no
+newline (a sparse file of zeros), beside the same hook on the one message alone.
+
+    .venv/bin/python benchmarks/faults.py --hook-line [--runs 3]
 """
 
 from __future__ import annotations
@@ -338,6 +344,58 @@ def import_bomb(args: argparse.Namespace, workdir: Path) -> None:
     print("\ngoal: the 1 GiB import under 200 MB")
 
 
+def peak_hook(transcript: Path, workdir: Path) -> tuple[float, float, int]:
+    """(max RSS in MB, seconds, exit code) of one UserPromptSubmit hook on `transcript`."""
+    project = workdir / "project"
+    (project / ".git").mkdir(parents=True, exist_ok=True)
+    env = server_env(workdir, "openai/unused")
+    env["OM_DB_PATH"] = str(workdir / f"hook-{time.monotonic_ns()}.db")
+    event = {
+        "session_id": "bench-session",
+        "transcript_path": str(transcript),
+        "cwd": str(project),
+        "hook_event_name": "UserPromptSubmit",
+    }
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "om_mcp", "hook", "claude-code", "--no-worker"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    proc.stdin.write(json.dumps(event).encode())  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    return usage.ru_maxrss / 1024, time.monotonic() - started, os.waitstatus_to_exitcode(status)
+
+
+def hook_line(args: argparse.Namespace, workdir: Path) -> None:
+    entry = {
+        "type": "user",
+        "uuid": "u1",
+        "sessionId": "bench-session",
+        "timestamp": "2026-03-02T09:00:00Z",
+        "message": {"role": "user", "content": "before the flood"},
+    }
+    small, huge = workdir / "small.jsonl", workdir / "huge.jsonl"
+    for path in (small, huge):
+        path.write_text(json.dumps(entry) + "\n")
+    with open(huge, "ab") as f:
+        f.truncate(huge.stat().st_size + (1 << 30))  # zeros, no newline: sparse, so cheap to make
+    print(f"\nom-mcp hook claude-code UserPromptSubmit, peak memory (max RSS) and seconds, median of {args.runs}\n")
+    header = f"{'transcript':<34} {'peak MB':>8} {'seconds':>8} {'exit':>5}"
+    print(header)
+    print("-" * len(header))
+    for label, path in (("one message (base)", small), ("one message + 1 GiB unended line", huge)):
+        runs = [peak_hook(path, workdir) for _ in range(args.runs)]
+        print(
+            f"{label:<34} {statistics.median(r[0] for r in runs):>8.0f} {statistics.median(r[1] for r in runs):>8.2f}"
+            f" {runs[-1][2]:>5}"
+        )
+
+
 def report_burst(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{args.appends} appends (append_messages + get_context, unpaced), then {args.idle:.0f} s idle\n")
     header = (
@@ -400,13 +458,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of nothing after --appends")
     parser.add_argument("--import-bomb", action="store_true", help="instead: peak memory of a zip-bomb import")
-    parser.add_argument("--runs", type=int, default=3, help="with --import-bomb: runs of each import")
+    parser.add_argument("--hook-line", action="store_true", help="instead: a hook on a transcript's 1 GiB line")
+    parser.add_argument("--runs", type=int, default=3, help="with --import-bomb or --hook-line: runs of each")
     args = parser.parse_args(argv)
     if args.quick:
         args.warm_up, args.seconds = 10.0, 20.0
     with tempfile.TemporaryDirectory(prefix="om-faults-") as tmp:
         if args.import_bomb:
             import_bomb(args, Path(tmp))
+            return
+        if args.hook_line:
+            hook_line(args, Path(tmp))
             return
         if args.appends:
             names = (args.scenarios or BURST_SCENARIOS).split(",")
