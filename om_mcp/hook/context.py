@@ -67,7 +67,8 @@ def session_context(
         return log, memory, hints, recent
 
     log, memory, (task, response), recent = direct.read(conn, snapshot)
-    recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
+    # The ids are the session's and the project folder's: anyone's text, like the rest.
+    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     if not log and not memory:
         return render_session_index([_line(s) for s in recent], recall, max_chars)
     omitted = 0

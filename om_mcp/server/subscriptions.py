@@ -14,6 +14,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from om_mcp.server.log_level import _connection_state
+from om_mcp.server.uris import canonical
 
 STATE_KEY = "om_mcp.subscriptions"
 
@@ -26,12 +27,12 @@ def _subscriptions(ctx: ServerRequestContext[Any, Any]) -> set[str]:
 
 
 async def _subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-    _subscriptions(ctx).add(str(params.uri))
+    _subscriptions(ctx).add(canonical(str(params.uri)))
     return EmptyResult()
 
 
 async def _unsubscribe(ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-    _subscriptions(ctx).discard(str(params.uri))
+    _subscriptions(ctx).discard(canonical(str(params.uri)))
     return EmptyResult()
 
 

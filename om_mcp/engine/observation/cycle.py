@@ -20,7 +20,7 @@ import anyio
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import one_line, warn_once
-from om_mcp.models import ModelError, ModelUnavailable
+from om_mcp.models import ModelError, ModelUnavailable, UnusableAnswer
 from om_mcp.models.router import probe
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ class Step(Protocol, Generic[S, O]):
 
     def tokens_in(self, selection: S) -> int: ...
 
+    def window(self, selection: S) -> tuple: ...  # where the selection starts (refusals.py)
+
     async def call(self, selection: S, base: dict[str, Any]) -> O: ...
 
     def end_fields(self, selection: S, produced: O) -> dict[str, Any]: ...
@@ -104,8 +106,15 @@ async def run_cycle(
         selection = await step.select()
         if selection is None:
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
-        cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
+        model = engine.reflector if step.operation == "reflection" else engine.observer
+        slot, window = (step.key, step.kind, step.thread_id), step.window(selection)
+        model_name = model.router.describe()
+        if step.trigger != "manual":
+            held = engine.refusals.held(slot, window, tokens_in, model_name, engine.retry_interval)
+            if held is not None:
+                return CycleOutcome(step.kind, False, reason=held)
+        cycle_id = uuid.uuid4().hex
         base = {
             **engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
             "trigger": step.trigger,
@@ -130,7 +139,6 @@ async def run_cycle(
         )
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
-        model = engine.reflector if step.operation == "reflection" else engine.observer
         await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
@@ -139,6 +147,8 @@ async def run_cycle(
                 async with engine.renewing(step.key, step.lease_op, cycle_id):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
+            if isinstance(error, UnusableAnswer):
+                engine.refusals.refused(slot, window, tokens_in, model_name)
             if isinstance(error, TimeoutError):
                 error = CycleFailed(f"gave up after the {engine.call_budget:.0f}s call budget")
             return await failed(engine, step, base, error, tokens_in, started)
@@ -156,6 +166,7 @@ async def run_cycle(
             return await failed(
                 engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started
             )
+        engine.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)
         await engine.events.emit([end, *extra], persisted=True)
         return CycleOutcome(

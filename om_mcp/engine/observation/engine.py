@@ -28,6 +28,7 @@ from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflection import ReflectStep
 from om_mcp.engine.observation.reflector import Reflector
+from om_mcp.engine.observation.refusals import Refusals
 from om_mcp.engine.observation.resource import run_resource
 from om_mcp.engine.observation.side_effects import working_memory_extractor
 from om_mcp.engine.observation.sync import ObserveStep
@@ -95,6 +96,9 @@ class ObservationEngine:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_ttl = self.om.lease_seconds
         self.call_budget = self.om.call_policy.total_budget_seconds
+        self.refusals = Refusals()
+        # New tokens that make a window the model refused worth sending again.
+        self.retry_interval = self.limits.buffer_tokens or self.limits.message_tokens
         self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
         self.extractors = Extractors(self.om, counter)
         self.clients = Clients(sampling)

@@ -20,7 +20,7 @@ import anyio
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
 from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, run_cycle
-from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
+from om_mcp.engine.observation.observer import ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.sync import Produced, group_for, render_plain
@@ -81,6 +81,9 @@ class BatchStep:
     def tokens_in(self, batch: Batch) -> int:
         return sum(m.tokens for msgs in batch.threads.values() for m in msgs)
 
+    def window(self, batch: Batch) -> tuple:
+        return tuple(sorted((t, msgs[0].seq) for t, msgs in batch.threads.items()))
+
     async def call(self, batch: Batch, base: dict[str, Any]) -> dict[str, Produced]:
         engine = self.engine
         only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
@@ -111,9 +114,7 @@ class BatchStep:
             )
             extracted = await engine.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
             produced[thread_id] = Produced(part, extracted, failures)
-        if not produced:
-            raise CycleFailed("the Observer returned no observations for these threads")
-        return produced
+        return produced  # not empty: the Observer refuses an answer without observations for the batch
 
     def end_fields(self, batch: Batch, produced: dict[str, Produced]) -> dict[str, Any]:
         first = next(iter(produced.values()))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger
-from om_mcp.engine.observation.observer import AgentResult, CycleFailed, ObserverRequest
+from om_mcp.engine.observation.observer import AgentResult, ObserverRequest
 from om_mcp.engine.observation.selection import first_visible, last_visible, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.thresholds import max_input_tokens
 from om_mcp.store import Group, Hints, Message, NewGroup, Record, Thread
@@ -80,6 +80,9 @@ class ObserverStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(m.tokens for m in selection.messages)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.messages[0].seq,)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Produced:
         engine = self.engine
         request = ObserverRequest(
@@ -91,9 +94,7 @@ class ObserverStep:
             instruction=self.instruction,
             current_title=selection.thread.title if selection.thread else None,
         )
-        result = await engine.observer.observe(request)
-        if not result.parsed.observations.strip():
-            raise CycleFailed("the Observer returned no observations")
+        result = await engine.observer.observe(request)  # an answer without observations fails the call
         extracted, failures = await engine.extractors.run(
             "observation", result, selection.record.extracted, engine.observer.router
         )

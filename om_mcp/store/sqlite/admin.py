@@ -32,6 +32,10 @@ def integrity(conn: sqlite3.Connection) -> list[str]:
         problems += [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
         for table in ("messages_fts", "om_groups_fts"):
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 0)")
+    except sqlite3.OperationalError as error:
+        if "readonly" not in str(error):  # opened read-only: FTS5 checks itself through an INSERT
+            problems.append(str(error))
+            return problems
     except sqlite3.DatabaseError as error:
         problems.append(str(error))
         return problems
