@@ -63,7 +63,7 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
-        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
+        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (store/forget.py, `Tx.contains`).
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
