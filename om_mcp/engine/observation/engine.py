@@ -162,8 +162,12 @@ class ObservationEngine:
     def discarded(self, key: str, reason: str) -> None:
         self.discards.setdefault(key, Counter())[reason] += 1
 
-    async def stale_reason(self, key: str, lease_op: str, moved: str | None) -> str:
-        """Why a commit was refused: what moved (`moved`, from the step), else who holds the lease now."""
+    async def stale_reason(self, key: str, lease_op: str, moved: str | None, edits: int | None) -> str:
+        """Why a commit was refused: the user's edit since the cycle read the record (`edits`, its count
+        then), what moved (`moved`, from the step), else who holds the lease now."""
+        record = await self.store.record(key)
+        if edits is not None and record is not None and record.edits != edits:
+            return "the memory changed meanwhile (a forget, a correction or a restore)"
         if moved:
             return moved
         holder = await self.store.lease_holder(key, lease_op)

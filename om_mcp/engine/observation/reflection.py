@@ -198,7 +198,7 @@ class ReflectStep:
         moved = f"a newer generation replaced the log it reflected ({was} -> {now})" if now != was else None
         if moved is None and len(await self.engine.store.groups(self.key, was)) < len(selection.groups):
             moved = "groups it reflected were deleted"
-        return await self.engine.stale_reason(self.key, self.lease_op, moved)
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
         engine, result = self.engine, produced.result

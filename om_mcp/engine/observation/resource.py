@@ -140,7 +140,7 @@ class BatchStep:
     async def stale_reason(self, batch: Batch) -> str:
         moved = await self._moved(batch, batch.starts)
         reason = f"another cycle observed these threads' messages first ({', '.join(moved)})" if moved else None
-        return await self.engine.stale_reason(self.key, self.lease_op, reason)
+        return await self.engine.stale_reason(self.key, self.lease_op, reason, batch.record.edits)
 
     async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
         """Commit the batch; if another cycle got to some of its threads first, commit the others

@@ -149,7 +149,7 @@ class ObserveStep(ObserverStep):
         was = selection.record.cursors.get(self.thread_id, 0)
         now = record.cursors.get(self.thread_id, 0) if record else 0
         moved = f"another cycle observed these messages first (cursor {was} -> {now})" if now != was else None
-        return await self.engine.stale_reason(self.key, self.lease_op, moved)
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         parsed, messages = produced.result.parsed, selection.messages
