@@ -9,6 +9,7 @@ its race writes nothing, a deletion leaves nothing behind, an export imports bac
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from contextlib import asynccontextmanager
@@ -275,6 +276,21 @@ async def test_unobserved_messages_busy_threads_and_due_work():
         assert read and [m.id for m in read.other_threads["b"]] == [f"b-{i}" for i in range(6)]
 
 
+async def test_other_threads_in_the_context_are_the_recently_active_ones_newest_first():
+    async with opened() as store:
+        for name in ("old", "a", "b"):
+            await store.append_messages(name, "r", "resource:r", [new(f"{name}-0")])
+        await store.set_thread_times("old", None, "2020-01-01T00:00:00+00:00")
+        await store.set_thread_times("a", None, "2026-01-01T00:00:00+00:00")
+        await store.set_thread_times("b", None, "2026-01-02T00:00:00+00:00")
+        read = await store.context("resource:r", "new", 1000, None)
+        assert read and list(read.other_threads) == ["b", "a", "old"]
+        read = await store.context("resource:r", "new", 1000, None, others_since="2025-06-01T00:00:00+00:00")
+        assert read and list(read.other_threads) == ["b", "a"]
+        read = await store.context("resource:r", "new", 1000, None, others_since="2027-01-01T00:00:00+00:00")
+        assert read and read.other_threads == {}
+
+
 # -- the conditional commits ------------------------------------------------------------------------
 
 
@@ -314,6 +330,45 @@ async def test_a_commit_needs_its_lease():
         )
         assert not await store.commit_observation("thread:t", lease=("observe", "someone"), **args)
         assert await store.commit_observation("thread:t", lease=("observe", "me"), **args)
+
+
+async def test_a_lease_that_lapsed_with_nobody_taking_it_still_commits():
+    async with opened() as store:
+        seqs = await filled(store, "t", 3)
+        args = dict(groups=[], hints={}, extracted=None, observed_at=None)
+        assert await store.acquire_lease("thread:t", "observe", "me", -1)  # a renewal came too late
+        assert await store.expire_leases() == 1  # and the sweep dropped it
+        first = dict(expected_cursors={"t": 0}, new_cursors={"t": seqs[0]}, **args)
+        assert await store.commit_observation("thread:t", lease=("observe", "me"), **first)
+        assert await store.acquire_lease("thread:t", "observe", "other", 30)  # taken over: the work is theirs
+        second = dict(expected_cursors={"t": seqs[0]}, new_cursors={"t": seqs[1]}, **args)
+        assert not await store.commit_observation("thread:t", lease=("observe", "me"), **second)
+        assert await store.tail("thread:t", "t") == seqs[0]
+
+
+async def test_leases_that_exclude_each_other_are_never_held_at_once():
+    async with opened() as store:
+        assert await store.acquire_lease("k", "observe", "a", 30, excluding=("buffer",))
+        assert not await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))
+        assert not await store.acquire_lease("k", "buffer", "a", 30, excluding=("observe",))  # its own too
+        assert await store.acquire_lease("k", "buffer", "b", 30)  # without exclusion it is free
+        assert await store.acquire_lease("j", "buffer", "b", 30, excluding=("observe",))  # another key
+        await store.release_lease("k", "observe", "a")
+        await store.release_lease("k", "buffer", "b")
+        assert await store.acquire_lease("k", "observe", "c", -1)  # lapsed: excludes nothing
+        assert await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))
+        assert await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))  # renewed
+        assert await store.lease_holder("k", "buffer") == "b"
+
+
+async def test_takers_that_exclude_each_other_racing_for_a_key_leave_one_holder():
+    async with opened() as store:
+        for i in range(10):
+            won = await asyncio.gather(
+                store.acquire_lease(f"k{i}", "observe", "a", 30, excluding=("buffer",)),
+                store.acquire_lease(f"k{i}", "buffer", "b", 30, excluding=("observe",)),
+            )
+            assert sorted(won) == [False, True]
 
 
 async def test_buffered_chunks_activate_as_a_prefix_with_no_gap():

@@ -65,6 +65,7 @@ class ModelRouter:
         self.client = client
         self.clients = clients
         self.health = health
+        self._warming = 0  # warm-ups in progress
         # Told of every completed call (what it used and cost): the engine's spend meter.
         self.on_completion: Callable[[Completion], Awaitable[None]] | None = None
 
@@ -108,16 +109,25 @@ class ModelRouter:
         """Is every client set up, so that a call costs only the model's time?"""
         return all(getattr(self.client_for(t), "warm", True) for t in self._every_target())
 
+    @property
+    def warming_up(self) -> bool:
+        """Is a client being set up right now (the status says so)?"""
+        return self._warming > 0 and not self.warm
+
     async def warm_up(self) -> None:
         """One-time client setup (litellm's import takes 2.5 s, far more on a busy machine), done before
         any call's time budget starts. Failures surface on the call itself."""
-        for target in self._every_target():
-            warm_up = getattr(self.client_for(target), "warm_up", None)
-            if warm_up is not None:
-                try:
-                    await warm_up()
-                except Exception:  # noqa: BLE001 - reported by the call that needs this client
-                    pass
+        self._warming += 1
+        try:
+            for target in self._every_target():
+                warm_up = getattr(self.client_for(target), "warm_up", None)
+                if warm_up is not None:
+                    try:
+                        await warm_up()
+                    except Exception:  # noqa: BLE001 - reported by the call that needs this client
+                        pass
+        finally:
+            self._warming -= 1
 
     async def complete(
         self,

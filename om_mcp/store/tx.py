@@ -6,7 +6,7 @@ as `async def op(tx, ...)` over this small interface: asyncpg's four calls
 (`fetch`, `fetchrow`, `fetchval`, `execute`, `executemany`), statements in
 PostgreSQL's dialect, and a few methods for the statements that truly differ
 (how messages get their seqs and search index, the lock-free due-work scan, JSON
-paths, deleting from the search index).
+paths, deleting from the search index, a lock on one key).
 
 Each backend supplies a driver:
 * PostgreSQL (`store/postgres/driver.py`) awaits asyncpg on the event loop;
@@ -63,6 +63,10 @@ class Tx:
 
     async def epoch(self) -> float:
         """Now, in seconds since the epoch, by the clock every process on the database shares."""
+        raise NotImplementedError
+
+    async def lock_key(self, key: str) -> None:
+        """Hold `key` until the transaction ends, so writers that look before they write queue on it."""
         raise NotImplementedError
 
     async def insert_messages(

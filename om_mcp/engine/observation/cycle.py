@@ -4,6 +4,12 @@ conditional commit -> side effects -> events.
 Synchronous and manual observation, buffering, resource-scope batches and
 reflection are all this shape; what varies is a `Step`. The lease, its renewal,
 the time budget, the failure path and the events exist here once.
+
+A commit is refused only when what the cycle read changed under it (another cycle
+observed those messages first, they were deleted, a newer generation replaced the log
+it reflected, another process took its work over): messages appended after its
+selection, and other threads' commits, leave it valid. A refused commit throws a paid
+model call away, so it is counted with its reason, in the status and in its event.
 """
 
 from __future__ import annotations
@@ -75,7 +81,31 @@ class Step(Protocol, Generic[S, O]):
 
     async def commit(self, selection: S, produced: O, events: list[dict[str, Any]]) -> bool: ...
 
+    async def stale_reason(self, selection: S) -> str:
+        """After a refused commit: what changed under the cycle (said in the status and its event)."""
+        ...
+
     async def after_commit(self, selection: S, produced: O, base: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+
+def exclusive_with(lease_op: str, trigger: Trigger) -> tuple[str, ...]:
+    """The cycles that must not run beside this one on the same record: a buffering run and an
+    observation read the same messages after the cursor, and whichever commits second would be
+    thrown away. (A manual observe goes ahead: it was asked for, and it activates what was buffered.)"""
+    if lease_op == "buffer":
+        return ("observe",)
+    if lease_op == "observe" and trigger != "manual":
+        return ("buffer",)
+    return ()
+
+
+async def refusal(engine: ObservationEngine, key: str, lease_op: str) -> str:
+    """Why a cycle could not take its lease."""
+    holder = await engine.store.lease_holder(key, lease_op)
+    if holder is not None and holder != engine.owner:
+        return "another process is running this cycle"
+    other = "an observation" if lease_op == "buffer" else "a buffering run"
+    return f"{other} of this record is running; they take turns"
 
 
 def now_iso() -> str:
@@ -96,8 +126,10 @@ async def run_cycle(
 ) -> CycleOutcome:
     """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
     store = engine.store
-    if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
-        return CycleOutcome(step.kind, False, reason="another process is running this cycle")
+    if take_lease and not await store.acquire_lease(
+        step.key, step.lease_op, engine.owner, engine.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
+    ):
+        return CycleOutcome(step.kind, False, reason=await refusal(engine, step.key, step.lease_op))
     token = probe.set(step.trigger == "manual")
     try:
         available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")
@@ -139,12 +171,15 @@ async def run_cycle(
         )
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
-        await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
-            # The whole model part, retries, fallbacks, extractors and escalation included.
-            with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
-                async with engine.renewing(step.key, step.lease_op, cycle_id):
+            # The lease is renewed from here on: a client that takes long to load (litellm on a busy
+            # machine: tens of seconds) must not let it lapse and hand the work to another process.
+            async with engine.renewing(step.key, step.lease_op, cycle_id):
+                await model.router.warm_up()  # a slow first import is not the model's time
+                started = time.monotonic()
+                # The whole model part, retries, fallbacks, extractors and escalation included.
+                with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
             if isinstance(error, UnusableAnswer):
@@ -163,8 +198,10 @@ async def run_cycle(
             "windows": windows(engine.limits, engine.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
+            reason = await step.stale_reason(selection)
+            engine.discarded(step.key, reason)
             return await failed(
-                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started
+                engine, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
             )
         engine.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)

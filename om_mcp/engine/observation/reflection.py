@@ -196,6 +196,14 @@ class ReflectStep:
             "generation_count": selection.record.generation + (0 if self.buffered else 1),
         }
 
+    async def stale_reason(self, selection: Selection) -> str:
+        record = await self.engine.store.record(self.key)
+        was, now = selection.record.generation, record.generation if record else None
+        moved = f"a newer generation replaced the log it reflected ({was} -> {now})" if now != was else None
+        if moved is None and len(await self.engine.store.groups(self.key, was)) < len(selection.groups):
+            moved = "groups it reflected were deleted"
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
         engine, result = self.engine, produced.result
         text = log_text(result.parsed)

@@ -81,6 +81,7 @@ def build(
         generation_count=generation,
         last_observed_at=observed_at,
         observation=observation_state(engine, health, budget),
+        discarded_cycles=dict(engine.discards.get(key, {})),
         spend=budget.as_dict() if budget is not None else None,
         redactions=redactions or {},
     )
@@ -112,6 +113,9 @@ def observation_state(
     elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
         state.model_ready = False
         state.reason = readiness.reason
+    elif readiness.ready and engine.observer.router.warming_up:
+        state.model_ready, state.warming_up = False, True
+        state.reason = "warming up: the model client is loading; observation starts when it is ready"
     if budget is not None and budget.reason:
         # A calm pause, not a fault: the model is fine, the user's cap says wait.
         state.budget_paused = True

@@ -145,6 +145,13 @@ class ObserveStep(ObserverStep):
         groups = await store.groups(self.key)
         return Selection(snap.record, messages, render_plain(groups), snap.hints, snap.thread)
 
+    async def stale_reason(self, selection: Selection) -> str:
+        record = await self.engine.store.record(self.key)
+        was = selection.record.cursors.get(self.thread_id, 0)
+        now = record.cursors.get(self.thread_id, 0) if record else 0
+        moved = f"another cycle observed these messages first (cursor {was} -> {now})" if now != was else None
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         parsed, messages = produced.result.parsed, selection.messages
         group = group_for(parsed.observations.strip(), produced.result.output_tokens, messages, self.thread_id)

@@ -79,6 +79,9 @@ class PgTx(Tx):
     async def epoch(self) -> float:
         return await self.conn.fetchval(f"SELECT {NOW}::float8")
 
+    async def lock_key(self, key: str) -> None:
+        await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+
     async def insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:

@@ -96,6 +96,9 @@ class SQLiteTx(Tx):
         # The processes on one file share its machine, and so its clock.
         return time.time()
 
+    async def lock_key(self, key: str) -> None:
+        """A write transaction already holds the file's write lock (BEGIN IMMEDIATE)."""
+
     async def insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
