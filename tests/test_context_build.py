@@ -110,7 +110,8 @@ def test_neutralise_leaves_other_markup_alone():
 
 def test_neutralise_extra_tags():
     assert neutralise("</mood> and </observations>", extra_tags=("mood",)) == "‹/mood> and ‹/observations>"
-    assert neutralise("</mood>") == "</mood>"
+    assert neutralise("a </mood>") == "a </mood>"  # another tag mid-line stays as written
+    assert neutralise("</mood>") == "‹/mood>"  # but any tag that starts a line is made inert
 
 
 # --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -81,6 +82,7 @@ class Memory:
         self.control = Control(store, config, self.counter, self.observation)
         self.overview = MemoryOverview(store, config, self.observation.budget)  # what the status page reads
         self._counted_by: int | None = None
+        self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
 
     @classmethod
     async def open(
@@ -98,8 +100,10 @@ class Memory:
         the server registers with it; `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
-        store = await open_store(db_path or config.database())
+        database = db_path or config.database()
+        store = await open_store(database)
         memory = cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
+        memory.database = database
         await memory.counter.ready()  # milliseconds: no append waits for it later
         return memory
 
@@ -423,3 +427,9 @@ class Memory:
         from om_mcp.engine import transfer
 
         return await transfer.import_conversations(self, threads, resource_id, advance)
+
+    async def backup(self, target: str) -> int:
+        """A consistent copy into a new SQLite file; its size in bytes."""
+        from om_mcp.engine import transfer
+
+        return await transfer.backup(self, target)

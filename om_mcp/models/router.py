@@ -3,7 +3,9 @@ the fallback list, retry transient errors (in manual cycles; background ones
 leave retrying to the breaker), and keep the whole thing inside one time budget.
 
 This knows nothing of providers; it only sees `ModelClient.complete` and the
-`transient` flag of the errors it raises.
+`transient` flag of the errors it raises. Nor does it know what a usable answer is:
+the caller's `accept` says, and an answer it refuses is a failed attempt like any
+other (the breaker counts it, the next entry of the choice is tried).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import anyio
 
 from om_mcp.models import health as breaker
 from om_mcp.models.base import Completion, ModelClient
-from om_mcp.models.errors import ModelError, ModelUnavailable, is_transient
+from om_mcp.models.errors import ModelError, ModelUnavailable, UnusableAnswer, is_transient
 from om_mcp.models.health import HealthBook
 from om_mcp.models.settings import (
     ByInputSize,
@@ -127,9 +129,18 @@ class ModelRouter:
         finally:
             self._warming -= 1
 
-    async def complete(self, messages: list[dict[str, Any]], input_tokens: int = 0) -> Completion:
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        input_tokens: int = 0,
+        accept: Callable[[Completion], str | None] | None = None,
+    ) -> Completion:
         """One logical call: the targets in order, transient errors retried, all inside
-        `total_budget_seconds`. Targets whose breaker is open are skipped without a call."""
+        `total_budget_seconds`. Targets whose breaker is open are skipped without a call.
+
+        `accept(completion)` returns None for a usable answer, else what is wrong with it
+        (one line, quoting a neutralised excerpt): that attempt then fails with
+        `UnusableAnswer`, and so does the call if no entry does better."""
         targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
@@ -172,6 +183,9 @@ class ModelRouter:
                 try:
                     with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
                         completion = await client.complete(messages, target, self.settings, timeout)
+                    problem = accept(completion) if accept is not None else None
+                    if problem is not None:
+                        raise UnusableAnswer(problem, model=target.model)
                     if self.health:
                         closed = breaker.after_success(state, target)
                         if closed is not None:
@@ -198,8 +212,8 @@ class ModelRouter:
                     last.transient,
                     last.message,
                 )
-                if not last.transient or retry == retries:
-                    break  # next entry
+                if not last.transient or retry == retries or isinstance(last, UnusableAnswer):
+                    break  # next entry (the same question would get the same refusal)
                 pause = _jittered(backoff, policy.jitter)
                 if anyio.current_time() + pause >= deadline:
                     break  # a retry could not finish in time; the next entry may
@@ -210,7 +224,13 @@ class ModelRouter:
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
             if failure is not None and self.health:
                 await self.health.put(
-                    breaker.after_failure(state, target, failure.message, transient=failure.transient)
+                    breaker.after_failure(
+                        state,
+                        target,
+                        failure.message,
+                        transient=failure.transient,
+                        unusable=isinstance(failure, UnusableAnswer),
+                    )
                 )
             if deadline is not None and deadline - anyio.current_time() <= 0:
                 break
@@ -223,7 +243,7 @@ class ModelRouter:
                 transient=True,
                 attempts=attempts,
             )
-        raise ModelError(
+        raise (UnusableAnswer if isinstance(last, UnusableAnswer) else ModelError)(
             f"{self.describe()} failed after {attempts} attempt(s): {last.message}",
             last_error=last.last_error,
             transient=last.transient,

@@ -26,13 +26,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 
 from om_mcp.server.log_level import client_wants_log
 from om_mcp.server.subscriptions import subscriptions_of
+from om_mcp.server.uris import resource_uri, thread_uri
 
 log = logging.getLogger(__name__)
 
 
 def thread_uris(thread_id: str) -> list[str]:
-    base = f"om://threads/{thread_id}"
-    return [f"{base}/status", f"{base}/observations", f"{base}/events", f"{base}/messages"]
+    return [thread_uri(thread_id, view) for view in ("status", "observations", "events", "messages")]
 
 
 def event_uris(event: dict[str, Any]) -> list[str]:
@@ -41,17 +41,17 @@ def event_uris(event: dict[str, Any]) -> list[str]:
     if event.get("thread_id"):
         uris += thread_uris(event["thread_id"])
     if event.get("resource_id"):
-        uris.append(f"om://resources/{event['resource_id']}/observations")
+        uris.append(resource_uri(event["resource_id"], "observations"))
     if event.get("type") == "data-om-working-memory-update":
         uris += working_memory_uris(event.get("thread_id"), event.get("resource_id"))
     if event.get("type") == "data-om-thread-update" and event.get("resource_id"):
-        uris.append(f"om://resources/{event['resource_id']}/threads")
+        uris.append(resource_uri(event["resource_id"], "threads"))
     return uris
 
 
 def working_memory_uris(thread_id: str | None, resource_id: str | None) -> list[str]:
-    uris = [f"om://threads/{thread_id}/working-memory"] if thread_id else []
-    return uris + ([f"om://resources/{resource_id}/working-memory"] if resource_id else [])
+    uris = [thread_uri(thread_id, "working-memory")] if thread_id else []
+    return uris + ([resource_uri(resource_id, "working-memory")] if resource_id else [])
 
 
 RELAY_BYTES = 6000  # URIs per notification, under PostgreSQL's 8000-byte payload limit

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from om_mcp.server.log_level import _connection_state
+from om_mcp.server.uris import canonical
 
 STATE_KEY = "om_mcp.subscriptions"
 
@@ -38,14 +39,14 @@ def install_subscriptions(server: MCPServer, watch: Callable[[Any], None]) -> No
     changes made outside its requests reach it too."""
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-        _subscriptions(ctx).add(str(params.uri))
+        _subscriptions(ctx).add(canonical(str(params.uri)))
         connection = getattr(ctx.session, "_connection", None)  # private in the SDK, as for the state
         if connection is not None:
             watch(connection)
         return EmptyResult()
 
     async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-        _subscriptions(ctx).discard(str(params.uri))
+        _subscriptions(ctx).discard(canonical(str(params.uri)))
         return EmptyResult()
 
     server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)

@@ -34,6 +34,7 @@ from om_mcp.store.rows import (
     Rewrite,
     Rewritten,
     Scope,
+    SessionSummary,
     SettledThread,
     Snapshot,
     SpendDay,
@@ -222,6 +223,9 @@ class Store(Protocol):
     async def settled_threads(
         self, quiet_before: str, record_key: str | None = None, limit: int = 50
     ) -> list[SettledThread]: ...
+    async def recent_sessions(
+        self, resource_id: str, exclude_thread: str | None = None, limit: int = 5
+    ) -> list[SessionSummary]: ...
 
     # -- search and vectors ------------------------------------------------------------------
     async def search_messages(
@@ -256,12 +260,12 @@ class Store(Protocol):
     # -- privacy: redaction counts, added by append_messages (store/*/privacy.py) ---------------
     async def redaction_counts(self, resource_id: str | None = None) -> dict[str, int]: ...
 
-    # -- forgetting and correcting one thing (store/*/forget.py) ---------------------------------
+    # -- forgetting and correcting one thing (store/forget.py) ---------------------------------
     async def group_records(self, group_ids: list[str]) -> dict[str, str]: ...
     async def find_text(self, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found: ...
     async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None: ...
 
-    # -- model spend per UTC day, for the spend caps (store/*/spend.py) -------------------------
+    # -- model spend per UTC day, for the spend caps (store/spend.py) -------------------------
     async def add_spend(
         self, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None
     ) -> None: ...

@@ -83,6 +83,15 @@ class Tx:
         """Take deleted threads' messages and deleted groups out of the search index."""
         raise NotImplementedError
 
+    async def unindex_messages(self, thread_id: str, seqs: list[int]) -> list[int]:
+        """Take messages about to be deleted out of the search index; the seqs of other messages
+        of the thread whose entries went with them, for `reindex_messages` once the rows are gone."""
+        raise NotImplementedError
+
+    async def reindex_messages(self, thread_id: str, seqs: list[int]) -> None:
+        """Index again the messages `unindex_messages` took out with the deleted ones."""
+        raise NotImplementedError
+
     async def purge(self, resource_id: str | None = None) -> None:
         """After a deletion (of a whole resource: `resource_id`): the deleted words leave the database."""
         raise NotImplementedError
@@ -97,6 +106,22 @@ class Tx:
 
     def json_field(self, column: str, name: str) -> str:
         """SQL for the text of a JSON object column's top-level field."""
+        raise NotImplementedError
+
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        """(kind, ref, cosine) of the embeddings `where` picks, nearest `query` first, ranked in the
+        database; None where the database cannot (the rules compare them in Python)."""
+        raise NotImplementedError
+
+    def vector(self, values: list[float]) -> Any:
+        """A vector as the `embeddings.vector` column takes it."""
+        raise NotImplementedError
+
+    def contains(self, column: str, text: str) -> str:
+        """SQL preselecting rows whose `column` holds `text` (SQL: a placeholder) ignoring case; the
+        rules check each row again with `str.casefold`, which may fold more letters than the SQL."""
         raise NotImplementedError
 
     def json_elements(self, column: str) -> str:

@@ -91,7 +91,7 @@ class BufferStep(ObserverStep):
             if now != selection.tail
             else None
         )
-        return await self.deps.stale_reason(self.key, self.lease_op, moved)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         cycle_id = events[0]["cycle_id"]

@@ -27,7 +27,7 @@ from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import one_line, warn_once
-from om_mcp.models import ModelError, ModelUnavailable
+from om_mcp.models import ModelError, ModelUnavailable, UnusableAnswer
 from om_mcp.models.router import probe
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class Step(Protocol, Generic[S, O]):
     async def select(self) -> S | None: ...
 
     def tokens_in(self, selection: S) -> int: ...
+
+    def window(self, selection: S) -> tuple: ...  # where the selection starts (refusals.py)
 
     async def call(self, selection: S, base: dict[str, Any]) -> O: ...
 
@@ -134,8 +136,15 @@ async def run_cycle(
         selection = await step.select()
         if selection is None:
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
-        cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
+        model = deps.reflector if step.operation == "reflection" else deps.observer
+        slot, window = (step.key, step.kind, step.thread_id), step.window(selection)
+        model_name = model.router.describe()
+        if step.trigger != "manual":
+            held = deps.refusals.held(slot, window, tokens_in, model_name, deps.retry_interval)
+            if held is not None:
+                return CycleOutcome(step.kind, False, reason=held)
+        cycle_id = uuid.uuid4().hex
         base = {
             **deps.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
             "trigger": step.trigger,
@@ -160,7 +169,6 @@ async def run_cycle(
         )
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
-        model = deps.reflector if step.operation == "reflection" else deps.observer
         started = time.monotonic()
         try:
             # The lease is renewed from here on: a client that takes long to load (litellm on a busy
@@ -172,6 +180,8 @@ async def run_cycle(
                 with anyio.fail_after(deps.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
+            if isinstance(error, UnusableAnswer):
+                deps.refusals.refused(slot, window, tokens_in, model_name)
             if isinstance(error, TimeoutError):
                 error = CycleFailed(f"gave up after the {deps.call_budget:.0f}s call budget")
             return await failed(deps, step, base, error, tokens_in, started)
@@ -191,6 +201,7 @@ async def run_cycle(
             return await failed(
                 deps, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
             )
+        deps.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)
         await deps.events.emit([end, *extra], persisted=True)
         return CycleOutcome(

@@ -18,6 +18,7 @@ from om_mcp.engine.observation.events import Events
 from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflector import Reflector
+from om_mcp.engine.observation.refusals import Refusals
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.limits import Limits
 from om_mcp.logs import one_line
@@ -43,6 +44,12 @@ class CycleDeps:
     owner: str  # this process's name on the leases it takes
     model_available: ModelAvailable
     discards: dict[str, Counter[str]] = field(default_factory=dict)  # record key -> why its cycles were thrown away
+    refusals: Refusals = field(default_factory=Refusals)  # windows the model answered with nothing usable
+
+    @property
+    def retry_interval(self) -> int:
+        """New tokens that make a window the model refused worth sending again."""
+        return self.limits.buffer_tokens or self.limits.message_tokens
 
     @property
     def om(self) -> ObservationalMemoryConfig:
@@ -72,8 +79,12 @@ class CycleDeps:
     def discarded(self, key: str, reason: str) -> None:
         self.discards.setdefault(key, Counter())[reason] += 1
 
-    async def stale_reason(self, key: str, lease_op: str, moved: str | None) -> str:
-        """Why a commit was refused: what moved (`moved`, from the step), else who holds the lease now."""
+    async def stale_reason(self, key: str, lease_op: str, moved: str | None, edits: int | None) -> str:
+        """Why a commit was refused: the user's edit since the cycle read the record (`edits`, its count
+        then), what moved (`moved`, from the step), else who holds the lease now."""
+        record = await self.store.record(key)
+        if edits is not None and record is not None and record.edits != edits:
+            return "the memory changed meanwhile (a forget, a correction or a restore)"
         if moved:
             return moved
         holder = await self.store.lease_holder(key, lease_op)

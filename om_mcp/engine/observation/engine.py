@@ -243,9 +243,8 @@ class ObservationEngine:
     async def buffer(self, thread_id: str, resource_id: str, on_idle: bool = False) -> CycleOutcome:
         if self.om.scope == "resource":
             return await run_resource(self.deps, thread_id, resource_id, "async-buffer", buffered=True, on_idle=on_idle)
-        return await run_cycle(
-            self.deps, BufferStep(self.deps, thread_id, resource_id, "async-buffer", on_idle=on_idle)
-        )
+        step = BufferStep(self.deps, thread_id, resource_id, "async-buffer", on_idle=on_idle)
+        return await run_cycle(self.deps, step)
 
     async def reflect(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType
@@ -44,16 +45,16 @@ class Reflected:
 def render_for_reflector(groups: list[Group], sections: bool, obscure: bool) -> tuple[str, dict[str, str]]:
     """The log as the Reflector reads it; in resource scope one section per thread."""
     if not sections:
-        return "\n\n".join(g.text for g in groups), {}
+        return "\n\n".join(neutralise(g.text) for g in groups), {}
     labels: dict[str, str] = {}
     blocks = []
-    for g in groups:
+    for g in groups:  # model-written text, neutralised; the <thread> sections around it are ours
         if g.thread_id:
             label = thread_label(g.thread_id, obscure)
             labels[label] = g.thread_id
-            blocks.append(f'<thread id="{label}">\n{g.text.strip()}\n</thread>')
+            blocks.append(f'<thread id="{label}">\n{neutralise(g.text.strip())}\n</thread>')
         else:
-            blocks.append(g.text.strip())
+            blocks.append(neutralise(g.text.strip()))
     return "\n\n".join(blocks), labels
 
 
@@ -140,6 +141,9 @@ class ReflectStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(g.tokens for g in selection.groups)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.record.generation, selection.groups[0].id)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Reflected:
         deps = self.deps
 
@@ -191,7 +195,7 @@ class ReflectStep:
         moved = f"a newer generation replaced the log it reflected ({was} -> {now})" if now != was else None
         if moved is None and len(await self.deps.store.groups(self.key, was)) < len(selection.groups):
             moved = "groups it reflected were deleted"
-        return await self.deps.stale_reason(self.key, self.lease_op, moved)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
         deps, result = self.deps, produced.result

@@ -28,7 +28,7 @@ from om_mcp.engine.observation.cycle import (
     run_cycle,
 )
 from om_mcp.engine.observation.deps import CycleDeps
-from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
+from om_mcp.engine.observation.observer import ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.sync import Produced, group_for, render_plain
@@ -80,6 +80,9 @@ class BatchStep:
     def tokens_in(self, batch: Batch) -> int:
         return sum(m.tokens for msgs in batch.threads.values() for m in msgs)
 
+    def window(self, batch: Batch) -> tuple:
+        return tuple(sorted((t, msgs[0].seq) for t, msgs in batch.threads.items()))
+
     async def call(self, batch: Batch, base: dict[str, Any]) -> dict[str, Produced]:
         deps = self.deps
         only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
@@ -110,9 +113,7 @@ class BatchStep:
             )
             extracted = await deps.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
             produced[thread_id] = Produced(part, extracted, failures)
-        if not produced:
-            raise CycleFailed("the Observer returned no observations for these threads")
-        return produced
+        return produced  # not empty: the Observer refuses an answer without observations for the batch
 
     def end_fields(self, batch: Batch, produced: dict[str, Produced]) -> dict[str, Any]:
         first = next(iter(produced.values()))
@@ -131,7 +132,7 @@ class BatchStep:
     async def stale_reason(self, batch: Batch) -> str:
         moved = await self._moved(batch, batch.starts)
         reason = f"another cycle observed these threads' messages first ({', '.join(moved)})" if moved else None
-        return await self.deps.stale_reason(self.key, self.lease_op, reason)
+        return await self.deps.stale_reason(self.key, self.lease_op, reason, batch.record.edits)
 
     async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
         """Commit the batch; if another cycle got to some of its threads first, commit the others

@@ -19,6 +19,7 @@ from om_mcp.engine.results import (
 )
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelRouter
+from om_mcp.models import health as breaker
 from om_mcp.models.readiness import Readiness
 from om_mcp.store import ModelHealth, Snapshot
 
@@ -106,12 +107,16 @@ def observation_state(
     )
     if health is not None and health.state != "ok":
         state.last_failure = health.last_error
-        if health.state == "paused":
+        if health.state == "paused" and breaker.is_unusable(health):
+            state.model_ready = False
+            state.reason = f"{health.model} {breaker.pause_reason(health)}"
+        elif health.state == "paused":
             state.model_ready = False
             state.reason = f"paused after a permanent error: {health.last_error}; fix the setting, then restart"
         else:
             state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
-            state.reason = f"the model is failing; next attempt at {state.next_attempt_at}"
+            what = health.last_error if breaker.is_unusable(health) else "is failing"
+            state.reason = f"the model {what}; next attempt at {state.next_attempt_at}"
     elif readiness.ready and sampling_missing:
         state.model_ready = False
         state.reason = readiness.reason

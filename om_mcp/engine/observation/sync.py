@@ -13,7 +13,7 @@ from typing import Any
 from om_mcp.engine.observation import activation, side_effects
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger
 from om_mcp.engine.observation.deps import CycleDeps
-from om_mcp.engine.observation.observer import AgentResult, CycleFailed, ObserverRequest
+from om_mcp.engine.observation.observer import AgentResult, ObserverRequest
 from om_mcp.engine.observation.selection import first_visible, last_visible, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.thresholds import max_input_tokens
 from om_mcp.store import Group, Hints, Message, NewGroup, Record, Thread
@@ -73,6 +73,9 @@ class ObserverStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(m.tokens for m in selection.messages)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.messages[0].seq,)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Produced:
         deps = self.deps
         request = ObserverRequest(
@@ -84,9 +87,7 @@ class ObserverStep:
             instruction=self.instruction,
             current_title=selection.thread.title if selection.thread else None,
         )
-        result = await deps.observer.observe(request)
-        if not result.parsed.observations.strip():
-            raise CycleFailed("the Observer returned no observations")
+        result = await deps.observer.observe(request)  # an answer without observations fails the call
         extracted, failures = await deps.extractors.run(
             "observation", result, selection.record.extracted, deps.observer.router
         )
@@ -142,7 +143,7 @@ class ObserveStep(ObserverStep):
         was = selection.record.cursors.get(self.thread_id, 0)
         now = record.cursors.get(self.thread_id, 0) if record else 0
         moved = f"another cycle observed these messages first (cursor {was} -> {now})" if now != was else None
-        return await self.deps.stale_reason(self.key, self.lease_op, moved)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         parsed, messages = produced.result.parsed, selection.messages
