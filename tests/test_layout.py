@@ -13,11 +13,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "om_mcp"
 # package -> imports it must never make (prefix match on the module name)
 FORBIDDEN = {
     "om_mcp.store": ("om_mcp.engine", "om_mcp.server", "om_mcp.models", "om_mcp.commands", "mcp"),
-    "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp"),
     "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
     # Each backend is its driver and its own SQL; what they share lives in om_mcp.store itself.
     "om_mcp.store.postgres": ("om_mcp.store.sqlite",),
     "om_mcp.store.sqlite": ("om_mcp.store.postgres",),
+    # Above the store, a backend is reached through `om_mcp.store` (the SQLite file opened directly:
+    # `om_mcp.store.local`), never by its own modules.
+    "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp", "om_mcp.store.sqlite", "om_mcp.store.postgres"),
+    "om_mcp.hook": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
+    "om_mcp.hosts": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
+    "om_mcp.commands": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
     # The host hook loads it on every prompt: plain `re`, nothing heavy, nothing above it.
     "om_mcp.privacy": ("om_mcp.engine", "om_mcp.server", "om_mcp.store", "om_mcp.config", "om_mcp.models", "pydantic"),
 }

@@ -17,10 +17,11 @@ from om_mcp.store.errors import StoreError
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
 from om_mcp.store.postgres import admin, search, vectors
-from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
+from om_mcp.store.postgres.database import SETTINGS, PgDatabase
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
+from om_mcp.store.urls import redact
 
 if TYPE_CHECKING:
     from om_mcp.store.interface import Overview
