@@ -101,7 +101,8 @@ class GeminiOptions:
 def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The message records of a session file after folding (updates, $set, rewinds)."""
     try:
-        text = open(path, encoding="utf-8", errors="replace").read()
+        with open(path, encoding="utf-8", errors="replace") as file:
+            text = file.read()
     except FileNotFoundError:
         return []
     records: list[Any] = []
