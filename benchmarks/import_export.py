@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from import_parse import make_claude  # noqa: E402
+from stdio_client import compiled  # noqa: E402
 
 ENV_DROP = ("OM_", "GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
@@ -32,7 +33,7 @@ ENV_DROP = ("OM_", "GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 def om(*args: str, out: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
     import os
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_DROP)}
+    env = compiled({k: v for k, v in os.environ.items() if not k.startswith(ENV_DROP)})
     started = time.perf_counter()
     with open(out, "w") if out else open(os.devnull, "w") as sink:
         done = subprocess.run(

@@ -12,6 +12,7 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,16 +21,38 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
+PYCACHE = Path(tempfile.gettempdir()) / "om-mcp-benchmarks-pycache"
+
+
+def compiled(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a server process that runs from bytecode, as an installed package does (pip
+    compiles it): PYTHONDONTWRITEBYTECODE would make every spawn compile om_mcp from source
+    again, a cost no user pays. The bytecode goes to a folder of its own, not the checkout."""
+    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return out
+
+
 class RpcError(RuntimeError):
     pass
 
 
 class StdioServer:
-    def __init__(self, db: Path, env: dict[str, str], *, name: str, stderr: Path | None = None, timeout: float = 120.0):
+    def __init__(
+        self,
+        db: Path | None,
+        env: dict[str, str],
+        *,
+        name: str,
+        stderr: Path | None = None,
+        timeout: float = 120.0,
+        command: list[str] | None = None,
+    ):
+        """`command`: another server to speak to (a bare SDK server, for a reference)."""
         self.timeout = timeout  # for each request
         self._stderr = open(stderr, "wb") if stderr is not None else None
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
+            command or [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
             cwd=REPO,
             env=env,
             stdin=subprocess.PIPE,

@@ -40,13 +40,16 @@ COMMANDS = {
 ALIASES = {"import": "import_"}  # a command named after a Python keyword
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; with `command`, only that command's arguments are built (its module is the
+    only one imported: `serve` starts without loading the other commands)."""
     root = argparse.ArgumentParser(prog="om-mcp", description="Long-term memory for MCP hosts.")
     root.add_argument("--version", action="version", version=f"om-mcp {__version__}")
     commands = root.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        _module(name).add_arguments(sub)
+        if command is None or name == command:
+            _module(name).add_arguments(sub)
     return root
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return hook_main(argv[1:])
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "serve")  # `om-mcp --db x` means `om-mcp serve --db x`
-    args = parser().parse_args(argv)
+    args = parser(argv[0]).parse_args(argv)  # only the command that runs: the others' imports wait
     try:
         code = _module(args.command).run(args)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where it is a traceback

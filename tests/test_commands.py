@@ -303,7 +303,7 @@ def test_export_then_import_moves_the_memory(filled, tmp_path):
     cut.write_text("\n".join(lines[:-1]) + "\n")
     empty = tmp_path / "empty" / "memory.db"
     refused = om("import", str(cut), db=empty, config=config)
-    assert refused.returncode == 2 and "cut short" in refused.stderr and "nothing was imported" in refused.stderr
+    assert refused.returncode == 1 and "cut short" in refused.stderr and "nothing was imported" in refused.stderr
     assert data(om("status", "--json", db=empty, config=config))["counts"]["messages"] == 0
 
 
@@ -332,10 +332,12 @@ def test_claude_and_chatgpt_exports_become_threads_with_their_dates(tmp_path):
     assert listed["chatgpt-66a1b2c3-d4e5-8f00-a1b2-c3d4e5f60718"]["created_at"] == "2024-06-10T06:13:20+00:00"
     found = data(om("search", "index time ranges", "--json", db=new))
     assert found[0]["thread_id"] == "chatgpt-66a1b2c3-d4e5-8f00-a1b2-c3d4e5f60718"
-    assert om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--format", "om-mcp", db=new).returncode == 2
+    # A file that is not what it should be failed (1); 2 is for bad arguments only.
+    assert om("import", str(EXPORTS / "chatgpt" / "conversations.json"), "--format", "om-mcp", db=new).returncode == 1
     not_export = tmp_path / "x.json"
     not_export.write_text('[{"hello": 1}]')
-    assert om("import", str(not_export), db=new).returncode == 2
+    assert om("import", str(not_export), db=new).returncode == 1
+    assert om("import", str(not_export), "--max-conversation-mb", "0", db=new).returncode == 2
 
 
 def test_import_can_observe_now(tmp_path):
@@ -383,4 +385,5 @@ def test_import_draws_a_progress_bar_on_a_terminal(tmp_path):
     os.close(main)
     assert proc.returncode == 0 and out.startswith("imported 7 messages, 2 threads")
     text = drawn.decode(errors="replace")
-    assert "importing conversations" in text and "3/3" in text and "━" in text
+    size = (EXPORTS / "claude" / "conversations.json").stat().st_size  # the bar follows the bytes read
+    assert "importing conversations" in text and f"{size}/{size}" in text and "━" in text

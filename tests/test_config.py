@@ -408,3 +408,14 @@ def test_no_sample_host_config_carries_a_key():
             for k, v in server.get("env", {}).items()
         }
         assert not [k for k in env if k.endswith("_API_KEY")], path.name
+
+
+def test_other_threads_budget_and_age_are_checked_and_named():
+    om = load_config(env={}).observational_memory.other_threads
+    assert om.tokens == 600 and om.max_age_seconds() == 86_400
+    unlimited = load_config(env={"OM_OBSERVATIONAL_MEMORY__OTHER_THREADS__MAX_AGE": "false"})
+    assert unlimited.observational_memory.other_threads.max_age_seconds() is None
+    for key, value in (("MAX_AGE", "soon"), ("MAX_AGE", "auto"), ("TOKENS", "-1")):
+        with pytest.raises(ConfigError) as error:
+            load_config(env={f"OM_OBSERVATIONAL_MEMORY__OTHER_THREADS__{key}": value})
+        assert f"observational_memory.other_threads.{key.lower()}" in str(error.value)

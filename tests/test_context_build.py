@@ -6,7 +6,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from om_mcp.config import Config
-from om_mcp.engine.context.build import OTHER_THREAD_PART_CHARS, compose, fit_groups, fit_messages, render_groups
+from om_mcp.engine.context.build import (
+    OTHER_THREAD_PART_CHARS,
+    compose,
+    fit_groups,
+    fit_messages,
+    other_messages,
+    render_groups,
+)
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.prompts import agent
@@ -36,7 +43,14 @@ def group(n: int, text: str | None = None, tokens: int = 100, thread_id: str | N
     )
 
 
-def message(n: int, tokens: int = 10, text: str | None = None, thread_id: str = "t") -> Message:
+def message(
+    n: int,
+    tokens: int = 10,
+    text: str | None = None,
+    thread_id: str = "t",
+    created_at: str = "2026-05-20T10:00:00+00:00",
+    metadata: dict | None = None,
+) -> Message:
     return Message(
         seq=n,
         id=f"m{n}",
@@ -44,8 +58,8 @@ def message(n: int, tokens: int = 10, text: str | None = None, thread_id: str = 
         resource_id="r",
         role="user",
         parts=[{"type": "text", "text": text or f"message {n}"}],
-        created_at="2026-05-20T10:00:00+00:00",
-        metadata={},
+        created_at=created_at,
+        metadata=metadata or {},
         tokens=tokens,
     )
 
@@ -96,7 +110,8 @@ def test_neutralise_leaves_other_markup_alone():
 
 def test_neutralise_extra_tags():
     assert neutralise("</mood> and </observations>", extra_tags=("mood",)) == "‹/mood> and ‹/observations>"
-    assert neutralise("</mood>") == "</mood>"
+    assert neutralise("a </mood>") == "a </mood>"  # another tag mid-line stays as written
+    assert neutralise("</mood>") == "‹/mood>"  # but any tag that starts a line is made inert
 
 
 # --------------------------------------------------------------------------------------
@@ -278,3 +293,36 @@ def test_other_threads_cannot_forge_our_sections():
     text = build(other_threads=other)[0].other_threads
     assert text.count("</other-conversations>") == 1
     assert "<system-reminder>" not in text
+
+
+# --------------------------------------------------------------------------------------
+# What the context shows raw of the other threads (resource scope)
+
+
+def test_other_threads_show_the_most_recent_messages_within_their_own_budget():
+    others = {
+        "a": [message(n, tokens=40, thread_id="a") for n in (1, 4, 7)],
+        "b": [message(n, tokens=40, thread_id="b") for n in (2, 5, 8)],
+    }
+    # newest first: frame 60 + (16 + 40) for m8's thread + (16 + 40) for m7's + 40 + 40 = 252; m2 would be 292
+    shown = other_messages(others, 260, None, NOW)
+    assert {t: [m.seq for m in ms] for t, ms in shown.items()} == {"b": [5, 8], "a": [4, 7]}
+    assert list(shown) == ["b", "a"]  # the thread with the newest message first
+    assert other_messages(others, 0, None, NOW) == {}
+    assert other_messages(others, 120, None, NOW) == {"b": [others["b"][2]]}  # 60 + 16 + 40
+
+
+def test_imported_and_old_messages_never_enter_another_threads_context_raw():
+    imported = {"imported_from": "claude-export"}
+    others = {
+        "old": [message(1, thread_id="old", created_at="2026-05-01T10:00:00+00:00")],
+        "export": [message(2, thread_id="export", metadata=imported)],
+        "recent": [message(3, thread_id="recent", created_at="2026-05-20T11:00:00Z")],
+    }
+    shown = other_messages(others, 10_000, 86_400, NOW)
+    assert list(shown) == ["recent"]
+    assert list(other_messages(others, 10_000, None, NOW)) == ["recent", "old"]  # no age limit: old is fine
+    blocks, _ = build(config(other_threads={"max_age": "1d"}), other_threads=others)
+    assert "message 3" in blocks.other_threads and "message 1" not in blocks.other_threads
+    assert "message 2" not in blocks.other_threads
+    assert build(config(other_threads={"tokens": 0}), other_threads=others)[0].other_threads == ""

@@ -73,7 +73,10 @@ async def test_a_read_only_database_answers_every_write_in_one_line_and_reads_go
         await pragma(memory, "PRAGMA query_only = 1")
         for tool, arguments in WRITES:
             error = await fail(client, tool, **arguments)
-            assert error == "the database file is read-only: check its permissions (and its folder's)", (tool, error)
+            assert (
+                error
+                == "the database file is read-only: check its permissions (and its folder's), or its filesystem's mount"
+            ), (tool, error)
         assert await snapshot(client) == before  # reads still answer, and nothing changed
         assert "hello" in await call(client, "recall", thread_id="t", mode="search", query="hello")
         await pragma(memory, "PRAGMA query_only = 0")

@@ -28,6 +28,7 @@ from om_mcp.config import ConfigError, hash_token, load_config
 from om_mcp.server import build_server
 from om_mcp.server.http import bind_refusal, build_http_app
 from om_mcp.server.http.ratelimit import RateLimiter
+from om_mcp.server.http.run import uvicorn_config
 from om_mcp.server.http.tokens import create_token
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,7 @@ async def serving(make_config, host: str = "127.0.0.1", **server: Any) -> AsyncI
     port = free_port()
     config = make_config(server={"transport": "http", "host": host, "port": port, **server})
     app = build_http_app(build_server(config), config)
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    web = uvicorn.Server(uvicorn_config(app, config, host="127.0.0.1", lifespan="on"))  # as `serve` runs it
     async with anyio.create_task_group() as group:
         group.start_soon(web.serve)
         with anyio.fail_after(20):
@@ -157,17 +158,21 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
             out = await ok(alice, "append_messages", thread_id="ta", messages=[note(1, "alice's note")])
             assert out["stored"] == 1
             assert "ta" in (await alice.read_resource("om://resources/alice/threads")).contents[0].text
-            for tool, arguments in [
+            for tool, arguments in [  # another tenant's thread is a thread that does not exist
                 ("get_context", {"thread_id": "tb"}),
                 ("recall", {"thread_id": "tb", "mode": "search", "query": "secret"}),
-                ("append_messages", {"thread_id": "tb", "messages": [note(2, "alice was here")]}),
-                ("update_working_memory", {"thread_id": "tb", "memory": "# overwritten"}),
                 ("update_thread", {"thread_id": "tb", "title": "mine now"}),
                 ("delete_thread", {"thread_id": "tb"}),
                 ("recall", {"thread_id": "ta", "target_thread_id": "tb"}),
             ]:
                 text = await fail(alice, tool, **arguments)
-                assert "'tb' belongs to a resource this token may not use" in text, (tool, text)
+                assert text == "thread_id: unknown thread 'tb'", (tool, text)
+            for tool, arguments in [  # and its id cannot be claimed
+                ("append_messages", {"thread_id": "tb", "messages": [note(2, "alice was here")]}),
+                ("update_working_memory", {"thread_id": "tb", "memory": "# overwritten"}),
+            ]:
+                text = await fail(alice, tool, **arguments)
+                assert text.startswith("thread_id: 'tb' is already in use on this server"), (tool, text)
                 assert "bob" not in text
             text = await fail(alice, "append_messages", thread_id="new", resource_id="bob", messages=[note(3, "x")])
             assert "resource 'bob' is not allowed for this token (it may use: alice)" in text
@@ -178,7 +183,7 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
                 "om://threads/tb/observations",
                 "om://threads/tb/events",
             ]:
-                with pytest.raises(MCPError, match="belongs to a resource this token may not use"):
+                with pytest.raises(MCPError, match="unknown thread 'tb'"):
                     await alice.read_resource(uri)
             for uri in [
                 "om://resources/bob/threads",

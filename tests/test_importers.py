@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from om_mcp.engine.messages import MessageIn
-from om_mcp.importers import ExportError, _stream, chatgpt_export, claude_export, detect_source, iter_export
+from om_mcp.importers import (
+    ExportError,
+    ImportedThread,
+    Refused,
+    _stream,
+    chatgpt_export,
+    claude_export,
+    detect_source,
+    iter_export,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 CLAUDE = FIXTURES / "claude" / "conversations.json"
@@ -201,7 +210,7 @@ def test_wrapped_object_form_is_accepted():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[{"uuid": "a"}, {"uuid": ', "element 1 is not valid JSON"),
+        ('[{"uuid": "a"}, {"uuid": ', "the file ends inside element 1"),
         ('[{"uuid": "a"}', "ends inside the array"),
         ('[{"uuid": "a"} {"uuid": "b"}]', "expected ',' or ']' after element 0"),
         ('"just a string"', "expected a JSON array"),
@@ -212,8 +221,9 @@ def test_broken_files_name_where_they_break(text, message):
         list(_stream.iter_array(io.StringIO(text)))
 
 
-def test_a_conversation_that_is_not_an_object_is_an_error(tmp_path):
+def test_a_conversation_that_is_not_an_object_is_named_and_the_rest_read(tmp_path):
     path = tmp_path / "conversations.json"
-    path.write_text('[{"uuid": "a", "chat_messages": []}, 3]')
-    with pytest.raises(ExportError, match="conversation 1 is not a JSON object"):
-        list(claude_export.iter_conversations(path))
+    path.write_text('[{"uuid": "a", "chat_messages": []}, 3, {"uuid": "b", "chat_messages": []}]')
+    out = list(claude_export.iter_conversations(path))
+    assert [t.id for t in out if isinstance(t, ImportedThread)] == ["claude-a", "claude-b"]
+    assert [(r.index, r.reason) for r in out if isinstance(r, Refused)] == [(1, "a JSON int, not an object")]

@@ -274,8 +274,10 @@ async def test_sync_mode_never_loses_or_duplicates(seed, scope):
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_buffered_mode_never_loses_or_duplicates(seed, scope):
     stats = await run(seed, buffering=True, scope=scope)
-    assert stats["data-om-buffering-end"] >= 5
-    assert stats["data-om-activation"] >= 3
+    # Every scripted failure (an unusable answer too) backs background calls off for 30 s, until a
+    # manual observe succeeds: a run sees a handful of buffering cycles, how many depends on timing.
+    assert stats["data-om-buffering-end"] >= 3
+    assert stats["data-om-activation"] >= 2
     assert stats["data-om-buffering-failed"] + stats["data-om-observation-failed"] >= 1
     assert stats["generations"] >= 1
-    assert stats["cursor_moves"] >= 5
+    assert stats["cursor_moves"] >= 3

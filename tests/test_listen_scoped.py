@@ -9,7 +9,7 @@ import pytest
 from support.mcp import ok
 from test_http_security import ADMIN, ALICE, BOB, bearer, connect, note, serving
 
-from om_mcp.server.listen import parse_uri
+from om_mcp.server.uris import parse as parse_uri
 
 pytestmark = pytest.mark.anyio
 
@@ -54,8 +54,9 @@ async def test_a_token_listens_only_to_what_it_may_read(make_config):
 
 
 def test_our_uris_are_parsed_with_ids_that_hold_slashes():
-    assert parse_uri("om://threads/a/b/observations/history") == ("thread", "a/b")
-    assert parse_uri("om://threads/t/observations") == ("thread", "t")
-    assert parse_uri("om://resources/r/working-memory") == ("resource", "r")
+    assert parse_uri("om://threads/a%2Fb/observations/history") == ("thread", "a/b", "observations/history")
+    assert parse_uri("om://threads/a/b/observations/history") is None  # a "/" in an id is written %2F
+    assert parse_uri("om://threads/t/observations") == ("thread", "t", "observations")
+    assert parse_uri("om://resources/r/working-memory") == ("resource", "r", "working-memory")
     assert parse_uri("om://threads//status") is None and parse_uri("om://threads/t/secret") is None
     assert parse_uri("https://example.com/status") is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -349,6 +350,37 @@ async def test_context_shows_other_threads_unobserved_messages_in_a_marked_block
             assert "<other-conversations>" not in (await plain.get_context("here", "u1")).system_text
         finally:
             await plain.close()
+    finally:
+        await memory.close()
+
+
+async def test_imported_history_never_floods_a_new_threads_context():
+    from om_mcp.importers import claude_export
+
+    export = Path(__file__).parent / "fixtures" / "exports" / "claude" / "conversations.json"
+    observer = MultiThreadObserver()
+    memory = await Memory.open(make_config(scope="resource"), db_path=location(), client=observer.model)
+    try:
+        empty = await memory.get_context("fresh", "u1")
+        imported = []
+        for thread in claude_export.iter_conversations(export):  # as `om-mcp import` appends them
+            if not thread.messages:
+                continue
+            await memory.append_messages(thread.id, thread.messages, "u1", thread_metadata=thread.metadata)
+            imported.append(thread.id)
+        assert imported  # real conversations, unobserved, their threads active just now
+        await memory.append_messages("fresh", [say("F1", "F1 hello, a new conversation")], "u1")
+        ctx = await memory.get_context("fresh", "u1")
+        assert "<other-conversations>" not in ctx.system_text  # none of the imported history, raw
+        assert len(ctx.system_text) == len(empty.system_text)
+        # a conversation of today is there; within its budget, the most recent first
+        live = [say(f"L{n}", f"L{n} the quarterly plan, part {n}") for n in range(40)]
+        await memory.append_messages("live", live, "u1")
+        block = others_block((await memory.get_context("fresh", "u1")).system_text)
+        assert "L39 the quarterly" in block and "L0 the quarterly" not in block
+        assert not [t for t in imported if thread_label(t, True) in block]
+        # and the imported threads stay searchable
+        assert await memory.search("fresh", "sourdough starter", resource_id="u1")
     finally:
         await memory.close()
 

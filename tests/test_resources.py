@@ -238,3 +238,54 @@ async def test_listen_hears_working_memory_and_thread_changes(server):
             heard.clear()
             await ok(client, "delete_thread", thread_id="t1")
             await until("om://resources/default/threads", "om://threads/t1/messages")
+
+
+async def test_a_legacy_session_hears_what_a_background_cycle_changed():
+    """resources/subscribe (2025-11-25) clients are told of observations, status, working memory
+    and the thread list when a background cycle commits, after the request that caused it answered."""
+    from om_mcp.config import load_config
+    from om_mcp.engine.memory import Memory
+    from om_mcp.server import build_server
+    from om_mcp.testing import ScriptedModel
+
+    release = anyio.Event()
+
+    async def observer(messages, target):
+        await release.wait()  # the cycle ends only after the append has answered
+        return (
+            "<observations>\nDate: Jan 1, 2026\n* 🔴 (10:00) Ada plans a trip to Porto\n</observations>\n"
+            "<thread-title>Porto trip</thread-title>\n"
+            "<working-memory>\n# About the User\n- First name: Ada\n</working-memory>"
+        )
+
+    env = {
+        "OM_MODEL": "default",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS": "50",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE": "true",
+        "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY": "true",
+    }
+    memory = await Memory.open(load_config(env=env), db_path=":memory:", client=ScriptedModel(observer))
+    watched = [
+        "om://threads/t1/observations",
+        "om://resources/default/observations",
+        "om://threads/t1/status",
+        "om://resources/default/working-memory",
+        "om://resources/default/threads",
+    ]
+    heard = Heard()
+    try:
+        async with memory.running(poll_seconds=None):
+            server = build_server(memory.config, memory=memory)
+            async with connect(server, "legacy", message_handler=heard.handler) as client:
+                for uri in watched:
+                    await subscribe(client, uri)
+                words = "I am Ada and I am planning a long trip to Porto next spring with my family. " * 4
+                await ok(client, "append_messages", thread_id="t1", user=words, assistant="Noted, Porto it is.")
+                heard.uris.clear()  # what the append itself changed was told; now the cycle's own
+                release.set()
+                for uri in watched:
+                    await heard.wait_for(uri)
+                assert "om://threads/t1/messages" not in heard.uris  # only what was subscribed
+    finally:
+        await memory.close()

@@ -133,7 +133,7 @@ def test_no_message_line_can_start_a_tag_in_the_observers_transcript():
     starts = [line.lstrip()[:1] for line in transcript.splitlines()]
     assert transcript.startswith('<thread id="t">\n') and transcript.endswith("\n</thread>")
     assert starts.count("<") == 2  # our own section's two tags, nothing else
-    assert '&lt;thread id="admin">' in transcript and "&lt;current-task>EVIL" in transcript
+    assert '‹thread id="admin">' in transcript and "‹current-task>EVIL" in transcript
 
 
 def test_a_quoted_closing_tag_does_not_cut_the_log_short():

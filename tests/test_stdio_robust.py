@@ -93,7 +93,12 @@ def test_each_unparseable_line_gets_an_error_with_the_id_when_there_is_one():
     assert error_of(GARBAGE)[:2] == (None, -32700)
     assert error_of(BATCH)[:2] == (None, -32600) and "batches are not supported" in error_of(BATCH)[2]
     assert error_of(BAD_METHOD)[:2] == ("five", -32600) and "method" in error_of(BAD_METHOD)[2]
-    assert error_of(b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":"\xff"}}')[:2] == (None, -32700)
+    # lines no parser reads still name their request's id (found in the raw bytes)
+    assert error_of(b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":"\xff"}}')[:2] == (6, -32700)
+    assert error_of(b'{"jsonrpc":"2.0","id":"c","method":"ping","params":{"x":"a\x01b"}}')[:2] == ("c", -32700)
+    deepest = b'{"jsonrpc":"2.0","id":8,"method":"ping","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert error_of(deepest)[:2] == (8, -32700) and "nested too deeply" in error_of(deepest)[2]
+    assert error_of(b'{"jsonrpc":"2.0","method":"ping","params":"\xff","id":"last"}')[:2] == ("last", -32700)
     # a malformed *response* must not resolve one of the client's own requests
     assert error_of('{"jsonrpc":"2.0","id":7,"result":5}')[:2] == (None, -32600)
     assert error_of('{"jsonrpc":"2.0","id":"\\udc00","method":"x"}')[:2] == (None, -32600)
@@ -109,6 +114,11 @@ def test_lines_are_split_and_an_oversized_line_is_skipped_not_kept():
     delivered: list[bytes | TooLong] = []
     split_lines(iter(chunks).__next__, delivered.append, limit=10)
     assert delivered == [b"abc", TooLong(15), b"", b"xyz", TooLong(13)]
+    # an oversized request is looked at as it goes by: its id comes with the TooLong, wherever it is
+    big = b'{"jsonrpc":"2.0","method":"ping","params":{"x":"' + b"y" * 100 + b'"},"id":41}'
+    delivered.clear()
+    split_lines(iter([big[i : i + 7] for i in range(0, len(big), 7)] + [b"\n", b""]).__next__, delivered.append, 10)
+    assert delivered == [TooLong(len(big), 41)]
 
 
 # -- in process: the transport itself ------------------------------------------------------
@@ -232,3 +242,35 @@ def test_a_failure_to_start_is_one_line_without_a_traceback(tmp_path):
     assert result.stderr.strip().splitlines() == [line for line in result.stderr.splitlines() if line.strip()]
     [line] = [line for line in result.stderr.splitlines() if line.startswith("om-mcp:")]
     assert "is a directory" in line and "memory.db" in line
+
+
+@pytest.mark.slow
+def test_the_real_server_answers_unreadable_lines_with_their_ids(tmp_path):
+    """Before: each of these was answered with `id: null`, so the client waited for its timeout."""
+    from om_mcp.server.stdio import MAX_LINE_BYTES
+
+    lines = [
+        b'{"jsonrpc":"2.0","id":21,"method":"tools/list","params":{"x":"\xff\xfe"}}',  # not UTF-8
+        b'{"jsonrpc":"2.0","id":22,"method":"tools/list","params":{"x":"a\x00\x07b"}}',  # raw control bytes
+        b'{"jsonrpc":"2.0","id":23,"method":"tools/list","params":' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        b'{"jsonrpc":"2.0","id":24,"method":"tools/list","params":{"x":"' + b"z" * (MAX_LINE_BYTES + 10) + b'"}}',
+    ]
+    process = spawn(tmp_path)
+    pipe = Pipe(process.stdout.fileno())
+    try:
+        handshake(process, pipe)
+        for line in lines:
+            process.stdin.write(line + b"\n")
+        process.stdin.flush()
+        send(process, {"jsonrpc": "2.0", "id": 25, "method": "tools/list"})
+        answers = [pipe.message(timeout=120) for _ in range(5)]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+    assert [(a["id"], a["error"]["code"]) for a in answers[:4]] == [
+        (21, -32700),
+        (22, -32700),
+        (23, -32700),
+        (24, -32600),
+    ]
+    assert "over the" in answers[3]["error"]["message"] and answers[4]["id"] == 25

@@ -9,6 +9,7 @@ its race writes nothing, a deletion leaves nothing behind, an export imports bac
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from om_mcp.store import (
     open_store,
 )
 from om_mcp.store.interface import Overview
+from om_mcp.store.rows import Rewrite
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
@@ -274,6 +276,21 @@ async def test_unobserved_messages_busy_threads_and_due_work():
         assert read and [m.id for m in read.other_threads["b"]] == [f"b-{i}" for i in range(6)]
 
 
+async def test_other_threads_in_the_context_are_the_recently_active_ones_newest_first():
+    async with opened() as store:
+        for name in ("old", "a", "b"):
+            await store.append_messages(name, "r", "resource:r", [new(f"{name}-0")])
+        await store.set_thread_times("old", None, "2020-01-01T00:00:00+00:00")
+        await store.set_thread_times("a", None, "2026-01-01T00:00:00+00:00")
+        await store.set_thread_times("b", None, "2026-01-02T00:00:00+00:00")
+        read = await store.context("resource:r", "new", 1000, None)
+        assert read and list(read.other_threads) == ["b", "a", "old"]
+        read = await store.context("resource:r", "new", 1000, None, others_since="2025-06-01T00:00:00+00:00")
+        assert read and list(read.other_threads) == ["b", "a"]
+        read = await store.context("resource:r", "new", 1000, None, others_since="2027-01-01T00:00:00+00:00")
+        assert read and read.other_threads == {}
+
+
 # -- the conditional commits ------------------------------------------------------------------------
 
 
@@ -313,6 +330,45 @@ async def test_a_commit_needs_its_lease():
         )
         assert not await store.commit_observation("thread:t", lease=("observe", "someone"), **args)
         assert await store.commit_observation("thread:t", lease=("observe", "me"), **args)
+
+
+async def test_a_lease_that_lapsed_with_nobody_taking_it_still_commits():
+    async with opened() as store:
+        seqs = await filled(store, "t", 3)
+        args = dict(groups=[], hints={}, extracted=None, observed_at=None)
+        assert await store.acquire_lease("thread:t", "observe", "me", -1)  # a renewal came too late
+        assert await store.expire_leases() == 1  # and the sweep dropped it
+        first = dict(expected_cursors={"t": 0}, new_cursors={"t": seqs[0]}, **args)
+        assert await store.commit_observation("thread:t", lease=("observe", "me"), **first)
+        assert await store.acquire_lease("thread:t", "observe", "other", 30)  # taken over: the work is theirs
+        second = dict(expected_cursors={"t": seqs[0]}, new_cursors={"t": seqs[1]}, **args)
+        assert not await store.commit_observation("thread:t", lease=("observe", "me"), **second)
+        assert await store.tail("thread:t", "t") == seqs[0]
+
+
+async def test_leases_that_exclude_each_other_are_never_held_at_once():
+    async with opened() as store:
+        assert await store.acquire_lease("k", "observe", "a", 30, excluding=("buffer",))
+        assert not await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))
+        assert not await store.acquire_lease("k", "buffer", "a", 30, excluding=("observe",))  # its own too
+        assert await store.acquire_lease("k", "buffer", "b", 30)  # without exclusion it is free
+        assert await store.acquire_lease("j", "buffer", "b", 30, excluding=("observe",))  # another key
+        await store.release_lease("k", "observe", "a")
+        await store.release_lease("k", "buffer", "b")
+        assert await store.acquire_lease("k", "observe", "c", -1)  # lapsed: excludes nothing
+        assert await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))
+        assert await store.acquire_lease("k", "buffer", "b", 30, excluding=("observe",))  # renewed
+        assert await store.lease_holder("k", "buffer") == "b"
+
+
+async def test_takers_that_exclude_each_other_racing_for_a_key_leave_one_holder():
+    async with opened() as store:
+        for i in range(10):
+            won = await asyncio.gather(
+                store.acquire_lease(f"k{i}", "observe", "a", 30, excluding=("buffer",)),
+                store.acquire_lease(f"k{i}", "buffer", "b", 30, excluding=("observe",)),
+            )
+            assert sorted(won) == [False, True]
 
 
 async def test_buffered_chunks_activate_as_a_prefix_with_no_gap():
@@ -513,6 +569,150 @@ async def test_deleting_a_thread_of_a_shared_log_forgets_what_its_cycles_carried
         assert kept.cycle_id == "c2" and "extracted_values" not in kept.payload
         thread = await store.get_thread("b")
         assert thread and thread.metadata == {"x": 1}
+
+
+# -- forgetting one thing, spend, the sessions a SessionStart lists -------------------------------
+
+
+async def observed(store: Store, key: str, thread: str, seqs: list[int], text: str) -> None:
+    """One group over `seqs[0]..seqs[1]`, naming its first and last message."""
+    assert await store.commit_observation(
+        key,
+        lease=None,
+        expected_cursors={thread: 0},
+        new_cursors={thread: seqs[1]},
+        groups=[
+            group(
+                text, seqs[0], seqs[1], thread_id=thread, first_message_id=f"{thread}-0", last_message_id=f"{thread}-1"
+            )
+        ],
+        hints={thread: {"current_task": "Ship the SECRET plan"}},
+        extracted=None,
+        observed_at=None,
+    )
+
+
+async def test_forgetting_a_message_takes_it_out_of_every_count_index_and_range():
+    async with opened() as store:
+        await store.append_messages(
+            "t",
+            "r",
+            "thread:t",
+            [new("t-0", "the Lighthouse code"), new("t-1", "noted"), new("t-2", "what about lighthouses"), new("t-3")],
+        )
+        seqs = [m.seq for m in await store.message_page("t")]
+        await observed(store, "thread:t", "t", seqs, "user shared a code")
+        assert await store.append_chunks(
+            "thread:t",
+            expected_tails={"t": seqs[1]},
+            chunks=[chunk("c1", "t", seqs[2], seqs[3])],
+            lease=None,
+            extracted=None,
+            buffered_at_tokens=20,
+        )
+        found = await store.find_text("LIGHTHOUSE")
+        assert [m.id for m in found.messages] == ["t-0", "t-2"] and not found.truncated
+        assert (await store.find_text("lighthouse", resource_id="elsewhere")).messages == []
+        record = await store.record("thread:t")
+        assert record
+        plan = Rewrite(expected={"thread:t": record.version - 1}, messages={"t": [seqs[0], seqs[2]]})
+        assert await store.apply_rewrite(plan) is None  # made from an older state: nothing changes
+        assert len(await store.message_page("t")) == 4
+        plan.expected = {"thread:t": record.version}
+        done = await store.apply_rewrite(plan)
+        assert done and (done.messages, done.records) == (2, ["thread:t"])
+        assert [m.id for m in await store.message_page("t")] == ["t-1", "t-3"]
+        thread = await store.get_thread("t")
+        assert thread and thread.message_count == 2
+        assert await store.chunks("thread:t") == []  # observed from a forgotten message: buffered again
+        state = await store.record_state("thread:t", "t")
+        assert state.pending_tokens == 10  # t-3 alone
+        [kept] = await store.groups("thread:t")
+        assert (kept.first_message_id, kept.last_message_id) == ("t-1", "t-1")
+        after = await store.record("thread:t")
+        assert after and after.edits == record.edits + 1 and after.version > record.version
+        hits, stats = await store.search_messages("r", parse_query("lighthouse code"))
+        assert hits == [] and stats.rows == 2
+        hits, _ = await store.search_messages("r", parse_query("noted"))
+        assert max(hits, key=lambda h: h.score).body == "noted"  # and t-3, by the message before it
+        assert (await store.find_text("lighthouse")).messages == []
+
+
+async def test_a_corrected_group_is_found_by_its_new_words_and_a_removed_one_not_at_all():
+    async with opened() as store:
+        seqs = await filled(store, "t", 2)
+        await observed(store, "thread:t", "t", seqs, "user likes green tea")
+        [old] = await store.groups("thread:t")
+        assert await store.group_records([old.id, "nobody"]) == {old.id: "thread:t"}
+        [(key, quoted)] = (await store.find_text("GREEN TEA")).groups
+        assert (key, quoted.id) == ("thread:t", old.id)
+        record = await store.record("thread:t")
+        assert record
+        done = await store.apply_rewrite(
+            Rewrite(expected={"thread:t": record.version}, groups={old.id: ("user likes black coffee", 4)})
+        )
+        assert done and (done.groups_changed, done.groups_removed) == (1, 0)
+        assert await store.search_groups("r", parse_query("tea").match) == []
+        [hit] = await store.search_groups("r", parse_query("coffee").match)
+        assert hit.group.id == old.id and hit.group.tokens == 4
+        after = await store.record("thread:t")
+        assert after and after.observation_tokens == 4
+        done = await store.apply_rewrite(Rewrite(expected={"thread:t": after.version}, groups={old.id: None}))
+        assert done and done.groups_removed == 1
+        assert (
+            await store.groups("thread:t") == [] and await store.search_groups("r", parse_query("coffee").match) == []
+        )
+        record = await store.record("thread:t")
+        assert record and record.observation_tokens == 0
+
+
+async def test_a_phrase_is_scrubbed_from_what_the_models_derived():
+    async with opened() as store:
+        seqs = await filled(store, "t", 2, thread_metadata={"om": {"values": {"code": "secret plan"}, "keep": 1}})
+        await store.update_thread("t", title="The secret plan")
+        await store.update_working_memory("resource", "r", lambda old: "# Notes\n- the Secret Plan\n- tea")
+        await observed(store, "thread:t", "t", seqs, "observed")
+        await store.add_events([{"type": "data-om-observation-end", "record_id": "thread:t", "note": "SECRET PLAN"}])
+        record = await store.record("thread:t")
+        assert record
+        done = await store.apply_rewrite(
+            Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_resource="r")
+        )
+        assert done and done.derived == 5  # the task, the metadata value, the title, a memory line, the event
+        thread = await store.get_thread("t")
+        assert thread and thread.title is None and thread.metadata == {"om": {"values": {}, "keep": 1}}
+        assert await store.get_working_memory("resource", "r") == "# Notes\n- tea"
+        assert (await store.thread_hints("thread:t", ["t"]))["t"].current_task is None
+        assert await store.events(record_key="thread:t") == []
+
+
+async def test_spend_adds_up_per_day_and_model():
+    async with opened() as store:
+        await store.add_spend("2026-01-01", "m", 10, 2, 0.5)
+        await store.add_spend("2026-01-02", "m", 1, 1, None)
+        await store.add_spend("2026-01-02", "m", 4, 3, 0.25)
+        await store.add_spend("2026-01-02", "local", 7, 7, None)
+        assert [
+            (d.day, d.model, d.calls, d.input_tokens, d.output_tokens, d.usd, d.unpriced_calls)
+            for d in await store.spend_since("2026-01-02")
+        ] == [("2026-01-02", "local", 1, 7, 7, 0.0, 1), ("2026-01-02", "m", 2, 5, 4, 0.25, 1)]
+        assert len(await store.spend_since("2026-01-01")) == 3
+
+
+async def test_recent_sessions_list_a_resources_threads_with_messages_newest_first():
+    async with opened() as store:
+        await store.append_messages(
+            "old", "r", "thread:old", [new("o1", "first  question\nhere"), new("o2", "a", role="assistant")]
+        )
+        await store.append_messages("new", "r", "thread:new", [new("n1", "hello"), new("n2", "last one")])
+        await store.append_messages("other", "elsewhere", "thread:other", [new("x1")])
+        await store.update_thread("new", title="New work")
+        [newer, older] = await store.recent_sessions("r")
+        assert (newer.thread_id, newer.title, newer.messages) == ("new", "New work", 2)
+        assert (newer.first_prompt, newer.last_prompt) == ("hello", "last one")
+        assert (older.first_prompt, older.last_prompt, older.messages) == ("first question here",) * 2 + (2,)
+        assert [s.thread_id for s in await store.recent_sessions("r", exclude_thread="new", limit=5)] == ["old"]
+        assert len(await store.recent_sessions("r", limit=1)) == 1
 
 
 # -- moving a memory --------------------------------------------------------------------------------

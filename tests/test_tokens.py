@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.engine import tokens
+from om_mcp.engine import o200k, tokens
 from om_mcp.engine.tokens import (
     FILE_FALLBACK,
     IMAGE_FALLBACK,
@@ -37,13 +37,12 @@ def encoding():
     import tiktoken
     from tiktoken.load import read_file
 
-    path = tokens.bundled_o200k_path()
+    path = o200k.bundled_rank_file()
     assert path is not None
     fields = read_file(str(path)).split()
     ranks = {base64.b64decode(t): int(r) for t, r in zip(fields[0::2], fields[1::2])}
-    return tiktoken.Encoding(
-        "o200k_base", pat_str=tokens._O200K_PATTERN, mergeable_ranks=ranks, special_tokens=tokens._O200K_SPECIAL
-    )
+    special = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+    return tiktoken.Encoding("o200k_base", pat_str=o200k.PATTERN, mergeable_ranks=ranks, special_tokens=special)
 
 
 def _round(x: float) -> int:

@@ -117,6 +117,7 @@ def run_memory(config: Config, main: Callable[[Any], Awaitable[int]], **options:
     (unknown thread or resource 4, bad input 2, database unavailable 1), said in one line."""
     from om_mcp.engine.errors import InputError, NotFound, Unavailable
     from om_mcp.engine.memory import Memory
+    from om_mcp.store.errors import StoreUnavailable
 
     async def go() -> int:
         memory = await Memory.open(config, **options)
@@ -131,5 +132,5 @@ def run_memory(config: Config, main: Callable[[Any], Awaitable[int]], **options:
         return fail(str(error), EXIT_NOT_FOUND)
     except InputError as error:
         return fail(str(error), EXIT_CONFIG)
-    except Unavailable as error:
+    except (Unavailable, StoreUnavailable) as error:  # e.g. a write to a read-only database
         return fail(str(error), EXIT_FAILED)

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def _database(config: Any, check: Any) -> int:
     from om_mcp.store.errors import DatabaseRefused
     from om_mcp.store.sqlite import admin
-    from om_mcp.store.sqlite.database import connect
+    from om_mcp.store.sqlite.database import connect, on_read_only_filesystem
 
     if config.db_url is not None:
         return run_async(lambda: _postgres(config.db_url, check))
@@ -97,14 +97,16 @@ def _database(config: Any, check: Any) -> int:
             check("integrity", False, problem)
         return EXIT_DATABASE
     try:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            check(
-                "database", True, f"{path}: ours, schema {conn.execute('PRAGMA user_version').fetchone()[0]}, writable"
-            )
-        except sqlite3.OperationalError as error:
-            check("database", False, f"{path} cannot be written now: {error}")
+        schema = conn.execute("PRAGMA user_version").fetchone()[0]
+        if on_read_only_filesystem(path):
+            check("database", True, f"{path}: ours, schema {schema}, on a read-only filesystem (opened read-only)")
+        else:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+                check("database", True, f"{path}: ours, schema {schema}, writable")
+            except sqlite3.OperationalError as error:
+                check("database", False, f"{path} cannot be written now: {error}")
         started = time.monotonic()
         conn.execute("BEGIN")
         try:

@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         worker=not args.no_worker,
         worker_idle_exit=args.worker_idle_exit,
     )
-    output = run_hook(options, sys.stdin.buffer.read())
+    from om_mcp.hosts.events import MAX_INPUT_BYTES
+
+    output = run_hook(options, sys.stdin.buffer.read(MAX_INPUT_BYTES + 1))  # bounded: more is refused
     if output:
         sys.stdout.write(output + "\n")
         sys.stdout.flush()

@@ -115,9 +115,16 @@ def read(path: Path, fmt: str, tool_output_chars: int = 2000) -> tuple[list[dict
     if not path.is_file():
         raise ValueError("no such file")
     if fmt == "claude-code":
-        from om_mcp.hosts.claude_code import ConvertOptions, read_messages
+        from om_mcp.hosts.claude_code import ConvertOptions, TranscriptState, read_transcript, to_messages
 
-        messages, _ = read_messages(path, options=ConvertOptions(trim=trim))
+        messages: list[dict[str, Any]] = []
+        state = TranscriptState()
+        while True:  # one read is bounded: a long transcript takes several
+            result = read_transcript(path, state)
+            messages += to_messages(result.entries, options=ConvertOptions(trim=trim), known_tools=state.pending_tools)
+            state = result.state
+            if not result.more:
+                break
         session, cwd = _first_fields(path, "sessionId", "cwd")
         return messages, session or path.stem, find_project(cwd).resource_id if cwd else None
     if fmt == "gemini-cli":

@@ -50,10 +50,14 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         return refused
     from om_mcp import heap
+    from om_mcp.server import sdk
+
+    sdk.import_server_side()  # the SDK without its client package (a server never uses it)
     from om_mcp.server import build_server  # imported here: --help and config errors answer at once
 
     heap.enable()
-    server = build_server(config, hooks=args.hooks)
+    with sdk.constructing():  # our logging is set: the SDK's would only import rich
+        server = build_server(config, hooks=args.hooks)
     try:
         if http:
             from om_mcp.server.http import run_http

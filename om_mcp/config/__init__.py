@@ -11,6 +11,7 @@ from om_mcp.config.memory import (
     Limits,
     ObservationalMemoryConfig,
     ObservationConfig,
+    OtherThreadsConfig,
     ReflectionConfig,
     RetrievalConfig,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "HooksConfig",
     "Limits",
     "ObservationConfig",
+    "OtherThreadsConfig",
     "ObservationalMemoryConfig",
     "PrivacyConfig",
     "ReflectionConfig",

@@ -100,6 +100,31 @@ class RetrievalConfig(_Section):
         return self
 
 
+class OtherThreadsConfig(_Section):
+    """Resource scope: what `get_context` shows of the other threads' unobserved messages."""
+
+    tokens: int = Field(600, ge=0, description="at most this many tokens of them, the most recent first (0: none)")
+    max_age: int | str | Literal[False] = Field(
+        "1d", description="none older than this (milliseconds, '12h', '2d'; false: no limit)"
+    )
+
+    @field_validator("max_age")
+    @classmethod
+    def _age(cls, value: Any) -> Any:
+        if value is not False and value is not None:
+            try:
+                parsed = parse_idle(value)
+            except ValueError:
+                raise ValueError(f"cannot read {value!r} (try 86400000, '12h', '2d' or false)") from None
+            if parsed == "auto":
+                raise ValueError("'auto' is not an age (try '12h', '2d' or false)")
+        return value
+
+    def max_age_seconds(self) -> float | None:
+        parsed = parse_idle(self.max_age)
+        return None if parsed is None else int(parsed) / 1000
+
+
 class HooksConfig(_Section):
     """Library callbacks named by dotted path ("package.module:function"); each gets the event payload."""
 
@@ -130,6 +155,7 @@ class ObservationalMemoryConfig(_Section):
     activate_after_idle: int | str | Literal[False] | None = None
     activate_on_provider_change: bool = False
     retrieval: bool | RetrievalConfig = True
+    other_threads: OtherThreadsConfig = Field(default_factory=OtherThreadsConfig)
     call_policy: CallPolicy = Field(default_factory=CallPolicy)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)

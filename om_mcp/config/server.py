@@ -83,6 +83,21 @@ class HttpConfig(_Section):
     )
     session_idle_seconds: float = Field(1800.0, gt=0, le=86_400 * 7, description="idle legacy sessions end after this")
     max_sessions: int = Field(100, ge=1, le=100_000, description="open legacy sessions at most; more get 503")
+    max_sessions_per_token: int = Field(
+        20, ge=1, le=100_000, description="open legacy sessions one bearer token may hold; more get 503"
+    )
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=3600, description="a connection that has not sent a whole request head by then is closed"
+    )
+    idle_timeout_seconds: float = Field(
+        30.0, gt=0, le=3600, description="a connection idle this long between requests, or within a body, is closed"
+    )
+    max_connections: int = Field(
+        500, ge=1, le=1_000_000, description="open connections and requests at most; beyond, 503"
+    )
+    failed_auth_per_minute: int = Field(
+        30, ge=0, description="requests without a valid token per client address a minute; beyond, 429; 0 = off"
+    )
     rate_limit_per_minute: int = Field(
         600, ge=0, description="requests per token (per client address on a public bind without auth); 0 = off"
     )

@@ -95,7 +95,9 @@ class Memory:
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
         store = await open_store(db_path or config.database())
-        return cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
+        memory = cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
+        await memory.counter.ready()  # milliseconds: no append waits for it later
+        return memory
 
     @asynccontextmanager
     async def running(self, poll_seconds: float | None = POLL_SECONDS) -> AsyncIterator[Memory]:

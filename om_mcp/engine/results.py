@@ -57,6 +57,10 @@ class Status(BaseModel):
     generation_count: int = Field(0, description="reflections so far")
     last_observed_at: str | None = None
     observation: ObservationState
+    discarded_cycles: dict[str, int] = Field(
+        default_factory=dict,
+        description="cycles whose model call was thrown away since this process started, by reason",
+    )
     spend: dict[str, Any] | None = Field(
         None, description="model spend today and this month (UTC), the caps set, and the cap reached if any"
     )
@@ -72,6 +76,7 @@ class ObservationState(BaseModel):
     model_ready: bool = True
     model: str | None = Field(None, description="the model that observes")
     reason: str | None = Field(None, description="one line: why observation is paused and how to fix it")
+    warming_up: bool = Field(False, description="the model client is loading (seconds after start)")
     last_failure: str | None = None
     next_attempt_at: str | None = Field(None, description="when a failing model is tried again (ISO-8601)")
     budget_paused: bool = Field(False, description="a spend cap is reached; observation resumes at next_attempt_at")
@@ -83,6 +88,8 @@ class MessageOut(BaseModel):
     role: str
     created_at: str
     parts: list[dict[str, Any]]
+    # The stored count (role, parts, overhead): what fits a budget, without counting again.
+    tokens: int = Field(0, exclude=True)
 
 
 class AppendOutcome(BaseModel):
@@ -190,6 +197,7 @@ def message_out(message: Message) -> MessageOut:
         role=message.role,
         created_at=message.created_at,
         parts=message.parts,
+        tokens=message.tokens,
     )
 
 

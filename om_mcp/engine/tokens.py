@@ -1,12 +1,17 @@
-"""Token counts for thresholds: tiktoken `o200k_base`, loaded from a local file.
+"""Token counts for thresholds: o200k_base, from a prebuilt table (engine/o200k.py).
 
 The counts decide when to observe and reflect; they are never sent to a model, so
 they aim to be close, fast and the same every time rather than exact for one
-provider. Nothing here may touch the network: tiktoken would download its
-encodings, so the o200k ranks are read from the copy litellm ships, found
-without importing litellm (that import costs seconds and fetches a cost map).
-If the file is missing or damaged, a character estimator takes over and the
-tokenizer name says so, which invalidates every cached count made with the other.
+provider. Nothing here may touch the network, and nothing here may make a request
+wait: the table opens in milliseconds (no 200k-entry encoding to build), and a
+process that has not opened it yet counts with the estimator, whose counts carry
+its name and are recounted in the background. If the table is missing or damaged,
+the estimator takes over and the tokenizer name says so, which invalidates every
+cached count made with the other.
+
+The counts are tiktoken's o200k_base counts (the tests hold the two side by side),
+so the stored counts keep tiktoken's name and version: rows counted before the
+table existed stay valid, and nothing is recounted for the change.
 
 Message arithmetic follows the reference study (TK-03/TK-04): a message is its
 role, its parts and 3.8 overhead, rounded per message; a list adds 24 once. Parts
@@ -17,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import importlib.util
 import json
 import math
 import struct
@@ -45,79 +48,20 @@ FILE_FALLBACK = 1000
 
 O200K_NAME = "o200k_base"
 FALLBACK_NAME = "fallback-chars"
-# litellm names its bundled tiktoken files by sha1 of the download URL; this one is o200k_base.
-_O200K_FILE = "fb374d419588a4632f3f557e76b4b70aebbca790"
-_O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
-# The o200k_base split pattern; it must match the one the ranks were trained with.
-_O200K_PATTERN = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
+# A long text is often counted again unchanged (the observation log, every turn): remember a few.
+LONG_TEXT, LONGEST_KEPT = 512, 65_536  # characters
+LONG_TEXTS_KEPT = 32
 
 Part = dict[str, Any]
 Message = dict[str, Any]
 PartCache = dict[str, Any]  # {"tokenizer": cache_key, "parts": [int, ...]}
 
 
-def bundled_o200k_path() -> Path | None:
-    """Where litellm keeps its o200k_base file, or None. Does not import litellm."""
-    try:
-        spec = importlib.util.find_spec("litellm")
-    except (ImportError, ValueError):
-        return None
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(root) / "litellm_core_utils" / "tokenizers" / _O200K_FILE
-        if path.is_file():
-            return path
-    return None
+def _load_o200k(path: Path | None) -> Any:
+    """The table's counter (see engine/o200k.py); raises when it cannot be read."""
+    from om_mcp.engine.o200k import TABLE, O200k
 
-
-def _load_o200k(path: Path) -> Callable[[str], int]:
-    """Build the encoding from the local file and return a text -> count function."""
-    import tiktoken  # deferred: keeps importing this module cheap
-
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != _O200K_SHA256:
-        raise ValueError(f"{path} is not the o200k_base rank file")
-    # Parsed here rather than with tiktoken.load.load_tiktoken_bpe, which would also
-    # copy the file into tiktoken's cache directory under $TMPDIR.
-    # The file is "<base64 token> <rank>" per line, so its fields alternate.
-    fields = data.split()
-    ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2])))
-    encoding = tiktoken.Encoding(
-        O200K_NAME, pat_str=_O200K_PATTERN, mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL
-    )
-    # tiktoken keeps its own copy of the ranks in Rust; the Python dict (about 30 MiB)
-    # is kept only for pickling, which we never do: let it go, and give the pages back.
-    encoding._mergeable_ranks = {}
-    del ranks, fields, data
-    _release_memory()
-    encode = encoding.encode_ordinary  # no special-token scan: "<|endoftext|>" is just text here
-
-    def count(text: str) -> int:
-        return len(encode(text))
-
-    return count
-
-
-def _release_memory() -> None:
-    import gc
-
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the pages stay with the process
-        pass
+    return O200k(path or TABLE)
 
 
 def _estimate(text: str) -> int:
@@ -136,22 +80,24 @@ def _tiktoken_version() -> str:
 
 
 class TokenCounter:
-    """Counts text, parts and messages. Loads its tokenizer on first use, once."""
+    """Counts text, parts and messages. Opens its table on first use, once."""
 
-    def __init__(self, o200k_file: str | Path | None = None) -> None:
-        # o200k_file: a local o200k_base rank file; None means litellm's bundled copy.
-        self._file = Path(o200k_file) if o200k_file is not None else None
+    def __init__(self, table: str | Path | None = None) -> None:
+        # table: an o200k table file (engine/o200k.py); None means the one shipped with om-mcp.
+        self._file = Path(table) if table is not None else None
         self._lock = threading.Lock()
         self._count: Callable[[str], int] | None = None
         self._name = ""
         self._version = ""
         self._role_tokens: dict[str, int] = {}
+        self._long: dict[str, int] = {}
+        self._encoder: Any = None
 
     @classmethod
     def estimating(cls) -> TokenCounter:
-        """A counter that only estimates (4 bytes a token) and never loads tiktoken, which
-        takes about 0.4 s: for the short-lived hook process. Its counts carry the
-        estimator's name, so a process with the real tokenizer recounts them."""
+        """A counter that only estimates (4 bytes a token): for a process that must not wait even
+        the few milliseconds the table takes to open. Its counts carry the estimator's name, so a
+        process with the table recounts them."""
         counter = cls()
         counter._count, counter._name, counter._version = _estimate, FALLBACK_NAME, f"bytes4+c{CACHE_VERSION}"
         return counter
@@ -179,28 +125,33 @@ class TokenCounter:
         return self._count is not None
 
     async def ready(self) -> None:
-        """Load the tokenizer off the event loop (about half a second, once), so no turn stalls on it."""
+        """Open the table off the event loop (milliseconds, once)."""
         if self._count is None:
             import anyio
 
             await anyio.to_thread.run_sync(self._ensure_loaded)
+
+    async def warm(self) -> None:
+        """Prepare what the first text beyond ASCII would otherwise wait for, off the event loop."""
+        await self.ready()
+        unicode = getattr(self._encoder, "unicode", None)
+        if unicode is not None:
+            import anyio
+
+            await anyio.to_thread.run_sync(unicode)
 
     def _ensure_loaded(self) -> Callable[[str], int]:
         if self._count is not None:
             return self._count
         with self._lock:
             if self._count is None:
-                path = self._file or bundled_o200k_path()
-                count: Callable[[str], int] | None = None
-                if path is not None:
-                    try:
-                        count = _load_o200k(path)
-                    except (OSError, ValueError, ImportError, binascii.Error):
-                        count = None  # damaged or missing: the estimator below, never a download
-                if count is not None:
+                try:
+                    self._encoder = _load_o200k(self._file)
+                    count = self._encoder.count
+                    # The same counts as tiktoken's o200k_base (see the module docstring).
                     self._name, self._version = O200K_NAME, f"tiktoken-{_tiktoken_version()}+c{CACHE_VERSION}"
-                else:
-                    count = _estimate
+                except (OSError, ValueError, ImportError, struct.error):
+                    count = _estimate  # missing or damaged: the estimator, never a download
                     self._name, self._version = FALLBACK_NAME, f"bytes4+c{CACHE_VERSION}"
                 self._count = count
         return self._count
@@ -210,7 +161,15 @@ class TokenCounter:
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        return self._ensure_loaded()(text)
+        if not LONG_TEXT <= len(text) <= LONGEST_KEPT:
+            return self._ensure_loaded()(text)
+        known = self._long.get(text)
+        if known is None:
+            known = self._ensure_loaded()(text)
+            if len(self._long) >= LONG_TEXTS_KEPT:
+                self._long.clear()
+            self._long[text] = known
+        return known
 
     def count_observations(self, text: str) -> int:
         """Observation tokens are the plain text count of the observation string (TK-06)."""

@@ -22,11 +22,12 @@ from typing import IO, Any, TextIO
 
 from om_mcp import __version__
 from om_mcp.engine import intake
-from om_mcp.importers.jsonl_format import read_records, write_records
-from om_mcp.importers.thread import ImportedThread
+from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
+from om_mcp.importers.thread import ImportedThread, Refused, fit
 from om_mcp.store.summaries import ImportResult
 
 BATCH = 500  # messages per append (under max_batch_messages) and per prepared import batch
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one record of an om-mcp export: a message is at most a few MB
 Advance = Callable[[int], None]
 
 
@@ -57,10 +58,18 @@ async def import_memory(memory: Any, source: IO[bytes], advance: Advance | None 
 
 
 def _lines(source: IO[bytes], advance: Advance | None) -> Iterator[str]:
-    for raw in source:
+    """The file's lines, each read only up to MAX_LINE_BYTES (an export line is one record)."""
+    number = 0
+    while raw := source.readline(MAX_LINE_BYTES + 1):
+        number += 1
         if advance is not None:
             advance(len(raw))
-        yield raw.decode("utf-8")
+        if len(raw) > MAX_LINE_BYTES:
+            raise ExportFormatError(f"line {number}", f"longer than {MAX_LINE_BYTES:,} bytes: not an export record")
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ExportFormatError(f"line {number}", f"not UTF-8 text ({error.reason})") from None
 
 
 def _items(memory: Any, records: Iterator[dict[str, Any]]) -> Iterator[tuple[str, Any]]:
@@ -107,39 +116,71 @@ def _prepare(memory: Any, records: list[dict[str, Any]]) -> list:
 
 async def import_conversations(
     memory: Any,
-    threads: Iterable[ImportedThread],
+    threads: Iterable[ImportedThread | Refused],
     resource_id: str | None = None,
-    advance: Callable[[ImportedThread], None] | None = None,
+    advance: Callable[[ImportedThread | Refused], None] | None = None,
 ) -> tuple[ImportResult, list[str]]:
     """Append each conversation as a thread of `resource_id` (default: the configured one),
-    with its title and dates; returns what was added and skipped, and the thread ids."""
+    with its title and dates; returns what was added and skipped, and the thread ids.
+
+    A conversation is made to fit first (`importers.thread.fit`: long messages cut, repeated
+    ids told apart); one that still cannot be stored, or that the export could not give
+    (`Refused`), is left out and listed in `result.problems` with its title and id, and the
+    others go on. Run again, the import adds only what is not there yet."""
+    from om_mcp.engine.errors import InputError
+
     resource_id = resource_id or memory.config.default_resource_id
     result, ids = ImportResult(), []
     for thread in threads:
-        if not thread.messages:
+        if isinstance(thread, Refused):
+            result.skipped["unreadable conversation"] += 1
+            result.problems.append(_problem(thread.id, thread.title, "skipped", thread.reason, index=thread.index))
+        elif not thread.messages:
             result.skipped["empty conversation"] += 1
         else:
-            metadata = {**thread.metadata, **({"title": thread.title} if thread.title else {})}
-            existed = await memory.store.get_thread(thread.id) is not None
-            for start in range(0, len(thread.messages), BATCH):
-                outcome = await memory.append_messages(
-                    thread.id,
-                    thread.messages[start : start + BATCH],
-                    resource_id,
-                    thread_metadata=metadata if start == 0 else None,
+            cut = fit(thread, memory.config.max_message_chars)
+            if cut:
+                result.problems.append(
+                    _problem(thread.id, thread.title, "trimmed", f"{cut} message(s) over the size limit were cut")
                 )
-                if outcome.appended:
-                    result.added["message"] += outcome.appended
-                if outcome.skipped_duplicates:
-                    result.skipped["message"] += outcome.skipped_duplicates
-            last = thread.messages[-1].get("created_at")
-            await memory.store.set_thread_times(
-                thread.id,
-                thread.created_at or thread.messages[0].get("created_at"),
-                max(filter(None, (thread.updated_at, last)), default=None),
-            )
-            (result.skipped if existed else result.added)["thread"] += 1
-            ids.append(thread.id)
+            stored: list[int] = []  # the batches stored
+            try:
+                await _append_conversation(memory, thread, resource_id, result, stored)
+            except InputError as error:
+                done = sum(stored)
+                what = f"partly imported ({done} of {len(thread.messages)} messages)" if done else "skipped"
+                result.skipped["unstorable conversation"] += 1
+                result.problems.append(_problem(thread.id, thread.title, what, str(error)))
+            else:
+                ids.append(thread.id)
         if advance is not None:
             advance(thread)
     return result, ids
+
+
+async def _append_conversation(
+    memory: Any, thread: ImportedThread, resource_id: str, result: ImportResult, stored: list[int]
+) -> None:
+    metadata = {**thread.metadata, **({"title": thread.title} if thread.title else {})}
+    existed = await memory.store.get_thread(thread.id) is not None
+    for start in range(0, len(thread.messages), BATCH):
+        batch = thread.messages[start : start + BATCH]
+        outcome = await memory.append_messages(
+            thread.id, batch, resource_id, thread_metadata=metadata if start == 0 else None
+        )
+        stored.append(len(batch))
+        if outcome.appended:
+            result.added["message"] += outcome.appended
+        if outcome.skipped_duplicates:
+            result.skipped["message"] += outcome.skipped_duplicates
+    last = thread.messages[-1].get("created_at")
+    await memory.store.set_thread_times(
+        thread.id,
+        thread.created_at or thread.messages[0].get("created_at"),
+        max(filter(None, (thread.updated_at, last)), default=None),
+    )
+    (result.skipped if existed else result.added)["thread"] += 1
+
+
+def _problem(thread_id: str | None, title: str | None, what: str, why: str, **extra: Any) -> dict[str, Any]:
+    return {"thread": thread_id, "title": title, "what": what, "why": why, **extra}

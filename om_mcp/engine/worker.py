@@ -26,12 +26,20 @@ class Job:
     result: Any = None
     error: BaseException | None = None
     again: bool = False  # a request came in while running: run once more after
+    run_done: anyio.Event = field(default_factory=anyio.Event)  # the run in progress ended
 
     async def wait(self, timeout: float | None = None) -> bool:
         """True once finished; False if `timeout` passed first (the job goes on)."""
         with anyio.move_on_after(timeout):
             await self.done.wait()
         return self.done.is_set()
+
+    async def wait_run(self, timeout: float | None = None) -> bool:
+        """Wait for the run in progress (not the ones queued after it); True once it ended."""
+        ended = self.run_done
+        with anyio.move_on_after(timeout):
+            await ended.wait()
+        return ended.is_set()
 
 
 class Worker:
@@ -54,6 +62,10 @@ class Worker:
 
     def busy(self, key: str, op: str) -> bool:
         return (key, op) in self._jobs
+
+    def job(self, key: str, op: str) -> Job | None:
+        """The job running (or waiting for a slot) for (key, op), to join it."""
+        return self._jobs.get((key, op))
 
     @property
     def active(self) -> int:
@@ -90,8 +102,11 @@ class Worker:
                     except Exception as error:  # a failed cycle is reported by events, never fatal
                         job.error = error
                         log.warning("background %s for %s failed: %s", job.op, job.key, error)
+                    finally:
+                        job.run_done.set()
                 if not job.again or self._group is None:
                     break
+                job.run_done = anyio.Event()
         finally:
             self._jobs.pop((job.key, job.op), None)
             job.done.set()

@@ -28,9 +28,9 @@ from om_mcp.hosts.context import (
 )
 from om_mcp.store import observations, sessions, threads
 from om_mcp.store.keys import record_key
+from om_mcp.store.rows import SessionSummary
 from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import run
-from om_mcp.store.sqlite.session_index import SessionSummary, recent_sessions
 
 SESSIONS_LISTED = 5
 
@@ -63,11 +63,12 @@ def session_context(
             memory = run(conn, threads.get_working_memory, "resource", resource_id)
         elif settings.working_memory == "thread":
             memory = run(conn, threads.get_working_memory, "thread", session_id)
-        recent = [] if log else recent_sessions(conn, resource_id, session_id, SESSIONS_LISTED)
+        recent = [] if log else run(conn, sessions.recent_sessions, resource_id, session_id, SESSIONS_LISTED)
         return log, memory, hints, recent
 
     log, memory, (task, response), recent = direct.read(conn, snapshot)
-    recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
+    # The ids are the session's and the project folder's: anyone's text, like the rest.
+    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     if not log and not memory:
         return render_session_index([_line(s) for s in recent], recall, max_chars)
     omitted = 0

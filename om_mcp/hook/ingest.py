@@ -45,6 +45,7 @@ class Read:
     messages: list[dict[str, Any]]
     state: IngestState
     rescanned: bool = False
+    problems: list[str] = field(default_factory=list)  # bounded-read notes, for the hook log
 
 
 @dataclass
@@ -83,11 +84,13 @@ def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_outp
     from om_mcp.hosts.claude_code import ConvertOptions, TranscriptState, read_messages
 
     before = TranscriptState.from_dict(previous)
-    found, state = read_messages(event.transcript_path, before, ConvertOptions(trim=trim))
+    problems: list[str] = []
+    found, state = read_messages(event.transcript_path, before, ConvertOptions(trim=trim), problems)
     return Read(
         found,
         IngestState(saved.source, state.offset, state.last_uuid, json.dumps(state.to_dict())),
         rescanned=state.rescans > before.rescans,
+        problems=problems,
     )
 
 
@@ -141,7 +144,7 @@ def ingest(
         thread = run(conn, threads.get, event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
-        out = Ingested(event.session_id, resource, key, rescanned=first.rescanned)
+        out = Ingested(event.session_id, resource, key, rescanned=first.rescanned, problems=list(first.problems))
         if rows:
             counted_by = run(conn, messages.tokenizer_id, counter.cache_key)
             metadata = {"host": event.host, "project": project_root}

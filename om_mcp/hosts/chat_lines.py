@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from om_mcp.hosts.common import TrimRule
@@ -34,11 +35,11 @@ def read_session(
         lines, new = read_lines(event.transcript_path, state)
         found = [m for number, line in lines if (m := line_to_message(number, line, trim)) is not None]
         if found or source == TRANSCRIPT:
-            return found, JsonlState(new.offset, new.lines, new.head_hash, {"source": TRANSCRIPT}, new.rescans)
+            return found, replace(new, extra={"source": TRANSCRIPT})
     found = payload_messages(event)
     if not found:
         return [], state
-    return found, JsonlState(state.offset, state.lines, state.head_hash, {"source": PAYLOAD}, state.rescans)
+    return found, replace(state, extra={"source": PAYLOAD})
 
 
 def payload_messages(event: HookEvent) -> list[dict[str, Any]]:

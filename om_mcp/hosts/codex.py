@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 from om_mcp.hosts.common import TrimRule, trim_value
@@ -75,7 +76,7 @@ def read_messages(
     out = [m for number, line in lines if (m := line_to_message(number, line, trim, tools)) is not None]
     if len(tools) > MAX_PENDING_TOOLS:
         tools = dict(list(tools.items())[-MAX_PENDING_TOOLS:])
-    return out, JsonlState(new.offset, new.lines, new.head_hash, {"tools": tools}, new.rescans)
+    return out, replace(new, extra={"tools": tools})
 
 
 def line_to_message(number: int, line: dict[str, Any], trim: TrimRule, tools: dict[str, str]) -> dict[str, Any] | None:

@@ -75,6 +75,9 @@ class HookEvent:
         return self.name == "SessionEnd"
 
 
+MAX_INPUT_BYTES = 16 * 1024 * 1024  # a hook's stdin (the prompt rides along); the caller reads one byte more
+
+
 def read_event(host: str, data: str | bytes | Mapping[str, Any]) -> HookEvent:
     """The hook input's fields; HookInputError (one line, naming the field) when unusable."""
     if host not in HOSTS:
@@ -82,10 +85,12 @@ def read_event(host: str, data: str | bytes | Mapping[str, Any]) -> HookEvent:
     if isinstance(data, (str, bytes)):
         if not data.strip():
             raise HookInputError("hook input: stdin is empty (expected a JSON object)")
+        if len(data) > MAX_INPUT_BYTES:
+            raise HookInputError(f"hook input: more than {MAX_INPUT_BYTES:,} bytes on stdin; not read")
         try:
             data = json.loads(data)
-        except ValueError as exc:
-            raise HookInputError(f"hook input: not JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            raise HookInputError(f"hook input: not JSON ({type(exc).__name__}: {exc})"[:300]) from None
     if not isinstance(data, Mapping):
         raise HookInputError(f"hook input: expected a JSON object, got {type(data).__name__}")
     host = _actual_host(host, data)

@@ -19,8 +19,9 @@ not a plain log: it is a record log folded by message id.
 * {"$rewindTo": id} drops that message and everything after it.
 Older versions wrote one JSON object ({..., "messages": [...]}) to `.json`.
 
-So the reader folds the whole file each time (session files are small) and
-returns the messages after the last one it returned. The newest "gemini"
+So the reader folds the whole file each time (session files are small; at most
+MAX_SESSION_BYTES are read, through the shared bounded reader) and returns the
+messages after the last one it returned. The newest "gemini"
 message may still change until its turn ends, so it is held back unless the
 caller says the turn is over (`final=True`: AfterAgent, SessionEnd).
 
@@ -41,6 +42,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from om_mcp.hosts import reader
 from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.hosts.events import GEMINI_CLI as HOST
 from om_mcp.hosts.events import GEMINI_FINAL_EVENTS as FINAL_EVENTS  # noqa: F401 - part of this module's API
@@ -98,26 +100,30 @@ class GeminiOptions:
     max_attachment_chars: int = 200_000
 
 
+MAX_SESSION_BYTES = 256 * 1024 * 1024  # the file is folded whole, so it is read whole, up to this
+
+
 def load_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The message records of a session file after folding (updates, $set, rewinds)."""
+    records: list[Any] = []
     try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            text = file.read()
+        if os.fspath(path).endswith(".json"):  # the older one-object format
+            try:
+                whole = json.loads(reader.read_bytes(path, MAX_SESSION_BYTES).decode("utf-8", "replace"))
+                records = [whole] if isinstance(whole, dict) else []
+            except (ValueError, RecursionError):
+                records = []
+            return fold(records)
+        lines = reader.read_lines(path, max_run=MAX_SESSION_BYTES)  # a half-written last line waits
     except FileNotFoundError:
         return []
-    records: list[Any] = []
-    if os.fspath(path).endswith(".json"):  # the older one-object format
+    if lines.more:
+        raise reader.NotReadable(f"{os.fspath(path)}: more than the {MAX_SESSION_BYTES:,} bytes a session is read")
+    for _, line in lines.lines:
         try:
-            whole = json.loads(text)
-            records = [whole] if isinstance(whole, dict) else []
-        except ValueError:
-            records = []
-    else:
-        for line in text.split("\n")[:-1]:  # the piece after the last newline may be half-written
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
+            records.append(json.loads(line.decode("utf-8", "replace")))
+        except (ValueError, RecursionError):
+            continue
     return fold(records)
 
 

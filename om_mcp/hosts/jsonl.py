@@ -6,15 +6,18 @@ the same way, or is shorter than the offset, is read again from the top;
 harmless, because each adapter names its messages by the line they come from
 (or the host's own ids), so what is read twice is stored once. A last line
 without its newline is still being written and waits for the next read.
+Reading is bounded by the shared reader (`hosts/reader.py`): a regular file only,
+a line over its limit skipped (it still counts as a line), a bounded amount a read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from om_mcp.hosts import reader
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class JsonlState:
     head_hash: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # what an adapter carries across reads
     rescans: int = 0
+    skipping: bool = False  # the last read stopped inside a line too long to keep
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,28 +43,28 @@ def read_lines(path: str | os.PathLike[str], state: JsonlState) -> tuple[list[tu
     """(line number, object) for each complete JSON-object line after `state`, and the new state.
     A missing file gives nothing and the same state."""
     try:
-        handle = open(path, "rb")
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        fd = reader.open_regular(path)
+    except (FileNotFoundError, PermissionError):
         return [], state
-    with handle:
-        size = os.fstat(handle.fileno()).st_size
-        first = handle.readline()
-        head = hashlib.sha1(first).hexdigest() if first.endswith(b"\n") else None
+    try:
+        size = os.fstat(fd).st_size
+        head = reader.head_hash(fd)
         if state.offset and (state.offset > size or (state.head_hash is not None and head != state.head_hash)):
             state = JsonlState(rescans=state.rescans + 1)
-        handle.seek(state.offset)
-        data = handle.read()
+        got = reader.scan(fd, state.offset, state.skipping)
+    finally:
+        os.close(fd)
     found: list[tuple[int, dict[str, Any]]] = []
-    offset, number = state.offset, state.lines
-    for raw in data.split(b"\n")[:-1]:
-        offset += len(raw) + 1
+    number = state.lines
+    # A line skipped as too long is still a line: later lines keep their numbers.
+    for _, raw in sorted([*got.lines, *((at, None) for at, _ in got.skipped)], key=lambda item: item[0]):
         number += 1
-        if not raw.strip():
+        if raw is None or not raw.strip():
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             found.append((number, value))
-    return found, JsonlState(offset, number, head if offset else None, dict(state.extra), state.rescans)
+    return found, JsonlState(got.end, number, head if got.end else None, dict(state.extra), state.rescans, got.skipping)

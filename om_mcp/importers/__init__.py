@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from om_mcp.importers._stream import ExportError, iter_array, open_export
+from om_mcp.importers._stream import ExportError, Unreadable, iter_array, open_export
 from om_mcp.importers.openai_messages import ImportFormatError, parse_openai_messages, read_openai_messages
-from om_mcp.importers.thread import ImportedThread
+from om_mcp.importers.thread import ImportedThread, Progress, Refused
+
+DETECT_ELEMENTS = 10  # conversations looked at to tell the exports apart
 
 __all__ = [
     "ExportError",
     "ImportFormatError",
     "ImportedThread",
+    "Refused",
     "detect_source",
     "iter_export",
     "parse_openai_messages",
@@ -28,28 +31,41 @@ __all__ = [
 
 
 def detect_source(path: str | Path) -> str:
-    """'claude' or 'chatgpt', from the first conversation's keys; ExportError otherwise."""
-    with open_export(path) as text:
-        for first in iter_array(text, where=str(path), key="conversations"):
-            if isinstance(first, dict) and "chat_messages" in first:
+    """'claude' or 'chatgpt', from the first conversations' keys; ExportError otherwise."""
+    with open_export(path) as export:
+        seen = 0
+        for seen, element in enumerate(iter_array(export.text, where=str(path), key="conversations"), 1):
+            keys = (
+                set(element.fields)
+                if isinstance(element, Unreadable)
+                else set(element)
+                if isinstance(element, dict)
+                else set()
+            )
+            if keys & {"chat_messages", "uuid"}:
                 return "claude"
-            if isinstance(first, dict) and "mapping" in first:
+            if keys & {"mapping", "conversation_id", "title"}:
                 return "chatgpt"
-            break
-        else:
+            if seen == DETECT_ELEMENTS:
+                break
+        if not seen:
             raise ExportError(f"{path}: the export holds no conversations")
     raise ExportError(
-        f"{path}: not a Claude export (conversations with 'chat_messages') nor a ChatGPT export "
-        "(conversations with 'mapping')"
+        f"{path}: not a Claude export (conversations with 'chat_messages'), a ChatGPT export "
+        "(conversations with 'mapping') nor an om-mcp export"
     )
 
 
-def iter_export(path: str | Path, source: str | None = None) -> Iterator[ImportedThread]:
-    """The conversations of a Claude or ChatGPT export; `source` skips the detection."""
+def iter_export(
+    path: str | Path, source: str | None = None, *, max_chars: int | None = None, progress: Progress | None = None
+) -> Iterator[ImportedThread | Refused]:
+    """The conversations of a Claude or ChatGPT export (a `Refused` for each one that cannot
+    be read); `source` skips the detection, `max_chars` is the most JSON text one may take."""
     from om_mcp.importers import chatgpt_export, claude_export
 
     source = source or detect_source(path)
     modules = {"claude": claude_export, "chatgpt": chatgpt_export}
     if source not in modules:
         raise ExportError(f"source: expected 'claude' or 'chatgpt', got {source!r}")
-    return modules[source].iter_conversations(path)
+    options: dict = {"progress": progress} | ({"max_chars": max_chars} if max_chars else {})
+    return modules[source].iter_conversations(path, **options)

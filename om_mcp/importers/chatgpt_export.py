@@ -43,8 +43,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from om_mcp.importers._stream import ExportError, iter_array, open_export
-from om_mcp.importers.thread import ImportedThread, finish, guess_mime, iso_from_epoch
+from om_mcp.importers._stream import MAX_ELEMENT_CHARS
+from om_mcp.importers.thread import ImportedThread, Progress, Refused, conversations, finish, guess_mime, iso_from_epoch
 
 SOURCE = "chatgpt"
 _HIDDEN_TYPES = {
@@ -58,13 +58,17 @@ _HIDDEN_TYPES = {
 _WEB_TOOLS = ("web", "browser", "file_search", "myfiles_browser", "research_kickoff_tool")
 
 
-def iter_conversations(path: str | Path) -> Iterator[ImportedThread]:
-    """Each conversation of a ChatGPT export (`conversations.json` or the `.zip`), streamed."""
-    with open_export(path) as text:
-        for index, raw in enumerate(iter_array(text, where=str(path), key="conversations")):
-            if not isinstance(raw, dict):
-                raise ExportError(f"{path}: conversation {index} is not a JSON object")
-            yield convert_conversation(raw, index)
+def iter_conversations(
+    path: str | Path, *, max_chars: int = MAX_ELEMENT_CHARS, progress: Progress | None = None
+) -> Iterator[ImportedThread | Refused]:
+    """Each conversation of a ChatGPT export (`conversations.json` or the `.zip`), streamed;
+    one that cannot be read is a `Refused` naming it."""
+    return conversations(path, convert_conversation, _name, "ChatGPT", max_chars=max_chars, progress=progress)
+
+
+def _name(raw: dict[str, Any], _index: int) -> tuple[str | None, str | None]:
+    ident = raw.get("conversation_id") or raw.get("id")
+    return (f"chatgpt-{ident}" if isinstance(ident, str) and ident else None), raw.get("title") or None
 
 
 def convert_conversation(raw: dict[str, Any], index: int = 0) -> ImportedThread:
@@ -76,7 +80,7 @@ def convert_conversation(raw: dict[str, Any], index: int = 0) -> ImportedThread:
         updated_at=iso_from_epoch(raw.get("update_time")),
         messages=[],
     )
-    mapping = found if isinstance(found := raw.get("mapping"), dict) else {}
+    mapping = _dict(raw.get("mapping"))
     path = _active_path(mapping, raw.get("current_node"))
     with_message = sum(1 for n in mapping.values() if isinstance(n, dict) and n.get("message"))
     thread.skipped["other_branch"] += with_message - sum(1 for n in path if n.get("message"))
@@ -100,7 +104,7 @@ def convert_conversation(raw: dict[str, Any], index: int = 0) -> ImportedThread:
 
 def _active_path(mapping: dict[str, Any], current: Any) -> list[dict]:
     nodes = {k: v for k, v in mapping.items() if isinstance(v, dict)}
-    leaf = current if current in nodes else None
+    leaf = current if isinstance(current, str) and current in nodes else None
     if leaf is None:
         leaves = [k for k, v in nodes.items() if not v.get("children")]
         leaf = max(leaves, key=lambda k: _time(nodes[k]), default=None)
@@ -108,25 +112,25 @@ def _active_path(mapping: dict[str, Any], current: Any) -> list[dict]:
     while leaf in nodes and leaf not in seen:
         seen.add(leaf)
         path.append(nodes[leaf])
-        leaf = nodes[leaf].get("parent")
+        parent = nodes[leaf].get("parent")
+        leaf = parent if isinstance(parent, str) else None
     return path[::-1]
 
 
 def _time(node: dict) -> float:
-    message = node.get("message") or {}
-    value = message.get("create_time")
+    value = _dict(node.get("message")).get("create_time")
     return value if isinstance(value, (int, float)) else 0.0
 
 
 def _message(
     m: dict, node: dict, thread: ImportedThread, calls: dict[str, str], fallback_time: str | None
 ) -> dict[str, Any] | None:
-    author = m.get("author") or {}
+    author = _dict(m.get("author"))
     role = author.get("role")
-    content = found if isinstance(found := m.get("content"), dict) else {}
-    kind = content.get("content_type", "text")
-    meta = m.get("metadata") or {}
-    recipient = m.get("recipient") or "all"
+    content = _dict(m.get("content"))
+    kind = _str(content.get("content_type")) or "text"
+    meta = _dict(m.get("metadata"))
+    recipient = _str(m.get("recipient")) or "all"
     if kind == "user_editable_context" or (role == "system" and meta.get("is_user_system_message")):
         _keep_instructions(thread, content, meta)
         return None
@@ -174,7 +178,7 @@ def _is_web(tool: Any) -> bool:
 
 def _keep_instructions(thread: ImportedThread, content: dict, meta: dict) -> None:
     found = {k: content[k] for k in ("user_profile", "user_instructions") if content.get(k)}
-    data = meta.get("user_context_message_data") or {}
+    data = _dict(meta.get("user_context_message_data"))
     found.update(
         {
             k: v
@@ -190,19 +194,19 @@ def _keep_instructions(thread: ImportedThread, content: dict, meta: dict) -> Non
 
 
 def _parts(content: dict, meta: dict) -> list[dict[str, Any]]:
-    kind = content.get("content_type", "text")
+    kind = _str(content.get("content_type")) or "text"
     attachments: dict[str, dict] = {
-        a["id"]: a for a in meta.get("attachments") or [] if isinstance(a, dict) and a.get("id")
+        a["id"]: a for a in _list(meta.get("attachments")) if isinstance(a, dict) and isinstance(a.get("id"), str)
     }
     parts: list[dict[str, Any]] = []
     used: set[str] = set()
     if kind == "code":
-        text = content.get("text") or ""
+        text = _str(content.get("text"))
         if text.strip():
             parts.append({"type": "text", "text": f"```{content.get('language') or ''}\n{text}\n```"})
     elif kind in ("text", "multimodal_text"):
         texts: list[str] = []
-        for item in content.get("parts") or []:
+        for item in _list(content.get("parts")):
             if isinstance(item, str):
                 if item.strip():
                     texts.append(item)
@@ -213,17 +217,17 @@ def _parts(content: dict, meta: dict) -> list[dict[str, Any]]:
             if sub == "image_asset_pointer":
                 _flush(texts, parts)
                 parts.append(_image(item, attachments, used))
-            elif sub == "audio_transcription" and (item.get("text") or "").strip():
+            elif sub == "audio_transcription" and _str(item.get("text")).strip():
                 texts.append(item["text"])
         _flush(texts, parts)
     elif isinstance(content.get("text"), str) and content["text"].strip():
         parts.append({"type": "text", "text": content["text"]})
     for att_id, att in attachments.items():
         if att_id not in used:
-            mime = att.get("mime_type") or guess_mime(att.get("name"))
+            mime = _str(att.get("mime_type")) or guess_mime(_str(att.get("name")) or None)
             kind_out = "image" if mime.startswith("image/") else "file"
             part = {"type": kind_out, "mime_type": mime}
-            if att.get("name"):
+            if _str(att.get("name")):
                 part["name"] = att["name"]
             parts.append(part)
     return parts
@@ -243,9 +247,9 @@ def _image(item: dict, attachments: dict[str, dict], used: set[str]) -> dict[str
         used.add(file_id)
     part: dict[str, Any] = {
         "type": "image",
-        "mime_type": att.get("mime_type") or guess_mime(att.get("name"), "image/*"),
+        "mime_type": _str(att.get("mime_type")) or guess_mime(_str(att.get("name")) or None, "image/*"),
     }
-    if att.get("name"):
+    if _str(att.get("name")):
         part["name"] = att["name"]
     if pointer:
         part["url"] = pointer
@@ -257,8 +261,8 @@ def _image(item: dict, attachments: dict[str, dict], used: set[str]) -> dict[str
 
 def _call_args(content: dict) -> Any:
     text = content.get("text")
-    if text is None:
-        text = "\n".join(p for p in content.get("parts") or [] if isinstance(p, str))
+    if not isinstance(text, str):
+        text = "\n".join(p for p in _list(content.get("parts")) if isinstance(p, str))
     try:
         value = json.loads(text)
         if isinstance(value, (dict, list)):
@@ -269,16 +273,15 @@ def _call_args(content: dict) -> Any:
 
 
 def _tool_result(content: dict, tool: str, meta: dict, calls: dict[str, str]) -> list[dict[str, Any]]:
-    kind = content.get("content_type")
+    kind = _str(content.get("content_type"))
     images = [p for p in _parts(content, meta) if p["type"] == "image"] if kind == "multimodal_text" else []
+    texts = "\n".join(p for p in _list(content.get("parts")) if isinstance(p, str) and p.strip())
     if kind == "multimodal_text":
-        text = "\n".join(p for p in content.get("parts") or [] if isinstance(p, str) and p.strip())
+        text = texts
     elif kind in ("execution_output", "system_error", "code"):
-        text = content.get("text") or ""
+        text = _str(content.get("text"))
     else:
-        text = "\n".join(p for p in content.get("parts") or [] if isinstance(p, str) and p.strip()) or (
-            content.get("text") or ""
-        )
+        text = texts or _str(content.get("text"))
     if not text.strip() and not images:
         return []
     result: dict[str, Any] = {"type": "tool-result", "tool_name": tool, "result": text}
@@ -288,6 +291,19 @@ def _tool_result(content: dict, tool: str, meta: dict, calls: dict[str, str]) ->
     if kind == "system_error":
         result["is_error"] = True
     return [result, *images]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A field that should hold an object; anything else reads as empty (exports vary)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _drop_unanswered_calls(thread: ImportedThread) -> None:

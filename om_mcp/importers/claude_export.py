@@ -35,11 +35,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from om_mcp.importers._stream import ExportError, iter_array, open_export
+from om_mcp.importers._stream import MAX_ELEMENT_CHARS
 from om_mcp.importers.thread import (
     ATTACHMENT_TEXT_LIMIT,
     ImportedThread,
+    Progress,
+    Refused,
     attachment_text,
+    conversations,
     finish,
     guess_mime,
     iso_from_text,
@@ -51,14 +54,27 @@ _NIL_PARENT = "00000000-0000-4000-8000-000000000000"
 
 
 def iter_conversations(
-    path: str | Path, *, attachment_text_limit: int = ATTACHMENT_TEXT_LIMIT
-) -> Iterator[ImportedThread]:
-    """Each conversation of a Claude export (`conversations.json` or the `.zip`), streamed."""
-    with open_export(path) as text:
-        for index, raw in enumerate(iter_array(text, where=str(path), key="conversations")):
-            if not isinstance(raw, dict):
-                raise ExportError(f"{path}: conversation {index} is not a JSON object")
-            yield convert_conversation(raw, attachment_text_limit=attachment_text_limit)
+    path: str | Path,
+    *,
+    attachment_text_limit: int = ATTACHMENT_TEXT_LIMIT,
+    max_chars: int = MAX_ELEMENT_CHARS,
+    progress: Progress | None = None,
+) -> Iterator[ImportedThread | Refused]:
+    """Each conversation of a Claude export (`conversations.json` or the `.zip`), streamed;
+    one that cannot be read is a `Refused` naming it."""
+    return conversations(
+        path,
+        lambda raw, _index: convert_conversation(raw, attachment_text_limit=attachment_text_limit),
+        _name,
+        "Claude",
+        max_chars=max_chars,
+        progress=progress,
+    )
+
+
+def _name(raw: dict[str, Any], _index: int) -> tuple[str | None, str | None]:
+    uuid = raw.get("uuid")
+    return (f"claude-{uuid}" if isinstance(uuid, str) and uuid else None), raw.get("name") or None
 
 
 def convert_conversation(raw: dict[str, Any], *, attachment_text_limit: int = ATTACHMENT_TEXT_LIMIT) -> ImportedThread:
@@ -93,19 +109,19 @@ def convert_conversation(raw: dict[str, Any], *, attachment_text_limit: int = AT
 def _active_path(messages: list[dict], leaf_id: Any) -> list[dict]:
     if not any(m.get("parent_message_uuid") for m in messages):
         return messages
-    by_id = {m.get("uuid"): m for m in messages if m.get("uuid")}
-    leaf = by_id.get(leaf_id)
+    by_id = {m["uuid"]: m for m in messages if isinstance(m.get("uuid"), str) and m["uuid"]}
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
     if leaf is None:
         # The newest message ends the branch the user saw last.
         order = {id(m): i for i, m in enumerate(messages)}
         leaf = max(messages, key=lambda m: (iso_from_text(m.get("created_at")) or "", order[id(m)]))
     path, seen = [], set()
     node: dict | None = leaf
-    while node is not None and node.get("uuid") not in seen:
-        seen.add(node.get("uuid"))
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
         path.append(node)
         parent = node.get("parent_message_uuid")
-        node = by_id.get(parent) if parent and parent != _NIL_PARENT else None
+        node = by_id.get(parent) if isinstance(parent, str) and parent != _NIL_PARENT else None
     return path[::-1]
 
 
@@ -195,7 +211,7 @@ def _files(m: dict, thread: ImportedThread, limit: int) -> list[dict[str, Any]]:
         if not isinstance(att, dict):
             continue
         name = att.get("file_name") or None
-        ftype = att.get("file_type") or ""
+        ftype: str = att["file_type"] if isinstance(att.get("file_type"), str) else ""
         mime = ftype if "/" in ftype else guess_mime(name or (f"x.{ftype}" if ftype else None), "text/plain")
         parts.append({"type": "file", "mime_type": mime, **({"name": name} if name else {})})
         names.add(name or "")

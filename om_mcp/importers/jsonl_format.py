@@ -126,6 +126,8 @@ def _parse(line: str, where: str) -> dict[str, Any]:
         raw = json.loads(line)
     except json.JSONDecodeError as error:
         raise ExportFormatError(where, f"not valid JSON ({error.msg} at column {error.colno})") from None
+    except RecursionError:
+        raise ExportFormatError(where, "nested too deeply for an export record") from None
     if not isinstance(raw, dict):
         raise ExportFormatError(where, "a record must be a JSON object")
     return raw

@@ -22,7 +22,7 @@ import hashlib
 import json
 import mimetypes
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,9 +49,22 @@ def read_openai_messages(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The messages of a JSONL file, in order, as MessageIn-shaped dicts."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return parse_openai_messages(handle)
+            return parse_openai_messages(_lines(handle))
     except UnicodeDecodeError as exc:
         raise ImportFormatError(f"{os.fspath(path)}: not UTF-8 text ({exc.reason})") from None
+
+
+MAX_LINE_CHARS = 16 * 1024 * 1024  # one message: the largest one accepted is far smaller
+
+
+def _lines(handle: Any) -> Iterator[str]:
+    """The file's lines, each read only up to MAX_LINE_CHARS."""
+    number = 0
+    while line := handle.readline(MAX_LINE_CHARS + 1):
+        number += 1
+        if len(line) > MAX_LINE_CHARS:
+            raise ImportFormatError(f"line {number}: longer than {MAX_LINE_CHARS:,} characters: not one message")
+        yield line
 
 
 def parse_openai_messages(lines: Iterable[str]) -> list[dict[str, Any]]:
@@ -62,8 +75,10 @@ def parse_openai_messages(lines: Iterable[str]) -> list[dict[str, Any]]:
             continue
         try:
             data = json.loads(raw)
-        except json.JSONDecodeError as exc:  # the lines are text: nothing else can fail here
+        except json.JSONDecodeError as exc:
             raise ImportFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise ImportFormatError(f"line {number}: nested too deeply") from None
         if not isinstance(data, dict):
             raise ImportFormatError(f"line {number}: expected a JSON object, got {type(data).__name__}")
         try:

@@ -5,7 +5,14 @@ happens on the first real call, in `litellm_client.load_litellm`.
 """
 
 from om_mcp.models.base import Completion, ModelClient, Usage
-from om_mcp.models.errors import ModelError, ModelSelectionError, ModelUnavailable, TransientModelError, is_transient
+from om_mcp.models.errors import (
+    ModelError,
+    ModelSelectionError,
+    ModelUnavailable,
+    TransientModelError,
+    UnusableAnswer,
+    is_transient,
+)
 from om_mcp.models.settings import (
     AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -50,6 +57,7 @@ __all__ = [
     "ModelTarget",
     "ModelUnavailable",
     "TransientModelError",
+    "UnusableAnswer",
     "Usage",
     "effective_max_output_tokens",
     "is_default_selection",

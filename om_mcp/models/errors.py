@@ -6,6 +6,10 @@ Failures are of three kinds, and the engine treats each differently:
 - permanent (auth, not found, bad request, context too long): never retried;
   the model stays paused until its configuration changes or an operator resumes it;
 - unavailable: no call was made (the model is paused or backing off, or has no key).
+
+An answer with nothing usable in it (a refusal, a content filter, an empty text, a
+format ignored) is a failure too (`UnusableAnswer`): the call cost as much as a good
+one, so it backs off like a transient error, and a model that keeps doing it is paused.
 """
 
 from __future__ import annotations
@@ -43,6 +47,15 @@ class TransientModelError(ModelError):
     """A failure worth retrying; scripted clients raise it to simulate flaky providers."""
 
     def __init__(self, message: str = "transient model failure", **kwargs: Any) -> None:
+        kwargs.setdefault("transient", True)
+        super().__init__(message, **kwargs)
+
+
+class UnusableAnswer(ModelError):
+    """The model answered, but with nothing the caller can use. The message says what
+    was wrong and quotes a short, neutralised excerpt of what it said."""
+
+    def __init__(self, message: str, **kwargs: Any) -> None:
         kwargs.setdefault("transient", True)
         super().__init__(message, **kwargs)
 

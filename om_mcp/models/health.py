@@ -4,7 +4,9 @@ A model that keeps failing must not cost every turn a doomed call: after a
 transient failure (timeout, 429, 5xx, connection refused) the model backs off,
 across turns, exponentially; after a permanent one (bad key, unknown model, bad
 request, context too long) it is paused until its configuration changes or an
-operator resumes it. One success closes the breaker.
+operator resumes it. An answer with nothing usable in it (`UnusableAnswer`) backs
+off the same way; UNUSABLE_BEFORE_PAUSE of them in a row pause the model, and the
+pause says what it answered. One success closes the breaker.
 
 The decisions are pure functions of a `ModelHealth` row; `HealthBook` is where
 the rows live (the engine keeps them in the database).
@@ -25,6 +27,10 @@ from om_mcp.store.rows import ModelHealth
 BACKOFF_INITIAL_SECONDS = 30.0
 BACKOFF_MAX_SECONDS = 30 * 60.0
 ERROR_CHARS = 300
+UNUSABLE_BEFORE_PAUSE = 3
+# last_error of a breaker opened by unusable answers starts with this; `failures` then
+# counts those answers in a row (a failure of another kind starts the count again).
+UNUSABLE = "answered with nothing usable"
 
 
 class HealthBook(Protocol):
@@ -50,11 +56,7 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
     if health.state == "paused":
         if health.config_hash != fingerprint(target):
             return True, ""  # the configuration changed since it failed
-        return (
-            False,
-            f"{target.model} is paused after a permanent error ({health.last_error}); fix the setting"
-            " or run `om-mcp doctor --model` (a successful test call resumes it)",
-        )
+        return False, f"{target.model} {pause_reason(health)}"
     now = time.time() if now is None else now
     if now >= health.next_attempt_at:
         return True, ""
@@ -62,14 +64,46 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
     return False, f"{target.model} is failing ({health.last_error}); next attempt in {wait}s"
 
 
+def is_unusable(health: ModelHealth | None) -> bool:
+    """Was the breaker's last failure an answer with nothing usable in it?"""
+    return health is not None and health.state != "ok" and (health.last_error or "").startswith(UNUSABLE)
+
+
+def pause_reason(health: ModelHealth) -> str:
+    """Why a paused model is paused and what lifts it (one line, after the model's name)."""
+    if is_unusable(health):
+        return (
+            f"is paused: it {health.last_error}. Choose another model (or fix what makes it refuse),"
+            " or run `om-mcp doctor --model` to try it again"
+        )
+    return (
+        f"is paused after a permanent error ({health.last_error}); fix the setting"
+        " or run `om-mcp doctor --model` (a successful test call resumes it)"
+    )
+
+
 def after_failure(
-    health: ModelHealth | None, target: ModelTarget, error: str, *, transient: bool, now: float | None = None
+    health: ModelHealth | None,
+    target: ModelTarget,
+    error: str,
+    *,
+    transient: bool,
+    unusable: bool = False,
+    now: float | None = None,
 ) -> ModelHealth:
+    """The breaker after a failed call. `unusable`: the model answered, with nothing usable
+    (`error` says what and quotes it): a backoff, and a pause once it happened
+    UNUSABLE_BEFORE_PAUSE times in a row."""
     now = time.time() if now is None else now
     base = health or ModelHealth(model=target.model)
-    failures = base.failures + 1
-    stamp = datetime.fromtimestamp(now, UTC).isoformat()
     text = " ".join(error.split())[:ERROR_CHARS]
+    if unusable:
+        failures = (base.failures if is_unusable(health) else 0) + 1
+        text = f"{UNUSABLE} {failures} time{'s' if failures > 1 else ''} in a row; last: {text}"[:ERROR_CHARS]
+        transient = failures < UNUSABLE_BEFORE_PAUSE
+    else:
+        failures = (0 if is_unusable(health) else base.failures) + 1
+    stamp = datetime.fromtimestamp(now, UTC).isoformat()
     if not transient:
         return replace(
             base,

@@ -3,7 +3,9 @@ the fallback list, retry transient errors (in manual cycles; background ones
 leave retrying to the breaker), and keep the whole thing inside one time budget.
 
 This knows nothing of providers; it only sees `ModelClient.complete` and the
-`transient` flag of the errors it raises.
+`transient` flag of the errors it raises. Nor does it know what a usable answer is:
+the caller's `accept` says, and an answer it refuses is a failed attempt like any
+other (the breaker counts it, the next entry of the choice is tried).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import anyio
 
 from om_mcp.models import health as breaker
 from om_mcp.models.base import Completion, ModelClient
-from om_mcp.models.errors import ModelError, ModelUnavailable, is_transient
+from om_mcp.models.errors import ModelError, ModelUnavailable, UnusableAnswer, is_transient
 from om_mcp.models.health import HealthBook
 from om_mcp.models.settings import (
     ByInputSize,
@@ -63,6 +65,7 @@ class ModelRouter:
         self.client = client
         self.clients = clients
         self.health = health
+        self._warming = 0  # warm-ups in progress
         # Told of every completed call (what it used and cost): the engine's spend meter.
         self.on_completion: Callable[[Completion], Awaitable[None]] | None = None
 
@@ -106,20 +109,38 @@ class ModelRouter:
         """Is every client set up, so that a call costs only the model's time?"""
         return all(getattr(self.client_for(t), "warm", True) for t in self._every_target())
 
+    @property
+    def warming_up(self) -> bool:
+        """Is a client being set up right now (the status says so)?"""
+        return self._warming > 0 and not self.warm
+
     async def warm_up(self) -> None:
         """One-time client setup (litellm's import takes 2.5 s, far more on a busy machine), done before
         any call's time budget starts. Failures surface on the call itself."""
-        for target in self._every_target():
-            warm_up = getattr(self.client_for(target), "warm_up", None)
-            if warm_up is not None:
-                try:
-                    await warm_up()
-                except Exception:  # noqa: BLE001 - reported by the call that needs this client
-                    pass
+        self._warming += 1
+        try:
+            for target in self._every_target():
+                warm_up = getattr(self.client_for(target), "warm_up", None)
+                if warm_up is not None:
+                    try:
+                        await warm_up()
+                    except Exception:  # noqa: BLE001 - reported by the call that needs this client
+                        pass
+        finally:
+            self._warming -= 1
 
-    async def complete(self, messages: list[dict[str, Any]], input_tokens: int = 0) -> Completion:
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        input_tokens: int = 0,
+        accept: Callable[[Completion], str | None] | None = None,
+    ) -> Completion:
         """One logical call: the targets in order, transient errors retried, all inside
-        `total_budget_seconds`. Targets whose breaker is open are skipped without a call."""
+        `total_budget_seconds`. Targets whose breaker is open are skipped without a call.
+
+        `accept(completion)` returns None for a usable answer, else what is wrong with it
+        (one line, quoting a neutralised excerpt): that attempt then fails with
+        `UnusableAnswer`, and so does the call if no entry does better."""
         targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
@@ -162,6 +183,9 @@ class ModelRouter:
                 try:
                     with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
                         completion = await client.complete(messages, target, self.settings, timeout)
+                    problem = accept(completion) if accept is not None else None
+                    if problem is not None:
+                        raise UnusableAnswer(problem, model=target.model)
                     if self.health:
                         closed = breaker.after_success(state, target)
                         if closed is not None:
@@ -188,8 +212,8 @@ class ModelRouter:
                     last.transient,
                     last.message,
                 )
-                if not last.transient or retry == retries:
-                    break  # next entry
+                if not last.transient or retry == retries or isinstance(last, UnusableAnswer):
+                    break  # next entry (the same question would get the same refusal)
                 pause = _jittered(backoff, policy.jitter)
                 if anyio.current_time() + pause >= deadline:
                     break  # a retry could not finish in time; the next entry may
@@ -200,7 +224,13 @@ class ModelRouter:
                 backoff = min(backoff * 2, policy.backoff_max_seconds)
             if failure is not None and self.health:
                 await self.health.put(
-                    breaker.after_failure(state, target, failure.message, transient=failure.transient)
+                    breaker.after_failure(
+                        state,
+                        target,
+                        failure.message,
+                        transient=failure.transient,
+                        unusable=isinstance(failure, UnusableAnswer),
+                    )
                 )
             if deadline is not None and deadline - anyio.current_time() <= 0:
                 break
@@ -213,7 +243,7 @@ class ModelRouter:
                 transient=True,
                 attempts=attempts,
             )
-        raise ModelError(
+        raise (UnusableAnswer if isinstance(last, UnusableAnswer) else ModelError)(
             f"{self.describe()} failed after {attempts} attempt(s): {last.message}",
             last_error=last.last_error,
             transient=last.transient,

@@ -7,13 +7,13 @@ engine's insides.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
+from anyio.abc import TaskStatus
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
@@ -34,15 +34,14 @@ if TYPE_CHECKING:
     from om_mcp.engine import Memory, SamplingBroker
 
 log = logging.getLogger(__name__)
-WARM_UP_DELAY_SECONDS = 0.3
 
 
 class App:
     """What a request handler needs: the engine, the notifier, and the sampling broker
     that lets the `sampling` model reach clients which offer it.
 
-    The engine opens in the background, so the handshake never waits for it; a
-    request that needs it awaits `ready()` (at most the engine's start-up, once)."""
+    The server's lifespan opens the engine before the first message is read, so no request
+    waits for it; `ready()` is there for the one case where it could not be opened."""
 
     def __init__(self, notifier: Notifier, broker: SamplingBroker, memory: Memory | None = None):
         self.notifier = notifier
@@ -114,17 +113,19 @@ class MemoryServer(MCPServer):
             raise ToolError(message) from None
 
 
-async def _serve_memory(config: Config, app: App) -> None:
-    """Open the engine (its import is most of it: in a thread), run its worker until the
-    server stops, then close it."""
+async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Open the engine (tokenizer included), report it started, then run its worker until the
+    server stops, and close it."""
     try:
-        module = await anyio.to_thread.run_sync(importlib.import_module, "om_mcp.engine.memory")
-        opened = await module.Memory.open(config, sampling=app.broker)
+        from om_mcp.engine import Memory
+
+        opened = await Memory.open(config, sampling=app.broker)
         heap.settle()  # the start-up heap leaves the full collections (a 40 ms pause in some turn)
     except Exception as error:  # noqa: BLE001 - reported to every request, in one line
         log.error("memory could not be opened: %s", one_line(error))
         log.debug("memory could not be opened", exc_info=True)
         app.opened(None, one_line(error))
+        task_status.started()
         return
     opened.events.listeners.append(app.notifier.on_event)
     readiness = opened.observation.readiness
@@ -136,19 +137,14 @@ async def _serve_memory(config: Config, app: App) -> None:
     )
     try:
         async with opened.running(), app.notifier.relaying(opened.store):
-            await opened.worker.submit("tokens", "recount", lambda: _warm_up(opened))
             app.opened(opened)
+            task_status.started()
+            await opened.worker.submit("tokens", "recount", opened.recount_tokens)
+            await opened.worker.submit("tokens", "unicode", opened.counter.warm)
             await anyio.sleep_forever()
     finally:
         with anyio.CancelScope(shield=True):
             await opened.close()
-
-
-async def _warm_up(memory: Memory) -> None:
-    """Load the tokenizer (in a thread) and refresh counts an older tokenizer made, in the
-    background, once the handshake has had its moment: loading competes for the GIL."""
-    await anyio.sleep(WARM_UP_DELAY_SECONDS)
-    await memory.recount_tokens()
 
 
 def _live(server: MCPServer, app: App) -> App:
@@ -177,7 +173,8 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
 
         app = App(notifier, SamplingBroker())
         async with anyio.create_task_group() as group:
-            group.start_soon(_serve_memory, config, app)
+            # Before the first message is read: the first request finds the engine open.
+            await group.start(_serve_memory, config, app)
             try:
                 yield _live(server, app)
             finally:
@@ -193,6 +190,6 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
-    install_subscriptions(server)  # and subscribe to the resources they want updates of
+    install_subscriptions(server, notifier.watch)  # and subscribe to the resources they want updates of
     install_scoped_listen(server, notifier.bus)  # a token hears only the URIs it may read
     return server

@@ -19,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ListenHandler, SubscriptionBus
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
+from om_mcp.server import uris
 from om_mcp.server.http.auth import allowed_resources
 
 if TYPE_CHECKING:
@@ -26,30 +27,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# What follows the id in each of our resource URIs, longest first.
-THREAD_VIEWS = ("observations/history", "working-memory", "observations", "messages", "status", "events")
-RESOURCE_VIEWS = ("observations/history", "working-memory", "observations", "threads")
-
-
-def parse_uri(uri: str) -> tuple[str, str] | None:
-    """("thread" | "resource", id) for one of our URIs, else None."""
-    for prefix, kind, views in (
-        ("om://threads/", "thread", THREAD_VIEWS),
-        ("om://resources/", "resource", RESOURCE_VIEWS),
-    ):
-        if uri.startswith(prefix):
-            rest = uri[len(prefix) :]
-            for view in views:
-                if rest.endswith("/" + view) and len(rest) > len(view) + 1:
-                    return kind, rest[: -len(view) - 1]
-    return None
-
 
 async def may_hear(memory: Memory, uri: str, allowed: frozenset[str]) -> bool:
-    parsed = parse_uri(uri)
+    parsed = uris.parse(uri)
     if parsed is None:
         return False
-    kind, ident = parsed
+    kind, ident, _ = parsed
     if kind == "resource":
         return ident in allowed
     thread = await memory.thread(ident)
@@ -62,6 +45,11 @@ class ScopedListenHandler(ListenHandler):
     ) -> SubscriptionsListenResult:
         allowed = allowed_resources()
         asked = params.notifications.resource_subscriptions or []
+        if asked and any(uris.canonical(uri) != uri for uri in asked):
+            # Updates are published as we write URIs; a subscription matches them exactly.
+            asked = list(dict.fromkeys(uris.canonical(uri) for uri in asked))
+            notifications = params.notifications.model_copy(update={"resource_subscriptions": asked})
+            params = params.model_copy(update={"notifications": notifications})
         if allowed is not None and asked:
             memory = await ctx.lifespan_context.ready()
             kept = [uri for uri in asked if await may_hear(memory, uri, allowed)]

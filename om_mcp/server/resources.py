@@ -1,5 +1,5 @@
 """The resources: threads, messages, working memory, observations and their history,
-events and status, all JSON."""
+events and status, all JSON. Ids in their URIs are percent-encoded (`uris.py`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from om_mcp.engine import EngineError
 from om_mcp.server.access import authorize_read
 from om_mcp.server.app import app_of
+from om_mcp.server.uris import OPAQUE_IDS, Kind, template
 
 if TYPE_CHECKING:
     from om_mcp.engine import Memory
@@ -31,15 +32,17 @@ async def _json(ctx: Context, read: Callable[[Memory], Awaitable[Any]]) -> str:
 
 
 def register(server: MCPServer) -> None:
-    def resource(uri: str, description: str):
-        return server.resource(uri, mime_type="application/json", description=description)
+    def resource(kind: Kind, view: str, description: str):
+        return server.resource(
+            template(kind, view), mime_type="application/json", description=description, security=OPAQUE_IDS
+        )
 
-    @resource("om://resources/{resource_id}/threads", "The resource's threads, newest first.")
+    @resource("resource", "threads", "The resource's threads, newest first.")
     async def resource_threads(resource_id: str, ctx: Context) -> str:
         await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.threads(resource_id))
 
-    @resource("om://resources/{resource_id}/working-memory", "Resource-scoped working memory.")
+    @resource("resource", "working-memory", "Resource-scoped working memory.")
     async def resource_working_memory(resource_id: str, ctx: Context) -> str:
         await authorize_read(ctx, resource_id=resource_id)
 
@@ -48,37 +51,37 @@ def register(server: MCPServer) -> None:
 
         return await _json(ctx, read)
 
-    @resource("om://resources/{resource_id}/observations", "The resource's shared observation log.")
+    @resource("resource", "observations", "The resource's shared observation log.")
     async def resource_observations(resource_id: str, ctx: Context) -> str:
         await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.observations(resource_id=resource_id))
 
-    @resource("om://resources/{resource_id}/observations/history", "Every generation of the resource's log.")
+    @resource("resource", "observations/history", "Every generation of the resource's log.")
     async def resource_observation_history(resource_id: str, ctx: Context) -> str:
         await authorize_read(ctx, resource_id=resource_id)
         return await _json(ctx, lambda m: m.observations(resource_id=resource_id, history=True))
 
-    @resource("om://threads/{thread_id}/messages", "The thread's newest messages (recall reads more).")
+    @resource("thread", "messages", "The thread's newest messages (recall reads more).")
     async def thread_messages(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.messages(thread_id))
 
-    @resource("om://threads/{thread_id}/observations", "The thread's active observation log.")
+    @resource("thread", "observations", "The thread's active observation log.")
     async def thread_observations(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.observations(thread_id))
 
-    @resource("om://threads/{thread_id}/observations/history", "Every generation of the thread's log, newest first.")
+    @resource("thread", "observations/history", "Every generation of the thread's log, newest first.")
     async def thread_observation_history(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.observations(thread_id, history=True))
 
-    @resource("om://threads/{thread_id}/events", "The thread's observation lifecycle events (newest 200).")
+    @resource("thread", "events", "The thread's observation lifecycle events (newest 200).")
     async def thread_events(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
         return await _json(ctx, lambda m: m.events_of(thread_id))
 
-    @resource("om://threads/{thread_id}/status", "Memory status: windows, buffered work, model readiness.")
+    @resource("thread", "status", "Memory status: windows, buffered work, model readiness.")
     async def thread_status(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
 
@@ -88,7 +91,7 @@ def register(server: MCPServer) -> None:
 
         return await _json(ctx, read)
 
-    @resource("om://threads/{thread_id}/working-memory", "The working memory a thread sees.")
+    @resource("thread", "working-memory", "The working memory a thread sees.")
     async def thread_working_memory(thread_id: str, ctx: Context) -> str:
         await authorize_read(ctx, thread_id=thread_id)
 

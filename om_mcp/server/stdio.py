@@ -6,9 +6,11 @@ It replaces the SDK's `stdio_server` (mcp 2.3.0), which
 * reads stdin on a non-daemon worker thread, so Ctrl-C waits for the next input line
   and a second Ctrl-C ends in a traceback;
 * reads lines of any length into memory.
-Here every line that is not a message gets a JSON-RPC error (-32700, or -32600 with the
-request's id when the line is JSON that names one) and one log line on stderr, and
-serving goes on. Reading and writing happen on daemon threads, so a signal ends the
+Here every line that is not a message gets a JSON-RPC error (-32700 or -32600) and one
+log line on stderr, and serving goes on. The error carries the request's id whenever
+the line names one: JSON that is not a valid message, and also a line that is not
+valid UTF-8, holds raw control bytes, nests too deep or is too long to keep, whose id
+`request_id.RequestId` finds in the raw bytes. Reading and writing happen on daemon threads, so a signal ends the
 server at once. While serving, fd 0 reads /dev/null and fd 1 points at stderr (as in the
 SDK): a stray print() or a child process cannot corrupt the wire.
 """
@@ -36,6 +38,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from om_mcp.server.request_id import RequestId, request_id
+
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 32 * 1024 * 1024  # one message; a longer line is answered with -32600 and skipped
@@ -45,9 +49,10 @@ EXIT_ON_SIGNAL = 130
 
 @dataclass(frozen=True)
 class TooLong:
-    """A line over the size limit; its bytes were skipped, not kept."""
+    """A line over the size limit; its bytes were skipped, not kept (but looked at for its id)."""
 
     size: int
+    request_id: str | int | None = None
 
 
 def parse_line(line: bytes) -> SessionMessage | JSONRPCError | None:
@@ -66,11 +71,13 @@ def parse_line(line: bytes) -> SessionMessage | JSONRPCError | None:
             return _error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer")
         return SessionMessage(message)
     try:
-        # Python's parser takes deeper nesting and lone surrogates, so the id is often recoverable.
+        # Python's parser takes deeper nesting and lone surrogates, so the reason can be precise.
         data: Any = json.loads(text)
     except (ValueError, RecursionError):
         reason = problems[0]["msg"].removeprefix("Invalid JSON: ")
-        return _error(None, PARSE_ERROR, f"Parse error: {reason}")
+        if "recursion limit" in reason:
+            reason = "nested too deeply (the limit is about 200 levels)"
+        return _error(request_id(text), PARSE_ERROR, f"Parse error: {reason}")
     return _error(_request_id(data), INVALID_REQUEST, f"Invalid request: {_reason(problems, data)}")
 
 
@@ -117,29 +124,45 @@ def _reason(problems: list[Any], data: Any) -> str:
 
 def split_lines(read: Callable[[], bytes], deliver: Callable[[bytes | TooLong], None], limit: int) -> None:
     """Feed each line from `read` (b"" at end of input) to `deliver`, keeping at most
-    `limit` bytes of any one line; a longer line is delivered as TooLong."""
+    `limit` bytes of any one line; a longer line is delivered as TooLong (with its id)."""
     buffer = bytearray()
     skipped = 0  # > 0 while discarding the rest of an oversized line
+    scan: RequestId | None = None  # looks for the id of the line being discarded
+
+    def discard(piece: bytes) -> None:
+        nonlocal skipped, scan
+        if scan is None:
+            scan = RequestId()
+            scan.feed(bytes(buffer))
+        scan.feed(piece)
+        skipped += len(buffer) + len(piece)
+        buffer.clear()
+
+    def too_long() -> TooLong:
+        nonlocal skipped, scan
+        out = TooLong(skipped, scan.result() if scan is not None else None)
+        skipped, scan = 0, None
+        return out
+
     while chunk := read():
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             piece = chunk[start:end]
             if skipped or len(buffer) + len(piece) > limit:
-                deliver(TooLong(skipped + len(buffer) + len(piece)))
+                discard(piece)
+                deliver(too_long())
             else:
                 buffer += piece
                 deliver(bytes(buffer))
-            buffer.clear()
-            skipped = 0
+                buffer.clear()
             start = end + 1
         piece = chunk[start:]
         if skipped or len(buffer) + len(piece) > limit:
-            skipped += len(buffer) + len(piece)
-            buffer.clear()
+            discard(piece)
         else:
             buffer += piece
     if skipped:
-        deliver(TooLong(skipped))
+        deliver(too_long())
     elif buffer:
         deliver(bytes(buffer))
 
@@ -232,7 +255,9 @@ def _reader(
         line_number += 1
         if isinstance(line, TooLong):
             item: SessionMessage | JSONRPCError | None = _error(
-                None, INVALID_REQUEST, f"Invalid request: message of {line.size} bytes is over the {limit} byte limit"
+                line.request_id,
+                INVALID_REQUEST,
+                f"Invalid request: message of {line.size} bytes is over the {limit} byte limit",
             )
         else:
             item = parse_line(line)

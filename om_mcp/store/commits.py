@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from om_mcp.store.coordination import add_events, holds
+from om_mcp.store.coordination import add_events, holds, lease_holder
 from om_mcp.store.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
 from om_mcp.store.observations import groups as read_groups
 from om_mcp.store.observations import insert_groups, unobserved_between
@@ -38,7 +38,9 @@ async def _lock(tx: Tx, key: str) -> int | None:
 
 
 async def _leased(tx: Tx, key: str, lease: Lease | None) -> bool:
-    return lease is None or await holds(tx, key, *lease)
+    """No other process took the cycle over. A lease that lapsed with nobody taking it (a slow
+    renewal on a busy machine) leaves the work valid: the state checks decide, not the lease."""
+    return lease is None or await holds(tx, key, *lease) or await lease_holder(tx, key, lease[0]) is None
 
 
 async def _unchanged(tx: Tx, key: str, edits: int | None) -> bool:

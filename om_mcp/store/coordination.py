@@ -20,9 +20,25 @@ from om_mcp.store.tx import Tx
 # -- leases -----------------------------------------------------------------------------
 
 
-async def acquire_lease(tx: Tx, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None) -> bool:
-    """Take or renew the (key, op) lease; False while another owner holds a live one. One statement."""
-    now = await tx.epoch()
+async def acquire_lease(
+    tx: Tx, key: str, op: str, owner: str, ttl: float, cycle_id: str | None = None, *, excluding: tuple[str, ...] = ()
+) -> bool:
+    """Take or renew the (key, op) lease; False while another owner holds a live one, or while
+    anyone holds a live lease on the same key for one of the `excluding` ops (a buffering run and
+    a turn's observation never read one record at once). Takers that exclude each other queue on
+    the key's lock first, so two of them never both look and both take."""
+    if excluding:
+        await tx.lock_key(key)
+    now = await tx.epoch()  # after the wait for the key's lock
+    if excluding:
+        held = await tx.fetchval(
+            "SELECT 1 FROM om_leases WHERE key = $1 AND op = ANY ($2::text[]) AND expires_at > $3",
+            key,
+            list(excluding),
+            now,
+        )
+        if held:
+            return False
     return (
         await tx.execute(
             "INSERT INTO om_leases AS l (key, op, owner, cycle_id, expires_at) VALUES ($1, $2, $3, $4, $5)"

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from om_mcp.store.copy_tables import BOOLEANS, POSTGRES_COLUMNS, Table, quoted
+from om_mcp.store.vectors import floats
 
 # -- reading the source ----------------------------------------------------------------------
 
@@ -37,7 +38,7 @@ class SqliteSource:
         rows = await anyio.to_thread.run_sync(lambda: self.conn.execute(sql, after or ()).fetchall())
         return [
             tuple(
-                list(_floats(v)) if c == "vector" else bool(v) if (table.name, c) in BOOLEANS else v
+                list(floats(v)) if c == "vector" else bool(v) if (table.name, c) in BOOLEANS else v
                 for c, v in zip(table.columns, r)
             )
             for r in rows
@@ -98,12 +99,6 @@ async def _names(rows: Any) -> list[str]:
     return [r[0] for r in await rows]
 
 
-def _floats(blob: bytes) -> array:
-    values = array("f")
-    values.frombytes(blob)
-    return values
-
-
 # -- writing the target -------------------------------------------------------------------------
 
 
@@ -134,12 +129,6 @@ async def write_postgres(store: Any, table: Table, rows: list[tuple]) -> None:
         await conn.executemany(sql, rows)
 
     await store.db.write(insert)
-
-
-def _to_sqlite(column: str, value: Any) -> Any:
-    if column == "vector":
-        return array("f", value).tobytes()
-    return int(value) if isinstance(value, bool) else value
 
 
 async def write_sqlite(store: Any, table: Table, rows: list[tuple]) -> None:

@@ -281,9 +281,16 @@ async def generations(tx: Tx, key: str) -> list[tuple[int, list[Group]]]:
 
 
 async def context(
-    tx: Tx, key: str, thread_id: str, budget: int, working_memory: tuple[str, str] | None
+    tx: Tx,
+    key: str,
+    thread_id: str,
+    budget: int,
+    working_memory: tuple[str, str] | None,
+    others_since: str | None = None,
 ) -> ContextRead | None:
-    """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory."""
+    """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory.
+    Other threads: the most recently active ones with unobserved messages (active since
+    `others_since`, an ISO time, when given)."""
     snap = await snapshot(tx, key, thread_id)
     if snap is None:
         return None
@@ -291,10 +298,12 @@ async def context(
     others: dict[str, list[Message]] = {}
     if snap.record.scope == "resource":
         busy = await tx.fetch(
-            "SELECT thread_id, seq FROM om_cursors WHERE record_key = $1 AND thread_id <> $2 AND pending_messages > 0"
-            " ORDER BY counted_seq DESC LIMIT $3",
+            "SELECT c.thread_id, c.seq FROM om_cursors c JOIN threads t ON t.id = c.thread_id"
+            " WHERE c.record_key = $1 AND c.thread_id <> $2 AND c.pending_messages > 0 AND t.updated_at >= $3"
+            " ORDER BY t.updated_at DESC LIMIT $4",
             key,
             thread_id,
+            others_since or "",
             OTHER_THREADS,
         )
         for other, seq in busy:

@@ -12,7 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store import commits, coordination, messages, observations, overview, privacy, sessions, threads, transfer
+from om_mcp.store import (
+    commits,
+    coordination,
+    forget,
+    messages,
+    observations,
+    overview,
+    privacy,
+    sessions,
+    spend,
+    threads,
+    transfer,
+    vectors,
+)
 from om_mcp.store.tx import Tx
 
 P = ParamSpec("P")
@@ -102,6 +115,7 @@ class Operations:
     ingest_state = reads(coordination.ingest_state)
     put_ingest_state = writes(coordination.put_ingest_state)
     settled_threads = reads(sessions.settled_threads)
+    recent_sessions = reads(sessions.recent_sessions)
 
     # looking at a memory (the status page; `om-mcp status`, `threads`, `show`)
     thread_states = reads(overview.thread_states)
@@ -110,6 +124,20 @@ class Operations:
 
     # privacy: redaction counts, added by append_messages
     redaction_counts = reads(privacy.redaction_counts)
+
+    # forgetting and correcting one thing
+    group_records = reads(forget.group_records)
+    find_text = reads(forget.find_text)
+    apply_rewrite = writes(forget.apply_rewrite)
+
+    # model spend, for the spend caps
+    add_spend = writes(spend.add_spend)
+    spend_since = reads(spend.spend_since)
+
+    # vectors for semantic recall
+    pending_vectors = reads(vectors.pending)
+    put_vectors = writes(vectors.put)
+    nearest_vectors = reads(vectors.nearest)
 
     # moving a memory
     export = reads(transfer.export)

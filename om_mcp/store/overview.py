@@ -1,5 +1,5 @@
 """Reads for looking at a memory: threads with their windows and last cycle, the
-inputs of the windows-over-time plots, records due for work.
+inputs of the windows-over-time plots, records due for work, what it holds.
 
 Each is a few statements, bounded by a limit, so `om-mcp status` and the status
 page stay fast on a large memory: a page of threads costs two statements (the
@@ -8,8 +8,10 @@ threads with their newest cycle's event id, then those events), on either backen
 
 from __future__ import annotations
 
+from typing import Any
+
 from om_mcp.store.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
-from om_mcp.store.rows import Scope
+from om_mcp.store.rows import Scope, Stats
 from om_mcp.store.summaries import CYCLE_END_TYPES, SeriesInputs, ThreadState
 from om_mcp.store.tx import Tx
 
@@ -105,3 +107,25 @@ async def pending_records(tx: Tx) -> list[tuple[str, int, int]]:
         " WHERE p > 0 OR n > 0 ORDER BY p DESC, key"
     )
     return [(key, int(p), int(n)) for key, p, n in rows]
+
+
+async def stats(tx: Tx, **where: Any) -> Stats:
+    """What the memory holds; `where` (the path, its size, the schema version, ...) is the backend's."""
+    row = await tx.fetchrow(
+        "SELECT (SELECT COUNT(*) FROM resources), (SELECT COUNT(*) FROM threads),"
+        " (SELECT COALESCE(SUM(message_count), 0) FROM threads),"
+        " (SELECT COUNT(*) FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation),"
+        " (SELECT COUNT(*) FROM om_chunks), (SELECT COUNT(*) FROM om_events),"
+        " (SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors)"
+    )
+    resources, threads, messages, groups, chunks, events, pending = (int(v) for v in row or ())
+    return Stats(
+        **where,
+        resources=resources,
+        threads=threads,
+        messages=messages,
+        groups=groups,
+        chunks=chunks,
+        events=events,
+        pending_tokens=pending,
+    )

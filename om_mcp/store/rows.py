@@ -350,6 +350,19 @@ class SettledThread:
     updated_at: str
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """A thread of a resource as SessionStart lists it when there are no observations to give."""
+
+    thread_id: str
+    title: str | None
+    started_at: str
+    updated_at: str
+    messages: int
+    first_prompt: str | None
+    last_prompt: str | None
+
+
 @dataclass(slots=True)
 class SpendDay:
     """What one model cost on one UTC day, summed over every process on the database."""

@@ -8,7 +8,7 @@ and the working memory. Those are scrubbed here, value by value, so the phrase l
 the file without the rest of the memory going with it.
 
 Matching is by `casefold`, so it ignores case in any script; the SQL only preselects
-rows with LIKE / ILIKE (`like_pattern`) and every row is checked here.
+rows (`Tx.contains`) and every row is checked here.
 """
 
 from __future__ import annotations
@@ -19,12 +19,6 @@ from typing import Any
 
 def needle(phrase: str) -> str:
     return phrase.casefold()
-
-
-def like_pattern(phrase: str) -> str:
-    """A LIKE pattern (ESCAPE '\\') for rows holding the phrase: %, _ and \\ taken literally."""
-    escaped = phrase.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def holds(value: Any, found: str) -> bool:

@@ -4,14 +4,15 @@ unobserved messages, so a background worker observes their tail.
 A hook marks its thread's metadata with `host` when it creates it, and with
 `ended_at` when the host says the session ended. A session counts as settled
 when it ended after its last message, or when it has been quiet for a while
-(a host that crashed sends no end).
+(a host that crashed sends no end). A SessionStart with no observations to
+give lists the project's recent sessions instead (`recent_sessions`).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from om_mcp.store.rows import SettledThread
+from om_mcp.store.rows import SessionSummary, SettledThread
 from om_mcp.store.tx import Tx
 
 # A host session with no new message for this long counts as over.
@@ -67,3 +68,32 @@ async def session_hints(tx: Tx, key: str, session_id: str) -> tuple[str | None, 
         session_id,
     )
     return (row[0], row[1]) if row else (None, None)
+
+
+async def recent_sessions(
+    tx: Tx, resource_id: str, exclude_thread: str | None = None, limit: int = 5
+) -> list[SessionSummary]:
+    """The resource's threads other than `exclude_thread` that hold messages, most recently active
+    first: when each started and last changed, its title, first and last user prompt, and how many
+    messages it holds (each one indexed lookup on `messages_by_thread`)."""
+    rows = await tx.fetch(
+        "SELECT t.id, t.title, t.created_at, t.updated_at,"
+        " (SELECT COUNT(*) FROM messages m WHERE m.thread_id = t.id),"
+        " (SELECT body FROM messages m WHERE m.thread_id = t.id AND m.role = 'user' ORDER BY m.seq LIMIT 1),"
+        " (SELECT body FROM messages m WHERE m.thread_id = t.id AND m.role = 'user' ORDER BY m.seq DESC LIMIT 1)"
+        " FROM threads t WHERE t.resource_id = $1 AND ($2::text IS NULL OR t.id <> $2)"
+        " ORDER BY t.updated_at DESC LIMIT $3",
+        resource_id,
+        exclude_thread,
+        limit,
+    )
+    return [
+        SessionSummary(row[0], row[1], row[2], row[3], int(row[4]), _one_line(row[5]), _one_line(row[6]))
+        for row in rows
+        if row[4]
+    ]
+
+
+def _one_line(body: str | None) -> str | None:
+    """A stored message's searchable text on one line, or None when it has none."""
+    return " ".join((body or "").split()) or None

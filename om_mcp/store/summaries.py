@@ -37,10 +37,12 @@ class SeriesInputs:
 
 @dataclass(slots=True)
 class ImportResult:
-    """What an import added and what it found already there, by record type."""
+    """What an import added and what it found already there, by record type; for a
+    conversation import, also each conversation left out or cut (title, id, why)."""
 
     added: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
+    problems: list = field(default_factory=list)
 
 
 # The events that end a cycle (a model call, or an activation, which calls none).

@@ -6,7 +6,7 @@ as `async def op(tx, ...)` over this small interface: asyncpg's four calls
 (`fetch`, `fetchrow`, `fetchval`, `execute`, `executemany`), statements in
 PostgreSQL's dialect, and a few methods for the statements that truly differ
 (how messages get their seqs and search index, the lock-free due-work scan, JSON
-paths, deleting from the search index).
+paths, deleting from the search index, a lock on one key).
 
 Each backend supplies a driver:
 * PostgreSQL (`store/postgres/driver.py`) awaits asyncpg on the event loop;
@@ -65,6 +65,10 @@ class Tx:
         """Now, in seconds since the epoch, by the clock every process on the database shares."""
         raise NotImplementedError
 
+    async def lock_key(self, key: str) -> None:
+        """Hold `key` until the transaction ends, so writers that look before they write queue on it."""
+        raise NotImplementedError
+
     async def insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
@@ -77,6 +81,15 @@ class Tx:
 
     async def forget_index(self, thread_ids: list[str], group_ids: list[str]) -> None:
         """Take deleted threads' messages and deleted groups out of the search index."""
+        raise NotImplementedError
+
+    async def unindex_messages(self, thread_id: str, seqs: list[int]) -> list[int]:
+        """Take messages about to be deleted out of the search index; the seqs of other messages
+        of the thread whose entries went with them, for `reindex_messages` once the rows are gone."""
+        raise NotImplementedError
+
+    async def reindex_messages(self, thread_id: str, seqs: list[int]) -> None:
+        """Index again the messages `unindex_messages` took out with the deleted ones."""
         raise NotImplementedError
 
     async def purge(self, resource_id: str | None = None) -> None:
@@ -93,6 +106,22 @@ class Tx:
 
     def json_field(self, column: str, name: str) -> str:
         """SQL for the text of a JSON object column's top-level field."""
+        raise NotImplementedError
+
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        """(kind, ref, cosine) of the embeddings `where` picks, nearest `query` first, ranked in the
+        database; None where the database cannot (the rules compare them in Python)."""
+        raise NotImplementedError
+
+    def vector(self, values: list[float]) -> Any:
+        """A vector as the `embeddings.vector` column takes it."""
+        raise NotImplementedError
+
+    def contains(self, column: str, text: str) -> str:
+        """SQL preselecting rows whose `column` holds `text` (SQL: a placeholder) ignoring case; the
+        rules check each row again with `str.casefold`, which may fold more letters than the SQL."""
         raise NotImplementedError
 
     def json_elements(self, column: str) -> str:

@@ -46,6 +46,7 @@ class FakeReply:
 Responder = Callable[[dict[str, Any]], Any]  # -> str | (status, body) | FakeReply
 
 _ID_PATTERN = re.compile(r"\[id:([^\]\s]+)\]")
+_THREAD_PATTERN = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.S)
 
 
 def request_text(request: dict[str, Any]) -> str:
@@ -61,10 +62,21 @@ def request_text(request: dict[str, Any]) -> str:
 
 
 def default_responder(request: dict[str, Any]) -> str:
-    """A valid Observer answer: one observation line per `[id:X]` in the request."""
-    ids = list(dict.fromkeys(_ID_PATTERN.findall(request_text(request))))
+    """A valid Observer answer: one observation line per `[id:X]` in the request; for a request
+    holding several conversations (resource scope), one `<thread id>` section for each."""
+    text = request_text(request)
+    last = request_text({"messages": (request.get("messages") or [])[-1:]})  # the transcript, not the prompt
+    threads = _THREAD_PATTERN.findall(last)
+    if threads:
+        sections = [f'<thread id="{label}">\n{_observed(body)}\n</thread>' for label, body in threads]
+        return "<observations>\n" + "\n".join(sections) + "\n</observations>"
+    return "<observations>\n" + _observed(text) + "\n</observations>"
+
+
+def _observed(text: str) -> str:
+    ids = list(dict.fromkeys(_ID_PATTERN.findall(text)))
     lines = [f"* 🔴 (10:00) observed message {i}" for i in ids] or ["* 🔴 (10:00) placeholder observation"]
-    return "<observations>\nDate: Jan 1, 2026\n" + "\n".join(lines) + "\n</observations>"
+    return "Date: Jan 1, 2026\n" + "\n".join(lines)
 
 
 def rough_tokens(text: str) -> int:

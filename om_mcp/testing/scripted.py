@@ -38,14 +38,26 @@ class ScriptedModel:
 
     A reply may be a string, a Completion, or an exception (instance or class)
     to raise; the callable may also be async. `delay` seconds pass before each
-    reply (for timeout tests).
+    reply (for timeout tests). With `loaded`, the client is still loading (not
+    `warm`, and `warm_up` waits) until that event is set.
     """
 
-    def __init__(self, script: Sequence[Reply] | Responder, *, delay: float = 0.0) -> None:
+    def __init__(
+        self, script: Sequence[Reply] | Responder, *, delay: float = 0.0, loaded: anyio.Event | None = None
+    ) -> None:
         self._script = script if callable(script) else list(script)
         self._next = 0
         self.delay = delay
         self.calls: list[ScriptedCall] = []
+        self._loaded = loaded  # a client that is not set up until this is set (litellm's slow import)
+
+    @property
+    def warm(self) -> bool:
+        return self._loaded is None or self._loaded.is_set()
+
+    async def warm_up(self) -> None:
+        if self._loaded is not None:
+            await self._loaded.wait()
 
     async def complete(
         self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 from om_mcp.config import Config
 from om_mcp.engine.context.build import compose, fit_messages
 from om_mcp.engine.errors import InputError
@@ -36,18 +39,23 @@ async def assemble(
     """What the agent should see now (`exists`: the thread is stored). Activates what is due
     first; only the block_after valve may wait, once."""
     config, count = observation.config, observation.counter.count_text
-    if exists:
-        await observation.before_context(thread_id, resource_id, actor_model)
-    read = (
-        await observation.store.context(
+    age = config.observational_memory.other_threads.max_age_seconds()
+    since = None if age is None else datetime.fromtimestamp(time.time() - age, UTC).isoformat()
+
+    async def read_context():
+        return await observation.store.context(
             observation.record_key(thread_id, resource_id),
             thread_id,
             budget,
             working_memory.context_location(thread_id, resource_id),
+            others_since=since,  # threads quiet since before then show nothing raw anyway
         )
-        if exists
-        else None
-    )
+
+    read = await read_context() if exists else None
+    # The step before the answer works on the state just read; only if it changed anything
+    # (an activation, a cycle it waited for) is the context read again.
+    if read is not None and await observation.before_context(thread_id, resource_id, actor_model, read.snapshot):
+        read = await read_context()
     memory, wm_text = await working_memory.for_context(resource_id, read)
     window: list[Message] = []
     if read is None:

@@ -24,6 +24,9 @@ from om_mcp.engine.prompts import agent as prompts
 from om_mcp.store import Group, Hints, Message, Record, Store
 
 OTHER_THREAD_PART_CHARS = 500
+# Tokens of the other threads' block around their messages: the intro once, a frame per thread;
+# a clipped part is at most about this many tokens.
+OTHER_CONVERSATIONS_FRAME, OTHER_CONVERSATION_FRAME, CLIPPED_PART_TOKENS = 60, 16, 160
 OBSERVATION_SHARE = 0.7  # of the budget left after the fixed blocks, at most this much for the log
 
 
@@ -104,11 +107,12 @@ def compose(
         blocks.extracted = "\n".join(
             f"<{slug}>\n{neutralise(_text(value), (slug,))}\n</{slug}>" for slug, value in sorted(extracted.items())
         )
-    if other_threads:
+    shown = other_messages(other_threads, om.other_threads.tokens, om.other_threads.max_age_seconds(), now)
+    if shown:
         sections = [
             f'<other-conversation id="{thread_label(t, obscure)}">\n'
             f"{neutralise(format_history([_clip(m) for m in msgs]))}\n</other-conversation>"
-            for t, msgs in other_threads.items()
+            for t, msgs in shown.items()
         ]
         blocks.other_threads = "\n".join(
             [prompts.OTHER_CONVERSATIONS_INTRO, "<other-conversations>", *sections, "</other-conversations>"]
@@ -130,6 +134,42 @@ def compose(
         text = f"[{dropped} older observation groups omitted to fit max_tokens; raise max_tokens to see them]\n{text}"
     blocks.observations = f"<observations>\n{text}\n</observations>"
     return blocks, dropped
+
+
+def other_messages(
+    others: dict[str, list[Message]], tokens: int, max_age: float | None, now: datetime | None = None
+) -> dict[str, list[Message]]:
+    """What the context shows raw of the other threads (resource scope): never imported history
+    nor a message older than `max_age` seconds (those reach this thread as observations, and recall
+    finds them), and of the rest the most recent first, within `tokens` by their stored counts
+    (clipped as shown, each thread's frame counted too). Threads most recent first, their messages in order."""
+    if tokens <= 0:
+        return {}
+    oldest = (now or datetime.now(UTC)).timestamp() - max_age if max_age is not None else None
+    candidates = [
+        m
+        for messages in others.values()
+        for m in messages
+        if not m.metadata.get("imported_from") and (oldest is None or _timestamp(m.created_at) >= oldest)
+    ]
+    used = OTHER_CONVERSATIONS_FRAME
+    kept: dict[str, list[Message]] = {}
+    for message in sorted(candidates, key=lambda m: m.seq, reverse=True):
+        cost = min(message.tokens, CLIPPED_PART_TOKENS * max(1, len(message.parts)))
+        cost += 0 if message.thread_id in kept else OTHER_CONVERSATION_FRAME
+        if used + cost > tokens:
+            break
+        used += cost
+        kept.setdefault(message.thread_id, []).append(message)
+    return {thread: list(reversed(messages)) for thread, messages in kept.items()}
+
+
+def _timestamp(stamp: str) -> float:
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return 0.0  # unreadable: as good as old
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def fit_messages(window: list[Message], budget: int) -> tuple[list[Message], int]:

@@ -84,6 +84,15 @@ class BufferStep(ObserverStep):
         fields["tokens_buffered"] = fields.pop("tokens_observed")
         return fields
 
+    async def stale_reason(self, selection: Selection) -> str:
+        now = await self.engine.store.tail(self.key, self.thread_id)
+        moved = (
+            f"an observation covered these messages first (tail {selection.tail} -> {now})"
+            if now != selection.tail
+            else None
+        )
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         cycle_id = events[0]["cycle_id"]
         return await self.engine.store.append_chunks(

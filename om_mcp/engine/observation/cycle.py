@@ -4,6 +4,12 @@ conditional commit -> side effects -> events.
 Synchronous and manual observation, buffering, resource-scope batches and
 reflection are all this shape; what varies is a `Step`. The lease, its renewal,
 the time budget, the failure path and the events exist here once.
+
+A commit is refused only when what the cycle read changed under it (another cycle
+observed those messages first, they were deleted, a newer generation replaced the log
+it reflected, another process took its work over): messages appended after its
+selection, and other threads' commits, leave it valid. A refused commit throws a paid
+model call away, so it is counted with its reason, in the status and in its event.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import anyio
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import one_line, warn_once
-from om_mcp.models import ModelError, ModelUnavailable
+from om_mcp.models import ModelError, ModelUnavailable, UnusableAnswer
 from om_mcp.models.router import probe
 
 if TYPE_CHECKING:
@@ -67,13 +73,39 @@ class Step(Protocol, Generic[S, O]):
 
     def tokens_in(self, selection: S) -> int: ...
 
+    def window(self, selection: S) -> tuple: ...  # where the selection starts (refusals.py)
+
     async def call(self, selection: S, base: dict[str, Any]) -> O: ...
 
     def end_fields(self, selection: S, produced: O) -> dict[str, Any]: ...
 
     async def commit(self, selection: S, produced: O, events: list[dict[str, Any]]) -> bool: ...
 
+    async def stale_reason(self, selection: S) -> str:
+        """After a refused commit: what changed under the cycle (said in the status and its event)."""
+        ...
+
     async def after_commit(self, selection: S, produced: O, base: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+
+def exclusive_with(lease_op: str, trigger: Trigger) -> tuple[str, ...]:
+    """The cycles that must not run beside this one on the same record: a buffering run and an
+    observation read the same messages after the cursor, and whichever commits second would be
+    thrown away. (A manual observe goes ahead: it was asked for, and it activates what was buffered.)"""
+    if lease_op == "buffer":
+        return ("observe",)
+    if lease_op == "observe" and trigger != "manual":
+        return ("buffer",)
+    return ()
+
+
+async def refusal(engine: ObservationEngine, key: str, lease_op: str) -> str:
+    """Why a cycle could not take its lease."""
+    holder = await engine.store.lease_holder(key, lease_op)
+    if holder is not None and holder != engine.owner:
+        return "another process is running this cycle"
+    other = "an observation" if lease_op == "buffer" else "a buffering run"
+    return f"{other} of this record is running; they take turns"
 
 
 def now_iso() -> str:
@@ -94,8 +126,10 @@ async def run_cycle(
 ) -> CycleOutcome:
     """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
     store = engine.store
-    if take_lease and not await store.acquire_lease(step.key, step.lease_op, engine.owner, engine.lease_ttl):
-        return CycleOutcome(step.kind, False, reason="another process is running this cycle")
+    if take_lease and not await store.acquire_lease(
+        step.key, step.lease_op, engine.owner, engine.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
+    ):
+        return CycleOutcome(step.kind, False, reason=await refusal(engine, step.key, step.lease_op))
     token = probe.set(step.trigger == "manual")
     try:
         available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")
@@ -104,8 +138,15 @@ async def run_cycle(
         selection = await step.select()
         if selection is None:
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
-        cycle_id = uuid.uuid4().hex
         tokens_in = step.tokens_in(selection)
+        model = engine.reflector if step.operation == "reflection" else engine.observer
+        slot, window = (step.key, step.kind, step.thread_id), step.window(selection)
+        model_name = model.router.describe()
+        if step.trigger != "manual":
+            held = engine.refusals.held(slot, window, tokens_in, model_name, engine.retry_interval)
+            if held is not None:
+                return CycleOutcome(step.kind, False, reason=held)
+        cycle_id = uuid.uuid4().hex
         base = {
             **engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
             "trigger": step.trigger,
@@ -130,15 +171,19 @@ async def run_cycle(
         )
         if progress is not None:
             await progress(f"{step.kind}: {tokens_in} tokens in")
-        model = engine.reflector if step.operation == "reflection" else engine.observer
-        await model.router.warm_up()  # a slow first import is not the model's time
         started = time.monotonic()
         try:
-            # The whole model part, retries, fallbacks, extractors and escalation included.
-            with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
-                async with engine.renewing(step.key, step.lease_op, cycle_id):
+            # The lease is renewed from here on: a client that takes long to load (litellm on a busy
+            # machine: tens of seconds) must not let it lapse and hand the work to another process.
+            async with engine.renewing(step.key, step.lease_op, cycle_id):
+                await model.router.warm_up()  # a slow first import is not the model's time
+                started = time.monotonic()
+                # The whole model part, retries, fallbacks, extractors and escalation included.
+                with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
+            if isinstance(error, UnusableAnswer):
+                engine.refusals.refused(slot, window, tokens_in, model_name)
             if isinstance(error, TimeoutError):
                 error = CycleFailed(f"gave up after the {engine.call_budget:.0f}s call budget")
             return await failed(engine, step, base, error, tokens_in, started)
@@ -153,9 +198,12 @@ async def run_cycle(
             "windows": windows(engine.limits, engine.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
+            reason = await step.stale_reason(selection)
+            engine.discarded(step.key, reason)
             return await failed(
-                engine, step, base, CycleFailed("discarded: the memory changed meanwhile"), tokens_in, started
+                engine, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
             )
+        engine.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)
         await engine.events.emit([end, *extra], persisted=True)
         return CycleOutcome(

@@ -14,6 +14,7 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflection import ReflectStep
 from om_mcp.engine.observation.reflector import Reflector
+from om_mcp.engine.observation.refusals import Refusals
 from om_mcp.engine.observation.resource import run_resource
 from om_mcp.engine.observation.side_effects import working_memory_extractor
 from om_mcp.engine.observation.sync import ObserveStep
@@ -95,7 +97,11 @@ class ObservationEngine:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_ttl = self.om.lease_seconds
         self.call_budget = self.om.call_policy.total_budget_seconds
+        self.refusals = Refusals()
+        # New tokens that make a window the model refused worth sending again.
+        self.retry_interval = self.limits.buffer_tokens or self.limits.message_tokens
         self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
+        self.discards: dict[str, Counter[str]] = {}  # record key -> why its cycles were thrown away (this process)
         self.extractors = Extractors(self.om, counter)
         self.clients = Clients(sampling)
         self.health = health = StoreHealthBook(store)
@@ -156,6 +162,22 @@ class ObservationEngine:
             "observation_tokens": self.limits.observation_tokens,
             "scope": self.om.scope,
         }
+
+    def discarded(self, key: str, reason: str) -> None:
+        self.discards.setdefault(key, Counter())[reason] += 1
+
+    async def stale_reason(self, key: str, lease_op: str, moved: str | None, edits: int | None) -> str:
+        """Why a commit was refused: the user's edit since the cycle read the record (`edits`, its count
+        then), what moved (`moved`, from the step), else who holds the lease now."""
+        record = await self.store.record(key)
+        if edits is not None and record is not None and record.edits != edits:
+            return "the memory changed meanwhile (a forget, a correction or a restore)"
+        if moved:
+            return moved
+        holder = await self.store.lease_holder(key, lease_op)
+        if holder is not None and holder != self.owner:
+            return "another process took this cycle over (its lease)"
+        return "the messages it read were deleted or changed"
 
     def renewing(self, key: str, op: str, cycle_id: str) -> LeaseRenewal:
         return LeaseRenewal(self, key, op, cycle_id)
@@ -219,6 +241,13 @@ class ObservationEngine:
                 continue
             out[slug] = value if replaced is None else replaced
         return out
+
+    async def warm_up(self) -> None:
+        """Set up the model clients ahead of the first cycle (litellm's import takes seconds)."""
+        if not self.om.enabled or not (await self.model_available("observation"))[0]:
+            return
+        await self.observer.router.warm_up()
+        await self.reflector.router.warm_up()
 
     # -- operations -------------------------------------------------------------------
 
@@ -290,8 +319,14 @@ class ObservationEngine:
     async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:
         await turn.after_append(self, thread_id, resource_id, state, turn_ended)
 
-    async def before_context(self, thread_id: str, resource_id: str, actor_model: str | None = None) -> None:
-        await turn.before_context(self, thread_id, resource_id, actor_model)
+    async def before_context(
+        self, thread_id: str, resource_id: str, actor_model: str | None = None, snap: Any = None
+    ) -> bool:
+        """Activate what is due, and let the valve wait; True if the memory may have changed since
+        `snap` (the state the context was read from; None: read it here)."""
+        if snap is None:
+            snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
+        return await turn.before_context(self, thread_id, resource_id, actor_model, snap)
 
     async def poll(self) -> int:
         """Schedule work appended by other processes (hooks, other servers); returns how many records."""

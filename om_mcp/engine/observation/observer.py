@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from om_mcp.engine.context.escape import excerpt
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
 from om_mcp.engine.prompts import observer as prompts
@@ -21,7 +22,9 @@ HIGH_PRIORITY = "🔴"
 
 
 class CycleFailed(ModelError):
-    """The model answered, but nothing usable came back (degenerate or empty)."""
+    """A cycle could not finish for a reason of its own (nothing to do, the memory
+    changed meanwhile, its time budget ran out). An answer with nothing usable in it is
+    the model's failure instead (`UnusableAnswer`, counted by the breaker)."""
 
 
 @dataclass
@@ -187,16 +190,39 @@ class Observer:
         ]
 
     async def observe(self, request: ObserverRequest) -> AgentResult:
-        """One Observer call; a repetition loop gets one retry, then the cycle fails."""
+        """One Observer call. An answer without observations for the request (a refusal,
+        an empty or repetitive text, the format ignored) fails it with `UnusableAnswer`."""
         messages = self.build(request)
         input_tokens = sum(self.counter.count_text(text_of(m)) for m in messages)
         slugs = [slug for slug, _ in self.extractors]
-        for attempt in (1, 2):
-            completion = await self.router.complete(messages, input_tokens)
-            parsed = parse_output(completion.text, slugs, multi_thread=request.threads is not None)
-            if not parsed.degenerate:
-                return agent_result(parsed, completion, input_tokens, attempt, self.counter)
-        raise CycleFailed("the Observer produced repetitive (degenerate) output twice")
+        parsed: list[ParsedOutput] = []
+
+        def accept(completion: Completion) -> str | None:
+            result = parse_output(completion.text, slugs, multi_thread=request.threads is not None)
+            problem = unusable(result, request.threads)
+            if problem is None:
+                parsed.append(result)
+                return None
+            return f"{problem} (it answered {excerpt(completion.text)})"
+
+        completion = await self.router.complete(messages, input_tokens, accept)
+        return agent_result(parsed[-1], completion, input_tokens, completion.attempts, self.counter)
+
+
+def unusable(parsed: ParsedOutput, threads: dict[str, list[Message]] | None = None) -> str | None:
+    """What makes an Observer answer useless (None when it is not): it must hold
+    observations; in resource scope, for one of the batch's threads (a batch of one
+    may skip the section)."""
+    if parsed.degenerate:
+        return "repetitive (degenerate) output"
+    if threads is None:
+        return None if parsed.observations.strip() else "no observations"
+    mine = [p for label, p in parsed.threads.items() if label in threads]
+    if any(p.observations.strip() for p in mine):
+        return None
+    if len(threads) == 1 and not mine and parsed.observations.strip():
+        return None
+    return "no observations for the threads it was given"
 
 
 def text_of(message: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.lines import user_stated
@@ -46,16 +47,16 @@ class Reflected:
 def render_for_reflector(groups: list[Group], sections: bool, obscure: bool) -> tuple[str, dict[str, str]]:
     """The log as the Reflector reads it; in resource scope one section per thread."""
     if not sections:
-        return "\n\n".join(g.text for g in groups), {}
+        return "\n\n".join(neutralise(g.text) for g in groups), {}
     labels: dict[str, str] = {}
     blocks = []
-    for g in groups:
+    for g in groups:  # model-written text, neutralised; the <thread> sections around it are ours
         if g.thread_id:
             label = thread_label(g.thread_id, obscure)
             labels[label] = g.thread_id
-            blocks.append(f'<thread id="{label}">\n{g.text.strip()}\n</thread>')
+            blocks.append(f'<thread id="{label}">\n{neutralise(g.text.strip())}\n</thread>')
         else:
-            blocks.append(g.text.strip())
+            blocks.append(neutralise(g.text.strip()))
     return "\n\n".join(blocks), labels
 
 
@@ -147,6 +148,9 @@ class ReflectStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(g.tokens for g in selection.groups)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.record.generation, selection.groups[0].id)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Reflected:
         engine = self.engine
 
@@ -191,6 +195,14 @@ class ReflectStep:
             "model": result.model,
             "generation_count": selection.record.generation + (0 if self.buffered else 1),
         }
+
+    async def stale_reason(self, selection: Selection) -> str:
+        record = await self.engine.store.record(self.key)
+        was, now = selection.record.generation, record.generation if record else None
+        moved = f"a newer generation replaced the log it reflected ({was} -> {now})" if now != was else None
+        if moved is None and len(await self.engine.store.groups(self.key, was)) < len(selection.groups):
+            moved = "groups it reflected were deleted"
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
         engine, result = self.engine, produced.result

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from om_mcp.engine.context.escape import excerpt
 from om_mcp.engine.observation.observer import AgentResult, CycleFailed, agent_result, text_of
-from om_mcp.engine.observation.parsing import parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
 from om_mcp.engine.prompts import reflector as prompts
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.models import ModelRouter
+from om_mcp.models import Completion, ModelRouter
 
 
 class Reflector:
@@ -45,31 +46,31 @@ class Reflector:
         on_attempt_failed: Callable[[int, str], Any] | None = None,
     ) -> AgentResult:
         """Rewrite the log, raising the compression level while the result is not
-        below `target_tokens`. An empty or degenerate result is never accepted."""
+        below `target_tokens`. An empty or degenerate answer fails the call (`UnusableAnswer`)."""
         if not observations.strip():
             raise CycleFailed("nothing to reflect")
         slugs = [slug for slug, _ in self.extractors]
         max_level = min(4, start_level + 3)
-        level, attempts, last_good = start_level, 0, None
+        level, attempts = start_level, 0
+        parsed: list[ParsedOutput] = []
+
+        def accept(completion: Completion) -> str | None:
+            result = parse_output(completion.text, slugs, multi_thread=self.multi_thread)
+            if not result.degenerate and result.observations.strip():
+                parsed.append(result)
+                return None
+            problem = "repetitive (degenerate) output" if result.degenerate else "no observations"
+            return f"{problem} (it answered {excerpt(completion.text)})"
+
         while True:
             attempts += 1
             messages = self.build(observations, level, guidance, extracted or {})
             input_tokens = sum(self.counter.count_text(text_of(m)) for m in messages)
-            completion = await self.router.complete(messages, input_tokens)
-            parsed = parse_output(completion.text, slugs, multi_thread=self.multi_thread)
-            usable = not parsed.degenerate and parsed.observations.strip()
-            if usable:
-                result = agent_result(parsed, completion, input_tokens, attempts, self.counter, level)
-                if result.output_tokens < target_tokens or level >= max_level:
-                    return result
-                last_good = result
-                reason = f"level {level} output has {result.output_tokens} tokens, target is below {target_tokens}"
-            else:
-                reason = "degenerate output" if parsed.degenerate else "empty output"
+            completion = await self.router.complete(messages, input_tokens, accept)
+            result = agent_result(parsed[-1], completion, input_tokens, attempts, self.counter, level)
+            if result.output_tokens < target_tokens or level >= max_level:
+                return result
             if on_attempt_failed is not None:
+                reason = f"level {level} output has {result.output_tokens} tokens, target is below {target_tokens}"
                 await on_attempt_failed(level, reason)
-            if level >= max_level:
-                if last_good is not None:
-                    return last_good
-                raise CycleFailed(f"the Reflector gave no usable output up to level {level} ({reason})")
             level += 1

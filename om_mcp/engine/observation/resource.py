@@ -11,7 +11,7 @@ unobserved for the next run. Nothing is dropped.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,16 @@ import anyio
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
-from om_mcp.engine.observation.cycle import CycleOutcome, EventOperation, Operation, Trigger, run_cycle
-from om_mcp.engine.observation.observer import CycleFailed, ObserverRequest
+from om_mcp.engine.observation.cycle import (
+    CycleOutcome,
+    EventOperation,
+    Operation,
+    Trigger,
+    exclusive_with,
+    refusal,
+    run_cycle,
+)
+from om_mcp.engine.observation.observer import ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.sync import Produced, group_for, render_plain
@@ -81,6 +89,9 @@ class BatchStep:
     def tokens_in(self, batch: Batch) -> int:
         return sum(m.tokens for msgs in batch.threads.values() for m in msgs)
 
+    def window(self, batch: Batch) -> tuple:
+        return tuple(sorted((t, msgs[0].seq) for t, msgs in batch.threads.items()))
+
     async def call(self, batch: Batch, base: dict[str, Any]) -> dict[str, Produced]:
         engine = self.engine
         only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
@@ -111,9 +122,7 @@ class BatchStep:
             )
             extracted = await engine.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
             produced[thread_id] = Produced(part, extracted, failures)
-        if not produced:
-            raise CycleFailed("the Observer returned no observations for these threads")
-        return produced
+        return produced  # not empty: the Observer refuses an answer without observations for the batch
 
     def end_fields(self, batch: Batch, produced: dict[str, Produced]) -> dict[str, Any]:
         first = next(iter(produced.values()))
@@ -129,7 +138,43 @@ class BatchStep:
             "model": first.result.model,
         }
 
+    async def stale_reason(self, batch: Batch) -> str:
+        moved = await self._moved(batch, batch.starts)
+        reason = f"another cycle observed these threads' messages first ({', '.join(moved)})" if moved else None
+        return await self.engine.stale_reason(self.key, self.lease_op, reason, batch.record.edits)
+
     async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
+        """Commit the batch; if another cycle got to some of its threads first, commit the others
+        (each thread's section stands alone; the ones dropped stay with what the other cycle wrote,
+        or raw). Only a batch whose every thread moved is thrown away."""
+        if await self._commit(batch, produced, events):
+            return True
+        moved = await self._moved(batch, produced)
+        if not moved or len(moved) == len(produced):
+            return False
+        for thread_id in moved:
+            del produced[thread_id]  # after_commit sees only what was committed
+        end = events[0]
+        end.update(self.end_fields(batch, produced))
+        end["tokens_buffered" if self.buffered else "tokens_observed"] = sum(
+            m.tokens for t in produced for m in batch.threads[t]
+        )
+        end["dropped_thread_ids"] = moved  # observed first by another cycle
+        return await self._commit(batch, produced, events)
+
+    async def _moved(self, batch: Batch, threads: Iterable[str]) -> list[str]:
+        """Those of `threads` whose cursor (or tail, buffering) is no longer where the batch started."""
+        store = self.engine.store
+        record = await store.record(self.key)
+        cursors = record.cursors if record else {}
+        moved = []
+        for thread_id in threads:
+            now = await store.tail(self.key, thread_id) if self.buffered else cursors.get(thread_id, 0)
+            if now != batch.starts[thread_id]:
+                moved.append(thread_id)
+        return moved
+
+    async def _commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
         store, lease = self.engine.store, (self.lease_op, self.engine.owner)
         extracted = {k: v for p in produced.values() for k, v in p.extracted.items()}
         if self.buffered:
@@ -191,8 +236,8 @@ async def run_resource(
     store, key = engine.store, engine.record_key(thread_id, resource_id)
     op = "buffer" if buffered else "observe"
     kind: Operation = "buffering" if buffered else "observation"
-    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl):
-        return CycleOutcome(kind, False, reason="another process is observing this resource")
+    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl, excluding=exclusive_with(op, trigger)):
+        return CycleOutcome(kind, False, reason=await refusal(engine, key, op))
     try:
         if not buffered:
             await engine.activate(thread_id, resource_id, "all")

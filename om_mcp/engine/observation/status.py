@@ -16,6 +16,7 @@ from om_mcp.engine.results import (
     Window,
     Windows,
 )
+from om_mcp.models import health as breaker
 from om_mcp.store import ModelHealth, Snapshot
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def build(
         generation_count=generation,
         last_observed_at=observed_at,
         observation=observation_state(engine, health, budget),
+        discarded_cycles=dict(engine.discards.get(key, {})),
         spend=budget.as_dict() if budget is not None else None,
         redactions=redactions or {},
     )
@@ -98,15 +100,22 @@ def observation_state(
     )
     if health is not None and health.state != "ok":
         state.last_failure = health.last_error
-        if health.state == "paused":
+        if health.state == "paused" and breaker.is_unusable(health):
+            state.model_ready = False
+            state.reason = f"{health.model} {breaker.pause_reason(health)}"
+        elif health.state == "paused":
             state.model_ready = False
             state.reason = f"paused after a permanent error: {health.last_error}; fix the setting, then restart"
         else:
             state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
-            state.reason = f"the model is failing; next attempt at {state.next_attempt_at}"
+            what = health.last_error if breaker.is_unusable(health) else "is failing"
+            state.reason = f"the model {what}; next attempt at {state.next_attempt_at}"
     elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
         state.model_ready = False
         state.reason = readiness.reason
+    elif readiness.ready and engine.observer.router.warming_up:
+        state.model_ready, state.warming_up = False, True
+        state.reason = "warming up: the model client is loading; observation starts when it is ready"
     if budget is not None and budget.reason:
         # A calm pause, not a fault: the model is fine, the user's cap says wait.
         state.budget_paused = True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine.observation import side_effects
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger
-from om_mcp.engine.observation.observer import AgentResult, CycleFailed, ObserverRequest
+from om_mcp.engine.observation.observer import AgentResult, ObserverRequest
 from om_mcp.engine.observation.selection import first_visible, last_visible, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.thresholds import max_input_tokens
 from om_mcp.store import Group, Hints, Message, NewGroup, Record, Thread
@@ -80,6 +80,9 @@ class ObserverStep:
     def tokens_in(self, selection: Selection) -> int:
         return sum(m.tokens for m in selection.messages)
 
+    def window(self, selection: Selection) -> tuple:
+        return (selection.messages[0].seq,)
+
     async def call(self, selection: Selection, base: dict[str, Any]) -> Produced:
         engine = self.engine
         request = ObserverRequest(
@@ -91,9 +94,7 @@ class ObserverStep:
             instruction=self.instruction,
             current_title=selection.thread.title if selection.thread else None,
         )
-        result = await engine.observer.observe(request)
-        if not result.parsed.observations.strip():
-            raise CycleFailed("the Observer returned no observations")
+        result = await engine.observer.observe(request)  # an answer without observations fails the call
         extracted, failures = await engine.extractors.run(
             "observation", result, selection.record.extracted, engine.observer.router
         )
@@ -143,6 +144,13 @@ class ObserveStep(ObserverStep):
             return None
         groups = await store.groups(self.key)
         return Selection(snap.record, messages, render_plain(groups), snap.hints, snap.thread)
+
+    async def stale_reason(self, selection: Selection) -> str:
+        record = await self.engine.store.record(self.key)
+        was = selection.record.cursors.get(self.thread_id, 0)
+        now = record.cursors.get(self.thread_id, 0) if record else 0
+        moved = f"another cycle observed these messages first (cursor {was} -> {now})" if now != was else None
+        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         parsed, messages = produced.result.parsed, selection.messages

@@ -12,10 +12,11 @@ Layout, one entry per part:
 A time label is shown only when it differs from the last one shown, which keeps the
 transcript short while every line still has a known time. Continuation lines of a
 multi-line part are indented, so text inside a message can never start a line of
-its own and pass itself off as a new speaker or a Date line; and a continuation line
-that would begin with a tag has its `<` written `&lt;`, so a message cannot close
-our <thread> section, nor hand a copying Observer a line that opens one of the
-sections its output is read by (<current-task>, <observations>, an extractor's tag).
+its own and pass itself off as a new speaker or a Date line; and each entry passes
+the one neutralising step (`context/escape.py`: our tags anywhere, any tag that would
+begin a line), so a message cannot close our <thread> or <conversation> section, nor
+hand a copying Observer a line that opens one of the sections its output is read by
+(<current-task>, <observations>, an extractor's tag).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from om_mcp.engine.context.escape import neutralise
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -129,13 +132,8 @@ def _entries(
 
 
 def _indent_continuation(text: str) -> str:
-    lines = text.strip("\n").split("\n")
-    return "\n".join([lines[0], *(CONTINUATION_INDENT + _no_tag_first(line) if line else line for line in lines[1:])])
-
-
-def _no_tag_first(line: str) -> str:
-    body = line.lstrip()
-    return line[: len(line) - len(body)] + "&lt;" + body[1:] if body.startswith("<") else line
+    lines = neutralise(text.strip("\n")).split("\n")
+    return "\n".join([lines[0], *(CONTINUATION_INDENT + line if line else line for line in lines[1:])])
 
 
 def _message_text(message: Mapping[str, Any]) -> str:

@@ -8,8 +8,9 @@ format constants from here, so the two can never drift apart.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
+
+from om_mcp.engine.context.escape import defuse, neutralise
 
 # --------------------------------------------------------------------------------------
 # Observer: the pieces of the system prompt
@@ -254,17 +255,16 @@ def fence(tag: str, text: str) -> str:
     """Wrap text in <tag>...</tag>, defusing any closing tag inside it.
 
     A transcript that contains "</conversation>" could otherwise end the fence
-    early and have the rest read as if it came from the memory system.
+    early and have the rest read as if it came from the memory system (its parts
+    were neutralised on their way in; this is the last guard).
     """
-    closing = re.compile(rf"</\s*{re.escape(tag)}\s*>", re.IGNORECASE)
-    safe = closing.sub(f"&lt;/{tag}&gt;", text)
-    return f"<{tag}>\n{safe.strip(chr(10))}\n</{tag}>"
+    return f"<{tag}>\n{defuse(text, tag).strip(chr(10))}\n</{tag}>"
 
 
 def extracted_block(values: Mapping[str, str] | None) -> str:
     if not values:
         return ""
-    lines = [f"<{slug}>{value}</{slug}>" for slug, value in values.items() if value]
+    lines = [f"<{slug}>{neutralise(str(value), (slug,))}</{slug}>" for slug, value in values.items() if value]
     if not lines:
         return ""
     return "## Values from the previous run\n" + "\n".join(lines)
@@ -283,7 +283,7 @@ def observer_user_messages(
         previous = join_sections(
             [
                 "## Previous observations",
-                fence("previous-observations", previous_observations),
+                fence("previous-observations", neutralise(previous_observations)),
                 PREVIOUS_OBSERVATIONS_NOTE,
             ]
         )
@@ -294,12 +294,12 @@ def observer_user_messages(
     if prior_current_task or prior_suggested_response:
         rows = ["## Where the assistant was at the end of the previous notes"]
         if prior_current_task:
-            rows.append(f"- current task: {prior_current_task.strip()}")
+            rows.append(f"- current task: {neutralise(prior_current_task.strip())}")
         if prior_suggested_response:
-            rows.append(f"- suggested response: {prior_suggested_response.strip()}")
+            rows.append(f"- suggested response: {neutralise(prior_suggested_response.strip())}")
         hints = "\n".join(rows)
 
-    title = CURRENT_TITLE.format(title=current_title.strip()) if current_title else ""
+    title = CURRENT_TITLE.format(title=neutralise(current_title.strip())) if current_title else ""
     first = join_sections([previous, hints, title, extracted_block(prior_extracted), OBSERVER_TASK])
     second = join_sections([HISTORY_INTRO, fence("conversation", history_text), HISTORY_OUTRO])
     return [first, second]

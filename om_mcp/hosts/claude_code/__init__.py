@@ -43,15 +43,24 @@ def __getattr__(name: str) -> Any:
 
 
 def read_messages(
-    path: str | os.PathLike[str], state: TranscriptState | None = None, options: ConvertOptions | None = None
+    path: str | os.PathLike[str],
+    state: TranscriptState | None = None,
+    options: ConvertOptions | None = None,
+    problems: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], TranscriptState]:
     """The new messages of a transcript since `state`, and the state to keep.
 
     `read_new` + `to_messages` with the tool names of earlier reads carried
-    over (dropped when the file had to be re-read from the top).
+    over (dropped when the file had to be re-read from the top). One read is
+    bounded (`hosts/reader.py`); `problems` gets a line for each line skipped as
+    too long, and one when more is left for the next read.
     """
     state = state or TranscriptState()
     result = read_transcript(path, state)
+    if problems is not None:
+        problems += [f"skipped a {n:,}-byte transcript line at byte {at:,} (too long)" for at, n in result.long_lines]
+        if result.more:
+            problems.append(f"read up to byte {result.state.offset:,} of the transcript; the rest comes next time")
     known = {} if result.rescanned else state.pending_tools
     return to_messages(result.entries, options=options, known_tools=known), result.state
 

@@ -15,16 +15,19 @@ file is no longer the one it was reading:
 When any check fails the reader starts again from the top. That is harmless:
 message ids are entry uuids, so entries read twice are the same messages.
 A last line without its newline is being written right now; it is left for
-the next read.
+the next read. Reading is bounded (`hosts/reader.py`): a regular file only, a
+line of at most 16 MiB (a longer one is skipped), at most 64 MiB a read, the
+rest the next time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from om_mcp.hosts import reader
 
 # Tool-use ids whose results have not been seen yet, kept across reads so a
 # result in a later read still gets its tool's name. Bounded: a tool call whose
@@ -42,6 +45,7 @@ class TranscriptState:
     head_hash: str | None = None
     pending_tools: dict[str, str] = field(default_factory=dict)
     rescans: int = 0  # how often the file was found rewritten or truncated
+    skipping: bool = False  # the last read stopped inside a line too long to keep
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +64,8 @@ class ReadResult:
     state: TranscriptState
     rescanned: bool = False
     bad_lines: list[int] = field(default_factory=list)  # byte offsets of lines that were not JSON
+    long_lines: list[tuple[int, int]] = field(default_factory=list)  # (offset, bytes) of lines skipped as too long
+    more: bool = False  # the read stopped at its bound: more is waiting for the next one
 
 
 def read_new(
@@ -79,32 +85,30 @@ def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None 
     and which lines were not valid JSON (skipped, never retried)."""
     state = state or TranscriptState()
     try:
-        handle = open(path, "rb")
+        fd = reader.open_regular(path)
     except FileNotFoundError:
         return ReadResult([], state)
-    with handle:
-        size = os.fstat(handle.fileno()).st_size
-        head = _first_line_hash(handle)
+    try:
+        size = os.fstat(fd).st_size
+        head = reader.head_hash(fd)
         rescanned = False
-        if state.offset and not _still_valid(handle, state, size, head):
+        if state.offset and not _still_valid(fd, state, size, head):
             state = TranscriptState(rescans=state.rescans + 1)
             rescanned = True
-        handle.seek(state.offset)
-        data = handle.read()
+        lines = reader.scan(fd, state.offset, state.skipping)
+    finally:
+        os.close(fd)
 
     entries: list[dict[str, Any]] = []
     bad: list[int] = []
     pending = dict(state.pending_tools)
     last_uuid, last_uuid_offset = state.last_uuid, state.last_uuid_offset
-    position = state.offset
-    for raw in data.split(b"\n")[:-1]:  # the piece after the last newline is incomplete
-        line_start = position
-        position += len(raw) + 1
+    for line_start, raw in lines.lines:
         if not raw.strip():
             continue
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             bad.append(line_start)
             continue
         if not isinstance(entry, dict):
@@ -117,34 +121,26 @@ def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None 
 
     new_state = replace(
         state,
-        offset=position,
+        offset=lines.end,
+        skipping=lines.skipping,
         last_uuid=last_uuid,
         last_uuid_offset=last_uuid_offset,
-        head_hash=head if position else None,
+        head_hash=head if lines.end else None,
         pending_tools=_bounded(pending),
     )
-    return ReadResult(entries, new_state, rescanned, bad)
+    return ReadResult(entries, new_state, rescanned, bad, lines.skipped, lines.more)
 
 
-def _first_line_hash(handle: Any) -> str | None:
-    handle.seek(0)
-    line = handle.readline()
-    if not line.endswith(b"\n"):
-        return None  # no complete first line yet
-    return hashlib.sha1(line).hexdigest()
-
-
-def _still_valid(handle: Any, state: TranscriptState, size: int, head: str | None) -> bool:
+def _still_valid(fd: int, state: TranscriptState, size: int, head: str | None) -> bool:
     if state.offset > size:
         return False  # truncated
     if state.head_hash is not None and head != state.head_hash:
         return False  # rewritten from the start
     if state.last_uuid is not None and state.last_uuid_offset is not None:
-        handle.seek(state.last_uuid_offset)
-        line = handle.readline()
+        line = reader.line_at(fd, state.last_uuid_offset)
         try:
-            entry = json.loads(line)
-        except ValueError:
+            entry = json.loads(line or b"")
+        except (ValueError, RecursionError):
             return False
         if not isinstance(entry, dict) or entry.get("uuid") != state.last_uuid:
             return False

@@ -1,10 +1,14 @@
-"""The ASGI app: the SDK's streamable HTTP app behind authentication, a rate limit,
+"""The ASGI app: the SDK's streamable HTTP app behind authentication, rate limits,
 Host/Origin checks and the RFC 9728 protected-resource metadata.
 
 Request order: bearer token verified (SDK middleware, sets `get_access_token()`) ->
-`Gate` (metadata document; 401 pointing at it; 429) -> the status page's paths (`ui/mount.py`)
-or the SDK app (Host/Origin checks, 413, session ownership, idle expiry and the session cap,
-both protocol eras).
+`Gate` (metadata document; 401 pointing at it, or 429 for an address that keeps failing;
+429 over a token's rate; 503 for a token holding its share of legacy sessions) -> the
+status page's paths (`ui/mount.py`) or the SDK app (Host/Origin checks, 413, session
+ownership, idle expiry and the session cap, both protocol eras).
+
+The metadata and the 401 challenge name the configured `resource_url`, else the bind
+address: never the request's Host header, which the client chooses.
 """
 
 from __future__ import annotations
@@ -12,13 +16,21 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import re
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+    authorization_context,
+)
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,7 +44,8 @@ log = logging.getLogger(__name__)
 
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
-_SAFE_HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]{1,255}$")
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode()
+_VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode()
 
 
 def is_loopback(host: str) -> bool:
@@ -84,22 +97,42 @@ def build_http_app(server: MCPServer, config: Config) -> ASGIApp:
         host=settings.host,
     )
     limiter = RateLimiter(settings.http.rate_limit_per_minute) if settings.http.rate_limit_per_minute else None
-    app: ASGIApp = Gate(WithStatusPage(mcp_app, server, transport_security(config), settings.path), config, limiter)
+    page = WithStatusPage(mcp_app, server, transport_security(config), settings.path)
+    app: ASGIApp = Gate(page, config, limiter, server.session_manager)
     if bearer:
         app = AuthContextMiddleware(app)
         app = AuthenticationMiddleware(app, backend=BearerAuthBackend(TokenTable(settings.auth.tokens)))
     return app
 
 
+def resource_url(config: Config) -> str:
+    """The MCP endpoint's public URL: configured, else the bind address."""
+    server = config.server
+    if server.auth.resource_url:
+        return server.auth.resource_url
+    host = f"[{server.host}]" if ":" in server.host else server.host
+    return f"http://{host}:{server.port}{server.path}"
+
+
 class Gate:
     """Serves the metadata document, refuses unauthenticated and over-limit requests."""
 
-    def __init__(self, app: ASGIApp, config: Config, limiter: RateLimiter | None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        config: Config,
+        limiter: RateLimiter | None,
+        sessions: StreamableHTTPSessionManager | None = None,
+    ) -> None:
         self.app = app
         self.config = config
         self.bearer = config.server.auth.mode == "bearer"
         self.limiter = limiter
         self.loopback = is_loopback(config.server.host)
+        failed = config.server.http.failed_auth_per_minute
+        self.failures = RateLimiter(failed) if failed and self.bearer else None
+        self.sessions = sessions
+        self.resource_url = resource_url(config)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and self.bearer:
@@ -116,8 +149,12 @@ class Gate:
         user = scope.get("user")
         page = is_public(path) and path != self.config.server.path  # never the MCP endpoint itself
         if self.bearer and not isinstance(user, AuthenticatedUser) and not page:
+            wait = self.failures.take(_client(scope)) if self.failures is not None else 0.0
+            if wait:
+                await self._too_many(send, self.failures.retry_after(wait), None, failed=True)  # type: ignore[union-attr]
+                return
             log.debug("401 for %s %s from %s", scope["method"], path, _client(scope))
-            await RequireAuthMiddleware(self.app, [], self._metadata_url(scope))(scope, receive, send)
+            await RequireAuthMiddleware(self.app, [], self._metadata_url())(scope, receive, send)
             return
         key = self._limit_key(scope, user)
         if key is not None and self.limiter is not None:
@@ -125,7 +162,37 @@ class Gate:
             if wait:
                 await self._too_many(send, self.limiter.retry_after(wait), user)
                 return
+        if isinstance(user, AuthenticatedUser) and path == self.config.server.path and self._opens_session(scope):
+            held = self._sessions_of(user)
+            if held >= self.config.server.http.max_sessions_per_token:
+                await self._session_cap(send, user, held)
+                return
         await self.app(scope, receive, send)
+
+    def _opens_session(self, scope: Scope) -> bool:
+        """Would the SDK open a legacy session for this request (no session id, a handshake-era version)?"""
+        if self.sessions is None or self.config.server.http.stateless:
+            return False
+        headers = dict(scope["headers"])
+        version = headers.get(_VERSION_HEADER)
+        if _SESSION_HEADER in headers:
+            return False
+        return version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+
+    def _sessions_of(self, user: AuthenticatedUser) -> int:
+        # The SDK keeps each legacy session's owner; it has no per-owner cap of its own.
+        owners = getattr(self.sessions, "_session_owners", {})
+        me = authorization_context(user)
+        return sum(1 for owner in list(owners.values()) if owner == me)
+
+    async def _session_cap(self, send: Send, user: AuthenticatedUser, held: int) -> None:
+        message = (
+            f"token {user.access_token.client_id!r} holds {held} open sessions, its most"
+            " (server.http.max_sessions_per_token): end one (DELETE) or let an idle one expire"
+        )
+        log.debug("503: %s", message)
+        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}}
+        await _respond(send, 503, body, [])
 
     def _limit_key(self, scope: Scope, user: object) -> str | None:
         """A bucket per token; per client address on a public bind without auth; none on
@@ -134,27 +201,14 @@ class Gate:
             return f"token:{user.access_token.subject}"
         return None if self.loopback else _client(scope)
 
-    def _resource_url(self, scope: Scope) -> str:
-        configured = self.config.server.auth.resource_url
-        if configured:
-            return configured
-        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
-        if not _SAFE_HOST.match(host):  # it goes into a quoted header value
-            host = f"{self.config.server.host}:{self.config.server.port}"
-        return f"{scope.get('scheme', 'http')}://{host}{self.config.server.path}"
-
-    def _metadata_url(self, scope: Scope) -> AnyHttpUrl:
-        return build_resource_metadata_url(AnyHttpUrl(self._resource_url(scope)))
+    def _metadata_url(self) -> AnyHttpUrl:
+        return build_resource_metadata_url(AnyHttpUrl(self.resource_url))
 
     async def _metadata(self, scope: Scope, send: Send) -> None:
         if scope["method"] not in ("GET", "OPTIONS"):
             await _respond(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, OPTIONS")])
             return
-        document = {
-            "resource": self._resource_url(scope),
-            "bearer_methods_supported": ["header"],
-            "resource_name": "om-mcp",
-        }
+        document = {"resource": self.resource_url, "bearer_methods_supported": ["header"], "resource_name": "om-mcp"}
         if self.config.server.auth.authorization_servers:
             document["authorization_servers"] = self.config.server.auth.authorization_servers
         await _respond(
@@ -168,10 +222,15 @@ class Gate:
             ],
         )
 
-    async def _too_many(self, send: Send, retry_after: int, user: object) -> None:
+    async def _too_many(self, send: Send, retry_after: int, user: object, failed: bool = False) -> None:
         who = f"token {user.access_token.client_id!r}" if isinstance(user, AuthenticatedUser) else "this client"
         limit = self.config.server.http.rate_limit_per_minute
         message = f"rate limit of {limit} requests per minute reached for {who}; retry after {retry_after} s"
+        if failed:
+            limit = self.config.server.http.failed_auth_per_minute
+            message = (
+                f"{limit} requests a minute without a valid token came from this address; retry after {retry_after} s"
+            )
         log.debug("429: %s", message)
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
         await _respond(send, 429, body, [(b"retry-after", str(retry_after).encode())])

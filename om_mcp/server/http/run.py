@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 
 from om_mcp.config import Config
-from om_mcp.server.http.app import build_http_app, is_loopback, transport_security
+from om_mcp.server.http.app import build_http_app, is_loopback, resource_url, transport_security
+from om_mcp.server.http.connections import RepeatFilter, calm_accept_failures, guarded_protocol
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECONDS = 5  # open SSE streams are cut after this on Ctrl-C
+WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def bind_refusal(config: Config, insecure: bool = False) -> str | None:
@@ -40,11 +44,43 @@ def describe(config: Config) -> str:
     hosts = ", ".join(security.allowed_hosts) if security.enable_dns_rebinding_protection else "off (bearer auth)"
     per = "token" if auth.mode == "bearer" else None if is_loopback(server.host) else "client address"
     limit = f"{server.http.rate_limit_per_minute}/min per {per}" if server.http.rate_limit_per_minute and per else "off"
+    http = server.http
+    per_token = f", {http.max_sessions_per_token} per token" if auth.mode == "bearer" else ""
     return (
         f"serving streamable HTTP on http://{server.host}:{server.port}{server.path}; {who};"
-        f" Host check: {hosts}; sessions: at most {server.http.max_sessions}, idle end after"
-        f" {server.http.session_idle_seconds:g} s; rate limit: {limit}"
+        f" Host check: {hosts}; sessions: at most {http.max_sessions}{per_token}, idle end after"
+        f" {http.session_idle_seconds:g} s; rate limit: {limit}; connections: at most {http.max_connections},"
+        f" {http.header_timeout_seconds:g} s for a request head, {http.idle_timeout_seconds:g} s idle"
     )
+
+
+def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
+    """uvicorn as om-mcp runs it: deadlines on what clients send, at most max_connections."""
+    import uvicorn
+
+    http = config.server.http
+    settings: dict[str, Any] = {
+        "host": config.server.host,
+        "port": config.server.port,
+        "log_config": None,  # our logging: stderr, our format
+        "log_level": config.log_level,
+        "access_log": config.log_level == "debug",
+        "timeout_graceful_shutdown": SHUTDOWN_GRACE_SECONDS,
+        "server_header": False,
+        "http": guarded_protocol(http.header_timeout_seconds, http.idle_timeout_seconds),
+        "timeout_keep_alive": http.idle_timeout_seconds,
+        "limit_concurrency": http.max_connections,
+        **options,
+    }
+    return uvicorn.Config(app, **settings)
+
+
+def calm_logs() -> None:
+    """At the descriptor limit or past max_connections: one line a minute, not one a request."""
+    calm_accept_failures(asyncio.get_running_loop())
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, RepeatFilter) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(RepeatFilter())
 
 
 async def serve_http(server: MCPServer, config: Config) -> None:
@@ -54,17 +90,13 @@ async def serve_http(server: MCPServer, config: Config) -> None:
     log.info("%s", describe(config))
     if config.server.auth.mode != "bearer" and not is_loopback(config.server.host):
         log.warning("--insecure: anyone who can reach %s may read and change every memory", config.server.host)
-    uvicorn_config = uvicorn.Config(
-        build_http_app(server, config),
-        host=config.server.host,
-        port=config.server.port,
-        log_config=None,  # our logging: stderr, our format
-        log_level=config.log_level,
-        access_log=config.log_level == "debug",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-        server_header=False,
-    )
-    await uvicorn.Server(uvicorn_config).serve()
+    if config.server.auth.mode == "bearer" and not config.server.auth.resource_url and config.server.host in WILDCARDS:
+        log.warning(
+            "the OAuth metadata names %s (the bind address): set server.auth.resource_url to the URL clients use",
+            resource_url(config),
+        )
+    calm_logs()
+    await uvicorn.Server(uvicorn_config(build_http_app(server, config), config)).serve()
 
 
 def run_http(server: MCPServer, config: Config) -> int:

@@ -76,6 +76,8 @@ def status_view(status: Any) -> dict[str, Any]:
     }
     if status.observation.reason:
         view["reason"] = status.observation.reason
+    if status.discarded_cycles:
+        view["discarded_cycles"] = sum(status.discarded_cycles.values())
     spend = status.spend
     if spend and spend.get("caps"):
         view["spend"] = {

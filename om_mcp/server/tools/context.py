@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
@@ -10,7 +11,7 @@ from pydantic import Field
 from om_mcp.server import descriptions as text
 from om_mcp.server.access import authorize
 from om_mcp.server.app import app_of
-from om_mcp.server.output import compact, message_view
+from om_mcp.server.output import compact, shown
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import STEP, invoke, status_view
 
@@ -31,33 +32,26 @@ def register(server: MCPServer) -> None:
         out = await invoke(
             ctx, lambda app: app.memory.get_context(thread_id, resource, max_tokens, with_status=include_status)
         )
-        messages = [message_view(m) for m in out.messages]
         omitted = out.omitted_messages
+        status = compact(status_view(out.status)) if out.status is not None else None
 
-        def render() -> str:
-            result: dict[str, Any] = {"system_text": out.system_text, "messages": messages, "omitted_messages": omitted}
-            if out.status is not None:
-                result["status"] = status_view(out.status)
-            return compact(result)
-
-        # The budget bounds what the model reads: the JSON, not the stored counts.
+        # The budget bounds what the model reads, the JSON: fitted from the stored counts (each
+        # message is rendered and sized once, see `shown`), never by encoding the result.
         budget = max_tokens or app.memory.config.output_token_budget
         count = app.memory.counter.count_text
-        text = render()
-        over = count(text) - budget
-        if over > 0 and messages:
-            # Each message counted once, the oldest dropped until the excess is covered:
-            # counting the whole text again per dropped message made a long unobserved
-            # backlog (a model down, observation off) cost every turn a third of a second.
-            drop = 0
-            while drop < len(messages) and over > 0:
-                over -= count(compact(messages[drop]))
-                drop += 1
-            del messages[:drop]
-            omitted += drop
-            text = render()
-        while messages and count(text) > budget:  # the pieces' counts may fall a little short of the whole's
-            messages.pop(0)
-            omitted += 1
-            text = render()
-        return text
+        views = [shown(m, count) for m in out.messages]
+        system = json.dumps(out.system_text, ensure_ascii=False)
+        frame = f'{{"system_text":,"messages":[],"omitted_messages":{omitted + len(views)}'
+        used = count(frame + (f',"status":{status}}}' if status else "}")) + count(system) + 2
+        start = len(views)
+        while start > 0 and used + views[start - 1][1] + 1 <= budget:  # each with its comma
+            used += views[start - 1][1] + 1
+            start -= 1
+        # As compact() writes the whole: empty values left out, the rest in this order.
+        fields = [f'"system_text":{system}'] if out.system_text else []
+        if start < len(views):
+            fields.append('"messages":[' + ",".join(text for text, _ in views[start:]) + "]")
+        fields.append(f'"omitted_messages":{omitted + start}')
+        if status:
+            fields.append(f'"status":{status}')
+        return "{" + ",".join(fields) + "}"

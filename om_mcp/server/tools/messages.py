@@ -13,6 +13,7 @@ from om_mcp.server.access import authorize
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import Message, ResourceId, ThreadId, message_dicts
 from om_mcp.server.tools.base import APPEND, invoke, status_view
+from om_mcp.server.uris import resource_uri, thread_uri
 
 
 def register(server: MCPServer) -> None:
@@ -29,7 +30,7 @@ def register(server: MCPServer) -> None:
         ] = None,
         include_status: bool = False,
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id)
+        resource = await authorize(ctx, thread_id, resource_id, creates=True)
         batch = message_dicts(messages or [])
         batch += [{"role": r, "content": t} for r, t in (("user", user), ("assistant", assistant)) if t is not None]
 
@@ -44,9 +45,9 @@ def register(server: MCPServer) -> None:
             ctx,
             call,
             changed=lambda o: [
-                f"om://threads/{thread_id}/messages",
-                f"om://threads/{thread_id}/status",
-                *([f"om://resources/{o.resource_id}/threads"] if o.thread_created else []),
+                thread_uri(thread_id, "messages"),
+                thread_uri(thread_id, "status"),
+                *([resource_uri(o.resource_id, "threads")] if o.thread_created else []),
             ],
         )
         result: dict[str, Any] = {"stored": outcome.appended, "skipped": outcome.skipped_duplicates}

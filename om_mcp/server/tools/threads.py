@@ -14,6 +14,7 @@ from om_mcp.server.notify import thread_uris
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import ThreadId
 from om_mcp.server.tools.base import DELETE, UPDATE, invoke
+from om_mcp.server.uris import resource_uri
 
 ObservationId = Annotated[str | None, Field(None, description=about.OBSERVATION_ID)]
 
@@ -51,7 +52,7 @@ def register(server: MCPServer) -> None:
             out = await invoke(
                 ctx,
                 lambda app: app.memory.update_thread(thread_id, title, metadata),
-                changed=lambda o: [f"om://resources/{o.resource_id}/threads"],
+                changed=lambda o: [resource_uri(o.resource_id, "threads")],
             )
             result = {"id": out.id, "title": out.title, **result}
         return compact(result)
@@ -91,7 +92,11 @@ def register(server: MCPServer) -> None:
             out = await invoke(
                 ctx,
                 lambda app: control(app).forget_match(match, resource, thread_id=thread_id, apply=confirm),
-                changed=lambda o: (thread_uris(thread_id) + [f"om://resources/{resource}/threads"]) if o.done else [],
+                changed=lambda o: (
+                    (thread_uris(thread_id) + ([resource_uri(resource, "threads")] if resource else []))
+                    if o.done
+                    else []
+                ),
             )
             return _forgotten(out)
         thread = await invoke(ctx, lambda app: app.memory.thread(thread_id))
@@ -99,7 +104,7 @@ def register(server: MCPServer) -> None:
             ctx,
             lambda app: app.memory.delete_thread(thread_id),
             changed=lambda o: (
-                thread_uris(thread_id) + ([f"om://resources/{thread.resource_id}/threads"] if thread else [])
+                thread_uris(thread_id) + ([resource_uri(thread.resource_id, "threads")] if thread else [])
             ),
         )
         return compact({"deleted_messages": deleted.deleted_messages})

@@ -30,7 +30,7 @@ def register(server: MCPServer) -> None:
         resource_id: ResourceId = None,
         read_only: Annotated[bool, Field(description="refuse the write (for sub-agents)")] = False,
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id)
+        resource = await authorize(ctx, thread_id, resource_id, creates=True)
         out = await invoke(
             ctx,
             lambda app: app.memory.update_working_memory(thread_id, memory, resource, read_only=read_only),

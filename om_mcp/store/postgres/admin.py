@@ -4,32 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from om_mcp.store import overview
+from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.rows import Stats
 
 
 async def stats(conn: Any, location: str, vectors: str) -> Stats:
-    row = await conn.fetchrow(
-        "SELECT pg_database_size(current_database()),"
-        " (SELECT value FROM om_meta WHERE key = 'schema_version'),"
-        " (SELECT COUNT(*) FROM resources), (SELECT COUNT(*) FROM threads),"
-        " (SELECT COALESCE(SUM(message_count), 0) FROM threads),"
-        " (SELECT COUNT(*) FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation),"
-        " (SELECT COUNT(*) FROM om_chunks), (SELECT COUNT(*) FROM om_events),"
-        " (SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors)"
+    size, version = await conn.fetchrow(
+        "SELECT pg_database_size(current_database()), (SELECT value FROM om_meta WHERE key = 'schema_version')"
     )
-    size, version, resources, threads, messages, groups, chunks, events, pending = row
-    return Stats(
+    return await overview.stats(
+        PgTx(conn),
         path=location,
         bytes=size,
         wal_bytes=0,
         schema_version=int(version or 0),
-        resources=resources,
-        threads=threads,
-        messages=int(messages),
-        groups=groups,
-        chunks=chunks,
-        events=events,
-        pending_tokens=int(pending),
         backend="postgres",
         vectors=vectors,
     )

@@ -48,8 +48,9 @@ INSERT_MESSAGES = (
 class PgTx(Tx):
     backend = "postgres"
 
-    def __init__(self, conn: Any):
+    def __init__(self, conn: Any, pgvector: bool = False):
         self.conn = conn
+        self.pgvector = pgvector  # the embeddings column is pgvector's `vector`
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return [tuple(r) for r in await self.conn.fetch(sql, *args)]
@@ -77,6 +78,9 @@ class PgTx(Tx):
 
     async def epoch(self) -> float:
         return await self.conn.fetchval(f"SELECT {NOW}::float8")
+
+    async def lock_key(self, key: str) -> None:
+        await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
 
     async def insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
@@ -114,6 +118,12 @@ class PgTx(Tx):
     async def forget_index(self, thread_ids: list[str], group_ids: list[str]) -> None:
         await search.forget_threads(self.conn, thread_ids)  # a group's words go with its row
 
+    async def unindex_messages(self, thread_id: str, seqs: list[int]) -> list[int]:
+        return await search.forget_messages(self.conn, thread_id, seqs)
+
+    async def reindex_messages(self, thread_id: str, seqs: list[int]) -> None:
+        await search.index_again(self.conn, thread_id, seqs)
+
     async def purge(self, resource_id: str | None = None) -> None:
         if resource_id is not None:
             await self.conn.execute("DELETE FROM search_stats WHERE resource_id = $1", resource_id)
@@ -131,6 +141,28 @@ class PgTx(Tx):
     def json_field(self, column: str, name: str) -> str:
         # `json`, not `jsonb`: it accepts any JSON text (jsonb refuses \u0000); "C": ISO times compare as bytes.
         return f"(({column})::json ->> '{name}') COLLATE \"C\""
+
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        if not self.pgvector:
+            return None
+        args = [*args, [float(v) for v in query]]
+        sql = (
+            f"WITH q AS MATERIALIZED (SELECT ${len(args)}::real[]::vector AS v)"
+            f" SELECT e.kind, e.ref, 1 - (e.vector <=> q.v) FROM embeddings e, q WHERE {where}"
+            " ORDER BY e.vector <=> q.v, e.kind, e.ref"
+        )
+        if limit is not None:
+            args.append(limit)
+            sql += f" LIMIT ${len(args)}"
+        return await self.fetch(sql, *args)
+
+    def vector(self, values: list[float]) -> Any:
+        return [float(v) for v in values]
+
+    def contains(self, column: str, text: str) -> str:
+        return f"strpos(lower({column}), lower({text})) > 0"
 
     def json_elements(self, column: str) -> str:
         return f"json_array_elements(({column})::json)"

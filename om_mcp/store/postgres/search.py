@@ -144,9 +144,10 @@ async def index_messages(conn: Any, thread_id: str, resource_id: str, rows: list
     await conn.execute(INDEX, resource_id, thread_id, *[list(c) for c in columns], sum(columns[4]))
 
 
+# Removes the entries {where} picks and takes them off the per-resource counters.
 FORGET = """
 WITH gone AS (
-    DELETE FROM messages_fts WHERE thread_id = ANY ($1::text[]) RETURNING resource_id, doclen, tsv
+    DELETE FROM messages_fts WHERE {where} RETURNING resource_id, doclen, tsv
 ), lexemes AS (
     SELECT resource_id, lexeme, count(*) AS n FROM gone, unnest(tsvector_to_array(gone.tsv)) AS lexeme
     GROUP BY resource_id, lexeme
@@ -160,29 +161,55 @@ WHERE s.resource_id = g.resource_id
 """
 
 
-async def forget_threads(conn: Any, thread_ids: list[str]) -> None:
-    """Remove threads' entries and their counts; a word no message holds any more leaves too."""
-    if not thread_ids:
-        return
-    resources = [
-        r[0]
-        for r in await conn.fetch(
-            "SELECT DISTINCT resource_id FROM messages_fts WHERE thread_id = ANY ($1::text[])", thread_ids
-        )
-    ]
+async def _forget(conn: Any, where: str, values: list[Any]) -> None:
+    """Remove the entries `where` ($1: `values`) picks and their counts; a word no message holds any
+    more leaves too."""
+    resources = [r[0] for r in await conn.fetch(f"SELECT DISTINCT resource_id FROM messages_fts WHERE {where}", values)]
     if not resources:
         return
     # The counter rows first, in the order appenders take them, so the two cannot deadlock.
     await conn.execute(
-        "SELECT 1 FROM search_terms WHERE resource_id = ANY ($1::text[]) AND lexeme IN (SELECT DISTINCT lexeme"
-        " FROM messages_fts f, unnest(tsvector_to_array(f.tsv)) AS lexeme WHERE f.thread_id = ANY ($2::text[]))"
+        "SELECT 1 FROM search_terms WHERE resource_id = ANY ($2::text[]) AND lexeme IN (SELECT DISTINCT lexeme"
+        f" FROM messages_fts, unnest(tsvector_to_array(tsv)) AS lexeme WHERE {where})"
         " ORDER BY resource_id, lexeme FOR UPDATE",
+        values,
         resources,
-        thread_ids,
     )
-    await conn.execute(FORGET, thread_ids)
+    await conn.execute(FORGET.format(where=where), values)
     await conn.execute("DELETE FROM search_terms WHERE resource_id = ANY ($1::text[]) AND ndoc <= 0", resources)
     await conn.execute("DELETE FROM search_stats WHERE resource_id = ANY ($1::text[]) AND n_docs <= 0", resources)
+
+
+async def forget_threads(conn: Any, thread_ids: list[str]) -> None:
+    """Remove threads' entries and their counts."""
+    if thread_ids:
+        await _forget(conn, "thread_id = ANY ($1::text[])", thread_ids)
+
+
+async def forget_messages(conn: Any, thread_id: str, seqs: list[int]) -> list[int]:
+    """Remove messages' entries, and those of the two after each (their entries weigh its words in,
+    B and C); the latter's seqs, to `index_again` once the messages are gone."""
+    after: set[int] = set()
+    for seq in seqs:
+        after |= {
+            r[0]
+            for r in await conn.fetch(
+                "SELECT seq FROM messages WHERE thread_id = $1 AND seq > $2 AND NOT (seq = ANY ($3::bigint[]))"
+                " AND body <> '' ORDER BY seq LIMIT 2",
+                thread_id,
+                seq,
+                seqs,
+            )
+        }
+    await _forget(conn, "seq = ANY ($1::bigint[])", [*seqs, *after])
+    return sorted(after)
+
+
+async def index_again(conn: Any, thread_id: str, seqs: list[int]) -> None:
+    resource_id = await conn.fetchval("SELECT resource_id FROM threads WHERE id = $1", thread_id)
+    for seq in seqs:  # one at a time: each finds its own two previous messages
+        body = await conn.fetchval("SELECT body FROM messages WHERE seq = $1", seq)
+        await index_messages(conn, thread_id, resource_id, [(seq, body)])
 
 
 # -- messages ---------------------------------------------------------------------------------

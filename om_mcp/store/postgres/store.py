@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 from om_mcp.store import observations
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
-from om_mcp.store.postgres import admin, forget, search, spend, vectors
+from om_mcp.store.postgres import admin, search, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
@@ -38,17 +38,9 @@ def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concaten
     return method
 
 
-def _writes(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
-    async def method(self: PostgresStore, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(op, *args, **kwargs)
-
-    method.__name__, method.__doc__ = op.__name__, op.__doc__
-    return method
-
-
-def _on_tx(op: Op[P, R]) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _on_tx(op: Op[P, R], pgvector: bool) -> Callable[Concatenate[Any, P], Awaitable[R]]:
     async def run(conn: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await op(PgTx(conn), *args, **kwargs)
+        return await op(PgTx(conn, pgvector), *args, **kwargs)
 
     run.__name__ = op.__name__  # named in the retry log
     return run
@@ -86,45 +78,16 @@ class PostgresStore(Operations):
         await self.db.close()
 
     async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.read(_on_tx(op), *args, **kwargs)
+        return await self.db.read(_on_tx(op, self.pgvector is not None), *args, **kwargs)
 
     async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(_on_tx(op), *args, **kwargs)
+        return await self.db.write(_on_tx(op, self.pgvector is not None), *args, **kwargs)
 
     due_work = writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
 
     # search and vectors
     search_messages = _reads(search.find)
     search_groups = _reads(search.search_groups)
-    pending_vectors = _reads(vectors.pending)
-    put_vectors = _writes(vectors.put)
-    # forgetting and correcting one thing
-    group_records = _reads(forget.group_records)
-    find_text = _reads(forget.find_text)
-    apply_rewrite = _writes(forget.apply_rewrite)
-
-    # model spend, for the spend caps
-    add_spend = _writes(spend.add_spend)
-    spend_since = _reads(spend.spend_since)
-
-    async def nearest_vectors(
-        self,
-        resource_id: str,
-        embedder: str,
-        query: list[float],
-        *,
-        thread_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[tuple[str, str, float]]:
-        return await self.db.read(
-            vectors.nearest,
-            resource_id,
-            embedder,
-            query,
-            thread_id=thread_id,
-            limit=limit,
-            in_database=self.pgvector is not None,
-        )
 
     # the database
     @property

@@ -6,27 +6,21 @@ import os
 import sqlite3
 from pathlib import Path
 
+from om_mcp.store import overview
 from om_mcp.store.rows import Stats
+from om_mcp.store.sqlite.driver import run
 
 
 def stats(conn: sqlite3.Connection, path: str) -> Stats:
-    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
     size = os.path.getsize(path) if path != ":memory:" and os.path.exists(path) else 0
     wal = Path(path + "-wal")
-    return Stats(
+    return run(
+        conn,
+        overview.stats,
         path=path,
         bytes=size,
         wal_bytes=wal.stat().st_size if wal.exists() else 0,
-        schema_version=count("PRAGMA user_version"),
-        resources=count("SELECT COUNT(*) FROM resources"),
-        threads=count("SELECT COUNT(*) FROM threads"),
-        messages=count("SELECT COALESCE(SUM(message_count), 0) FROM threads"),
-        groups=count(
-            "SELECT COUNT(*) FROM om_groups g JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
-        ),
-        chunks=count("SELECT COUNT(*) FROM om_chunks"),
-        events=count("SELECT COUNT(*) FROM om_events"),
-        pending_tokens=count("SELECT COALESCE(SUM(pending_tokens), 0) FROM om_cursors"),
+        schema_version=conn.execute("PRAGMA user_version").fetchone()[0],
     )
 
 
@@ -38,6 +32,10 @@ def integrity(conn: sqlite3.Connection) -> list[str]:
         problems += [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall() if r[0] != "ok"]
         for table in ("messages_fts", "om_groups_fts"):
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 0)")
+    except sqlite3.OperationalError as error:
+        if "readonly" not in str(error):  # opened read-only: FTS5 checks itself through an INSERT
+            problems.append(str(error))
+            return problems
     except sqlite3.DatabaseError as error:
         problems.append(str(error))
         return problems

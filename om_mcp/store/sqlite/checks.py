@@ -24,10 +24,13 @@ OUR_TABLES = {"threads", "messages", "resources"}
 FULL_CHECK_MAX_BYTES = 256 * 1024 * 1024
 
 
-def before_open(path: Path) -> None:
-    """Checks that need no SQLite: the path itself."""
+def before_open(path: Path, *, writable: bool = True) -> None:
+    """Checks that need no SQLite: the path itself (`writable=False`: opened read-only)."""
     if path.is_dir():
         raise DatabaseRefused(f"{path} is a directory: give the database file's path, e.g. {path / 'memory.db'}")
+    if not writable:
+        _header_checks(path)
+        return
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -42,6 +45,10 @@ def before_open(path: Path) -> None:
         return
     if not os.access(path, os.R_OK | os.W_OK):
         raise DatabaseRefused(f"{path} is not readable and writable by this user: fix its permissions")
+    _header_checks(path)
+
+
+def _header_checks(path: Path) -> None:
     size = path.stat().st_size
     if size == 0:
         return

@@ -12,22 +12,28 @@ database is the normal case): WAL lets readers and one writer work at once,
 starts with BEGIN IMMEDIATE so two writers queue up front rather than deadlock
 on a lock upgrade. A retry loop covers the rare "database is locked" that still
 escapes (for example while another process checkpoints).
+
+A database on a read-only filesystem (a mounted backup, a read-only container
+volume) is opened read-only, so reading it (`status`, `search`, `export`, ...)
+works; a write then fails with a message saying the file is read-only.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import quote
 
 import anyio
 
-from om_mcp.store.errors import StoreUnavailable
-from om_mcp.store.migrations import MIGRATIONS
+from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
+from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -44,6 +50,8 @@ Op = Callable[Concatenate[sqlite3.Connection, P], R]
 def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
     """Open (creating if needed), check and migrate the database; refuse what is not ours."""
     path = str(path)
+    if path != ":memory:" and Path(path).is_file() and on_read_only_filesystem(Path(path)):
+        return _connect_read_only(Path(path), check)
     if check and path != ":memory:":
         checks.before_open(Path(path))
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -55,12 +63,50 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
-        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (forget.py).
+        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (store/forget.py, `Tx.contains`).
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
         conn.close()
         raise
+    return conn
+
+
+def on_read_only_filesystem(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):  # no statvfs (Windows): treated as writable
+        return False
+
+
+def _connect_read_only(path: Path, check: bool) -> sqlite3.Connection:
+    """Open a database whose filesystem takes no writes: read-only, no migration."""
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    if not shm.exists():
+        if wal.exists() and wal.stat().st_size:
+            raise DatabaseRefused(
+                f"{path} is on a read-only filesystem with changes still in {wal.name}, which SQLite cannot read"
+                " without writing: copy the database with its -wal file to a writable place and open the copy"
+            )
+        uri += "&immutable=1"  # nothing can change it: no locks, no shared-memory file needed
+    if check:
+        checks.before_open(path, writable=False)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.create_function("om_casefold", 1, _casefold, deterministic=True)
+        if check:
+            checks.after_open(conn, str(path))
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < LATEST_VERSION:
+            raise DatabaseRefused(
+                f"{path} needs an upgrade to schema {LATEST_VERSION} (it has {version}), which a read-only"
+                " filesystem cannot take: open it once where it can be written"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    log.info("%s is on a read-only filesystem: opened read-only", path)
     return conn
 
 
@@ -146,7 +192,9 @@ def _unavailable(error: sqlite3.OperationalError) -> StoreUnavailable | None:
     """A write the file cannot take, said plainly instead of SQLite's terse text."""
     text = str(error).lower()
     if "readonly" in text or "read-only" in text:
-        return StoreUnavailable("the database file is read-only: check its permissions (and its folder's)")
+        return StoreUnavailable(
+            "the database file is read-only: check its permissions (and its folder's), or its filesystem's mount"
+        )
     if "disk is full" in text or "database or disk is full" in text:
         return StoreUnavailable("the disk holding the database is full: free some space, nothing was written")
     if "disk i/o error" in text:

@@ -20,6 +20,7 @@ import json
 import re
 import sqlite3
 import time
+from array import array
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -95,6 +96,9 @@ class SQLiteTx(Tx):
         # The processes on one file share its machine, and so its clock.
         return time.time()
 
+    async def lock_key(self, key: str) -> None:
+        """A write transaction already holds the file's write lock (BEGIN IMMEDIATE)."""
+
     async def insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
@@ -145,6 +149,13 @@ class SQLiteTx(Tx):
             "DELETE FROM om_groups_fts WHERE group_id IN (SELECT value FROM json_each(?))", (json.dumps(group_ids),)
         )
 
+    async def unindex_messages(self, thread_id: str, seqs: list[int]) -> list[int]:
+        fts.forget_messages(self.conn, seqs)
+        return []  # an entry holds its own message's words only
+
+    async def reindex_messages(self, thread_id: str, seqs: list[int]) -> None:
+        fts.index_messages(self.conn, seqs)
+
     async def purge(self, resource_id: str | None = None) -> None:
         # Rewrite both search indexes, so the deleted rows' words leave the file (secure_delete zeroes the pages).
         fts.purge(self.conn)
@@ -158,6 +169,17 @@ class SQLiteTx(Tx):
 
     def json_field(self, column: str, name: str) -> str:
         return f"json_extract({column}, '$.{name}')"
+
+    async def rank_vectors(
+        self, where: str, args: list[Any], query: list[float], limit: int | None
+    ) -> list[Row] | None:
+        return None
+
+    def vector(self, values: list[float]) -> Any:
+        return array("f", values).tobytes()
+
+    def contains(self, column: str, text: str) -> str:
+        return f"instr(om_casefold({column}), om_casefold({text})) > 0"  # registered by database.py
 
     def json_elements(self, column: str) -> str:
         return f"json_each({column})"

@@ -33,6 +33,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC
 
+from om_mcp.store.decode import GROUP_COLUMNS, group
+from om_mcp.store.rows import GroupHit
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
 
 TABLE = "messages_fts"
@@ -364,3 +366,27 @@ def find(
         window_match=plan.weighted_match(stats.df, stats.rows, budget=WINDOW_ROWS) if windows else (),
     )
     return hits, stats
+
+
+# -- observation groups -------------------------------------------------------------------------
+
+
+def search_groups(
+    conn: sqlite3.Connection, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
+) -> list[GroupHit]:
+    """BM25 over the active observation groups of a resource."""
+    if not match:
+        return []
+    sql = (
+        f"SELECT {GROUP_COLUMNS}, bm25(om_groups_fts) AS rank"
+        " FROM om_groups_fts f JOIN om_groups g ON g.id = f.group_id"
+        " JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
+        " WHERE om_groups_fts MATCH ? AND r.resource_id = ?"
+    )
+    params: list = [match, resource_id]
+    if thread_id is not None:
+        sql += " AND (g.thread_id = ? OR r.thread_id = ?)"
+        params += [thread_id, thread_id]
+    sql += " ORDER BY rank, g.record_key, g.generation, g.position LIMIT ?"
+    params.append(limit)
+    return [GroupHit(group(r[:-1]), resource_id, -float(r[-1])) for r in conn.execute(sql, params)]

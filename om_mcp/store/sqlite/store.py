@@ -1,8 +1,8 @@
 """`SQLiteStore`: the store operations on one SQLite file, one trip to the database thread each.
 
 The shared rules (`store.operations`) run whole on the database thread through
-`driver.SQLiteTx`; what only SQLite has (FTS5 search, vectors in a table, the
-file's checks, checkpoints and backups) is this package's own modules.
+`driver.SQLiteTx`; what only SQLite has (FTS5 search, the file's checks,
+checkpoints and backups) is this package's own modules.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store.operations import Op, Operations
 from om_mcp.store.rows import Rewrite, Rewritten
-from om_mcp.store.sqlite import admin, forget, fts, spend, vectors
+from om_mcp.store.sqlite import admin, fts
 from om_mcp.store.sqlite.database import Database
 from om_mcp.store.sqlite.driver import on_connection
 
@@ -29,16 +29,6 @@ def _reads(
 
     async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.read(op, *args, **kwargs)
-
-    method.__name__, method.__doc__ = op.__name__, op.__doc__
-    return method
-
-
-def _writes(
-    op: Callable[Concatenate[sqlite3.Connection, P], R],
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
-    async def method(self: SQLiteStore, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(op, *args, **kwargs)
 
     method.__name__, method.__doc__ = op.__name__, op.__doc__
     return method
@@ -76,12 +66,15 @@ class SQLiteStore(Operations):
         await self.db.raw(admin.checkpoint)
         return counts
 
-    # search and vectors
+    async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None:
+        done = await super().apply_rewrite(plan)
+        if done is not None:
+            await self.db.raw(admin.checkpoint)  # the old pages leave the -wal too
+        return done
+
+    # search
     search_messages = _reads(fts.find)
-    search_groups = _reads(vectors.search_groups)
-    pending_vectors = _reads(vectors.pending)
-    put_vectors = _writes(vectors.put)
-    nearest_vectors = _reads(vectors.nearest)
+    search_groups = _reads(fts.search_groups)
 
     # the file
     async def stats(self):
@@ -91,20 +84,6 @@ class SQLiteStore(Operations):
 
     async def backup(self, target: str) -> int:
         return await self.db.raw(admin.backup, target)
-
-    # forgetting and correcting one thing
-    group_records = _reads(forget.group_records)
-    find_text = _reads(forget.find_text)
-
-    async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None:
-        done = await self.db.write(forget.apply_rewrite, plan)
-        if done is not None:
-            await self.db.raw(admin.checkpoint)  # the old pages leave the -wal too
-        return done
-
-    # model spend, for the spend caps
-    add_spend = _writes(spend.add_spend)
-    spend_since = _reads(spend.spend_since)
 
     # changes seen by other processes: SQLite's processes share a file, not a channel
     async def broadcast(self, message: dict) -> None:

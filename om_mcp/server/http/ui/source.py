@@ -68,7 +68,9 @@ class MemorySource:
             model_ready=ready,
             model_reason=why,
             version=__version__,
-            database=str(memory.store.location),
+            # Where the file lives is the operator's business: only a caller unbounded by its
+            # token (a token for "*", or no authentication) is told.
+            database=str(memory.store.location) if allowed_resources() is None else None,
             scope=om.scope,
             message_threshold=limits.message_tokens,
             observation_threshold=limits.observation_tokens,

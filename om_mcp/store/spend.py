@@ -1,14 +1,14 @@
-"""Model spend per UTC day and model on PostgreSQL (see sqlite/spend.py)."""
+"""Model spend per UTC day and model: what the spend caps read. Every process on the
+database adds its calls here, so a cap holds across all of them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from om_mcp.store.rows import SpendDay
+from om_mcp.store.tx import Tx
 
 
-async def add_spend(conn: Any, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None) -> None:
-    await conn.execute(
+async def add_spend(tx: Tx, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None) -> None:
+    await tx.execute(
         "INSERT INTO om_spend AS s (day, model, calls, input_tokens, output_tokens, usd, unpriced_calls)"
         " VALUES ($1, $2, 1, $3, $4, $5, $6) ON CONFLICT (day, model) DO UPDATE SET calls = s.calls + 1,"
         " input_tokens = s.input_tokens + excluded.input_tokens,"
@@ -23,8 +23,9 @@ async def add_spend(conn: Any, day: str, model: str, input_tokens: int, output_t
     )
 
 
-async def spend_since(conn: Any, first_day: str) -> list[SpendDay]:
-    rows = await conn.fetch(
+async def spend_since(tx: Tx, first_day: str) -> list[SpendDay]:
+    """Every (day, model) from `first_day` on, oldest first."""
+    rows = await tx.fetch(
         "SELECT day, model, calls, input_tokens, output_tokens, usd, unpriced_calls FROM om_spend"
         " WHERE day >= $1 ORDER BY day, model",
         first_day,

@@ -1,0 +1,409 @@
+"""Cross-tenant attempts against a real HTTP server: what one token can read, change or learn of another's.
+
+Starts `python -m om_mcp serve --transport http` on a free loopback port with three bearer tokens
+(alice: resource "alice"; bob: "bob" and "/home/bob"; admin: "*"), observation off. Bob stores threads
+whose ids need encoding in a URI ("tb", "/home/bob/proj", "bob%2Fx", "C:\\bob", "b ü?#"), each holding a
+secret, a title and working memory. Then alice's token tries, for each of bob's ids:
+
+- every tool, with bob's thread id, with bob's resource (and "*", a case or space variant of it),
+  and the claims (append, working memory) on bob's ids;
+- every resource URI template, with the id encoded as documented, raw, double-encoded, with
+  lower-case hex, and through `..` or `*`;
+- the status page's JSON API (GET, DELETE, PUT, POST) with the id path-encoded.
+
+An attempt *leaks* when an answer holds one of bob's secrets, titles or notes, or when bob's data
+differs afterwards (read back by the admin token); it *reveals* when an error about bob's thread
+differs from the error about an id of the same shape that nobody holds (the documented exception: creating under a held
+id is refused in one sentence naming no owner). Then stored XSS: payloads stored by the admin as
+thread and resource ids, titles, messages, working memory and metadata, and the status page opened on
+each thread in headless Chromium (skipped without one): did any run, or become markup. Prints the counts
+by surface. No assertions.
+
+    .venv/bin/python benchmarks/attacks.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from om_mcp.config import hash_token
+from om_mcp.testing.headless import find_chromium, run_chromium
+
+REPO = Path(__file__).resolve().parent.parent
+ALICE, BOB, ADMIN = "om_alice-attack-0123456789abcdef", "om_bob-attack-0123456789abcdef", "om_admin-attack-0123456789ab"
+TOKENS = [
+    {"name": "alice", "hash": hash_token(ALICE), "resources": ["alice"]},
+    {"name": "bob", "hash": hash_token(BOB), "resources": ["bob", "/home/bob"]},
+    {"name": "admin", "hash": hash_token(ADMIN), "resources": ["*"]},
+]
+BOB_THREADS = {"tb": "bob", "/home/bob/proj": "/home/bob", "bob%2Fx": "bob", "C:\\bob": "bob", "b ü?#": "bob"}
+BOB_RESOURCES = ["bob", "/home/bob"]
+NOBODY = "zz"  # prefixed to one of bob's ids: an id of the same shape that nobody holds
+THREAD_VIEWS = ["messages", "observations", "observations/history", "events", "status", "working-memory"]
+RESOURCE_VIEWS = ["threads", "working-memory", "observations", "observations/history"]
+
+
+def secret(i: int) -> str:
+    return f"BOBSECRET{i}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@asynccontextmanager
+async def connect(url: str, token: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
+
+def encodings(value: str) -> dict[str, str]:
+    """The id as the README encodes it, and the spellings an attacker would try instead."""
+    right = quote(value, safe="")
+    return {
+        "documented": right,
+        "raw": value,
+        "double": quote(right, safe=""),
+        "lower-hex": re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), right),
+        "path-only": quote(value, safe="/"),
+    }
+
+
+class Tally:
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = secrets
+        self.by_surface: Counter = Counter()
+        self.leaks: list[str] = []
+        self.reveals: list[str] = []
+        self.refused: Counter = Counter()
+
+    def answer(self, surface: str, what: str, text: str, refused: bool) -> None:
+        self.by_surface[surface] += 1
+        if refused:
+            self.refused[surface] += 1
+        if any(s in text for s in self.secrets):
+            self.leaks.append(f"{surface}: {what}: {text[:160]}")
+
+    def compare(self, surface: str, what: str, about_bob: str, about_nobody: str) -> None:
+        if about_bob != about_nobody.replace(NOBODY, ""):
+            self.reveals.append(f"{surface}: {what}: {about_bob[:120]!r} vs {about_nobody[:120]!r}")
+
+
+async def tool(client: Client, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+    try:
+        result = await client.call_tool(name, arguments)
+    except MCPError as error:
+        return str(error), True
+    text = result.content[0].text if result.content else ""
+    return text, bool(result.is_error)
+
+
+async def read(client: Client, uri: str) -> tuple[str, bool]:
+    try:
+        result = await client.read_resource(uri)
+    except MCPError as error:
+        return str(error), True
+    return "".join(getattr(c, "text", "") for c in result.contents), False
+
+
+def note(i: int, text: str) -> dict[str, str]:
+    return {"id": f"m{i}", "role": "user", "content": text}
+
+
+async def seed(url: str) -> None:
+    async with connect(url, BOB) as bob:
+        for i, (thread, resource) in enumerate(BOB_THREADS.items()):
+            messages = [note(1, f"the launch plan is {secret(i)}"), note(2, f"and the code word is {secret(i)}")]
+            await tool(bob, "append_messages", {"thread_id": thread, "resource_id": resource, "messages": messages})
+            await tool(bob, "update_thread", {"thread_id": thread, "title": f"title {secret(i)}"})
+            await tool(bob, "update_working_memory", {"thread_id": thread, "memory": f"# notes\n- {secret(i)}"})
+    async with connect(url, ALICE) as alice:
+        await tool(alice, "append_messages", {"thread_id": "ta", "messages": [note(1, "alice's own note")]})
+
+
+def tool_attempts(thread: str, resource: str) -> list[tuple[str, dict[str, Any]]]:
+    """(tool, arguments) that alice tries against one of bob's thread ids."""
+    on = {"thread_id": thread}
+    attempts: list[tuple[str, dict[str, Any]]] = [
+        ("get_context", on),
+        ("recall", on),
+        ("recall", {**on, "mode": "search", "query": "launch plan"}),
+        ("recall", {**on, "mode": "threads"}),
+        ("recall", {"thread_id": "ta", "target_thread_id": thread}),
+        ("recall", {"thread_id": "ta", "mode": "search", "query": "launch", "target_thread_id": thread}),
+        ("get_working_memory", on),
+        ("update_thread", {**on, "title": "alice was here"}),
+        ("update_thread", {**on, "observation_id": "x1", "text": "alice was here"}),
+        ("delete_thread", {**on, "confirm": True}),
+        ("delete_thread", {**on, "message_id": "m1", "confirm": True}),
+        ("delete_thread", {**on, "match": "launch", "confirm": True}),
+        ("observe", on),
+        ("reflect", on),
+        # claims: alice writing under bob's id
+        ("append_messages", {**on, "messages": [note(9, "alice's text")]}),
+        ("update_working_memory", {**on, "memory": "# alice overwrote this"}),
+    ]
+    for other in (resource, "*", resource.upper(), f" {resource}"):
+        attempts += [
+            ("get_context", {"thread_id": "ta", "resource_id": other}),
+            ("recall", {"thread_id": "ta", "mode": "search", "query": "launch", "resource_id": other}),
+            ("recall", {"thread_id": "ta", "mode": "threads", "resource_id": other}),
+            ("get_working_memory", {"thread_id": "ta", "resource_id": other}),
+            ("update_working_memory", {"thread_id": "ta", "resource_id": other, "memory": "# alice"}),
+            ("append_messages", {"thread_id": "ta-new", "resource_id": other, "messages": [note(9, "x")]}),
+            ("observe", {"thread_id": "ta", "resource_id": other}),
+        ]
+    return attempts
+
+
+def same_ids(arguments: dict[str, Any], thread: str) -> dict[str, Any]:
+    return {k: (NOBODY + thread if v == thread else v) for k, v in arguments.items()}
+
+
+async def attack_tools(url: str, tally: Tally) -> None:
+    async with connect(url, ALICE) as alice:
+        for thread, resource in BOB_THREADS.items():
+            for name, arguments in tool_attempts(thread, resource):
+                text, refused = await tool(alice, name, arguments)
+                tally.answer("tools", f"{name} {arguments}", text, refused)
+                if thread in arguments.values() and name not in ("append_messages", "update_working_memory"):
+                    # bob's id must answer as an id nobody holds does (the claims say "in use", by design)
+                    nobody, _ = await tool(alice, name, same_ids(arguments, thread))
+                    tally.compare("tools", f"{name} {arguments}", text, nobody)
+
+
+def resource_uris(thread: str) -> list[tuple[str, str, str]]:
+    """(what, uri, the same uri for an id nobody holds) for every thread view and spelling."""
+    uris = []
+    for how, spelled in encodings(thread).items():
+        nobody = encodings(NOBODY + thread)[how]
+        for view in THREAD_VIEWS:
+            uris.append((f"{view} {how}", f"om://threads/{spelled}/{view}", f"om://threads/{nobody}/{view}"))
+    for view in THREAD_VIEWS:  # through alice's own thread
+        uris.append((f"{view} via ..", f"om://threads/ta/../{quote(thread, safe='')}/{view}", ""))
+    return uris
+
+
+async def attack_resources(url: str, tally: Tally) -> None:
+    async with connect(url, ALICE) as alice:
+        for thread in BOB_THREADS:
+            for what, uri, nobody_uri in resource_uris(thread):
+                text, refused = await read(alice, uri)
+                tally.answer("resources", uri, text, refused)
+                if nobody_uri:
+                    nobody, _ = await read(alice, nobody_uri)
+                    tally.compare("resources", f"{what} {thread!r}", text, nobody)
+        for resource in [*BOB_RESOURCES, "*", "%2A", "alice%2F..%2Fbob", "BOB"]:
+            for spelled in {*encodings(resource).values(), resource}:
+                for view in RESOURCE_VIEWS:
+                    uri = f"om://resources/{spelled}/{view}"
+                    text, refused = await read(alice, uri)
+                    tally.answer("resources", uri, text, refused)
+        listed, _ = await read(alice, "om://resources/alice/threads")
+        tally.answer("resources", "alice's own thread list", listed, False)
+
+
+async def attack_page(url: str, tally: Tally) -> None:
+    base = url.removesuffix("/mcp")
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        while (await http.get(f"{base}/api/info")).status_code == 503:
+            await anyio.sleep(0.1)
+
+        async def hit(method: str, path: str, body: Any = None) -> tuple[str, bool, int]:
+            answer = await http.request(method, f"{base}{path}", json=body)
+            return answer.text, answer.status_code >= 400, answer.status_code
+
+        for thread in BOB_THREADS:
+            for how in ("documented", "path-only", "double"):
+                spelled, nobody = encodings(thread)[how], encodings(NOBODY + thread)[how]
+                for method, tail, body in [
+                    ("GET", "", None),
+                    ("GET", "/events", None),
+                    ("GET", "/series", None),
+                    ("PUT", "/observations/x1", {"text": "alice"}),
+                    ("DELETE", "/observations/x1", None),
+                    ("POST", "/restore", {"generation": 0}),
+                    ("DELETE", "", None),
+                ]:
+                    text, refused, status = await hit(method, f"/api/threads/{spelled}{tail}", body)
+                    tally.answer("status page", f"{method} {spelled}{tail} -> {status}", text, refused)
+                    if method == "GET":
+                        other, _, other_status = await hit(method, f"/api/threads/{nobody}{tail}", body)
+                        tally.compare(
+                            "status page",
+                            f"{method} {how}{tail} {thread!r}",
+                            f"{status} {text}",
+                            f"{other_status} {other}",
+                        )
+        for resource in [*BOB_RESOURCES, "*"]:
+            for spelled in {quote(resource, safe=""), quote(resource, safe="/")}:
+                text, refused, status = await hit("GET", f"/api/resources/{spelled}/threads")
+                tally.answer("status page", f"GET resources/{spelled}/threads -> {status}", text, refused)
+        text, refused, status = await hit("GET", "/api/resources")
+        tally.answer("status page", "GET /api/resources", text, refused)
+        text, refused, status = await hit("GET", "/api/info")
+        tally.answer("status page", "GET /api/info", text, refused)
+
+
+async def bobs_data(url: str) -> list[Any]:
+    """Everything of bob's, as the admin reads it: compared before and after the attempts."""
+    out = []
+    async with connect(url, ADMIN) as admin:
+        for thread, resource in BOB_THREADS.items():
+            context, _ = await tool(admin, "get_context", {"thread_id": thread})
+            memory, _ = await tool(admin, "get_working_memory", {"thread_id": thread})
+            threads, _ = await tool(admin, "recall", {"thread_id": thread, "mode": "threads", "resource_id": resource})
+            out.append((thread, json.loads(context).get("messages"), memory, threads))
+    return out
+
+
+async def attack(url: str) -> None:
+    await seed(url)
+    before = await bobs_data(url)
+    tally = Tally([secret(i) for i in range(len(BOB_THREADS))])
+    surfaces: list[Callable[[str, Tally], Any]] = [attack_tools, attack_resources, attack_page]
+    for surface in surfaces:
+        await surface(url, tally)
+    after = await bobs_data(url)
+    changed = [b[0] for b, a in zip(before, after) if b != a]
+    print(
+        f"\n{sum(tally.by_surface.values())} cross-tenant attempts by alice's token on bob's {len(BOB_THREADS)}"
+        f" threads and {len(BOB_RESOURCES)} resources\n"
+    )
+    header = f"{'surface':<14} {'attempts':>8} {'refused':>8} {'leaked':>7}"
+    print(header)
+    print("-" * len(header))
+    for surface, count in tally.by_surface.items():
+        leaked = sum(1 for line in tally.leaks if line.startswith(surface))
+        print(f"{surface:<14} {count:>8} {tally.refused[surface]:>8} {leaked:>7}")
+    print(f"\nbob's threads changed afterwards (admin's read): {len(changed)} {changed or ''}")
+    reveals = Counter(line.split(":")[0] for line in tally.reveals)
+    print(
+        "answers about bob's ids that differ from those about an id of the same shape nobody holds:"
+        f" {len(tally.reveals)} ({', '.join(f'{k} {v}' for k, v in reveals.items()) or 'none'})"
+    )
+    for line in tally.leaks:
+        print("  leaked:", line)
+    shown: Counter = Counter()
+    for line in tally.reveals:
+        surface = line.split(":")[0]
+        shown[surface] += 1
+        if shown[surface] <= 3:
+            print("  differs:", line[:230])
+
+
+# Stored XSS: each payload, if it ever ran or became markup, adds an element with id="pwn" or retitles the page.
+PAYLOADS = [
+    '<img id="pwn" src="x" onerror="document.title=\'PWNED\'">',
+    "<script id=\"pwn\">document.title='PWNED'</script>",
+    '"><svg id="pwn" onload="document.title=\'PWNED\'">',
+    '</textarea></pre><b id="pwn">x</b>',
+    '<a id="pwn" href="javascript:document.title=\'PWNED\'">x</a>',
+    "javascript:document.title='PWNED'",
+]
+
+
+async def store_payloads(url: str) -> list[str]:
+    """The admin stores every payload as a thread id, a resource id, a title, a message, working
+    memory and metadata; returns the threads whose page is then opened."""
+    opened = []
+    async with connect(url, ADMIN) as admin:
+        for i, payload in enumerate(PAYLOADS):
+            thread = f"xss-{i}"
+            await tool(
+                admin,
+                "append_messages",
+                {
+                    "thread_id": thread,
+                    "resource_id": payload,
+                    "messages": [note(1, payload), note(2, f"**{payload}**")],
+                },
+            )
+            await tool(admin, "update_thread", {"thread_id": thread, "title": payload, "metadata": {payload: payload}})
+            await tool(admin, "update_working_memory", {"thread_id": thread, "memory": f"# {payload}\n- {payload}"})
+            await tool(admin, "append_messages", {"thread_id": payload, "messages": [note(1, payload)]})
+            opened += [thread, payload]
+    return opened
+
+
+def xss(url: str) -> None:
+    binary = find_chromium()
+    if binary is None:
+        print("\nstored XSS: skipped, no Chromium (apt-get install chromium)")
+        return
+    threads = anyio.run(store_payloads, url)
+    base = url.removesuffix("/mcp")
+    ran = markup = 0
+    for thread in threads:
+        dom = run_chromium(f"{base}/ui#token={ADMIN}&thread={quote(thread, safe='')}", binary=binary, budget_ms=5000)
+        ran += "PWNED" in dom.split("</title>")[0]
+        markup += len(re.findall(r'<(?:img|script|svg|b|a) id="pwn"', dom))  # as text it is &lt;img id="pwn"
+        if thread == threads[0]:
+            shown = thread in dom or "&lt;img" in dom
+    print(
+        f"\nstored XSS: {len(PAYLOADS)} payloads stored as thread ids, resource ids, titles, messages, working memory"
+        f" and metadata; the status page opened on {len(threads)} threads (admin token, Chromium):"
+        f" {ran} ran, {markup} became markup (the payload shown as text: {'yes' if shown else 'no'})"
+    )
+
+
+def main() -> int:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    env.update(
+        OM_OBSERVATIONAL_MEMORY="false",
+        OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0",
+        OM_SERVER__AUTH__TOKENS=json.dumps(TOKENS),
+    )
+    with tempfile.TemporaryDirectory(prefix="om-attacks-") as tmp:
+        env["HOME"] = tmp
+        command = [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port)]
+        process = subprocess.Popen(
+            [*command, "--db", str(Path(tmp) / "m.db")],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise SystemExit("the server did not start") from None
+                    time.sleep(0.05)
+            anyio.run(attack, f"http://127.0.0.1:{port}/mcp")
+            xss(f"http://127.0.0.1:{port}/mcp")
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
