@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
 from support.postgres import postgres_server, postgres_url  # noqa: F401
+from support.timeouts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401
 
 from om_mcp.config import Config
 from om_mcp.server import build_server

@@ -165,6 +165,7 @@ def test_forget_erases_the_text_from_the_file(db, filled):
     assert data(om("status", "--json", db=db, config=config))["counts"]["threads"] == 2
 
 
+@pytest.mark.timeout(300)  # five commands, each importing litellm: minutes on a loaded machine
 def test_doctor_checks_everything_and_tells_what_is_wrong(db, filled, tmp_path):
     config = filled[1]
     report = data(om("doctor", "--json", db=db, config=config))

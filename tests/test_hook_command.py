@@ -423,12 +423,17 @@ async def test_a_running_server_observes_hook_sessions_through_sampling(tmp_path
                 assert box.query("SELECT owner FROM om_leases WHERE key = ? AND op = ?", *WORKER_LEASE) == [
                     (memory.observation.owner,)
                 ]
+                observed = anyio.Event()
+
+                async def on_event(event: dict) -> None:
+                    if event["type"] == "data-om-observation-end":
+                        observed.set()
+
+                memory.events.listeners.append(on_event)
                 transcript = ClaudeTranscript(tmp_path / "day1.jsonl", "day-1", str(box.project))
                 await anyio.to_thread.run_sync(a_day_of_work, box, transcript)
-                for _ in range(200):
-                    if box.query("SELECT COUNT(*) FROM om_groups") != [(0,)]:
-                        break
-                    await anyio.sleep(0.1)
+                await observed.wait()  # the server's poll found the session and observed it
+                assert box.query("SELECT COUNT(*) FROM om_groups") != [(0,)]
         assert requests
         options = HookOptions("claude-code", worker=False)
         event = json.dumps(box.event("SessionStart", None, "tomorrow", source="startup")).encode()

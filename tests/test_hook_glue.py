@@ -391,10 +391,7 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
             drainer = Drainer(memory)
             await drainer.tick()
             assert run(conn, coordination.lease_holder, *WORKER_LEASE) == drainer.owner
-            for _ in range(100):
-                if not memory.worker.active:
-                    break
-                await __import__("anyio").sleep(0.05)
+            await memory.worker.idle()
             assert len(script.observer_calls) == 1
             await drainer.tick()  # nothing left: no second flush
             assert len(script.observer_calls) == 1

@@ -58,11 +58,8 @@ async def cursors_of(mem: Memory, key: str) -> dict[str, int]:
 
 
 async def settle(mem: Memory, key: str) -> None:
-    for _ in range(2000):
-        if not any(mem.worker.busy(key, op) for op in OPS):
-            return
-        await anyio.sleep(0.005)
-    raise AssertionError("the background worker did not settle")
+    await mem.worker.idle(key)
+    assert not any(mem.worker.busy(key, op) for op in OPS)
 
 
 async def unobserved_ids(mem: Memory, key: str, threads: list[str]) -> list[str]:

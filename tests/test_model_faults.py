@@ -5,13 +5,14 @@ Each scenario plays paced turns (append_messages + get_context) past the observa
 threshold and past block_after. The rule under test: only the block_after safety valve
 may make a turn wait, once per threshold crossing, never again while that cycle runs or
 once the model is known to be failing; every other turn answers from what is committed.
-Asserted on counts: turns over 1 s, provider calls; never on timing precision.
+Asserted on counts: the turns the valve made wait (each wait is recorded where the engine
+remembers that a crossing cost a turn its wait), provider calls; never on time. A turn
+that waited on the hung model any other way would hang, and the test's time limit says so.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,6 @@ from om_mcp.testing.fake_server import FakeLLMServer, FakeReply
 pytestmark = pytest.mark.anyio
 
 TURNS = 30
-SLOW_TURN_SECONDS = 1.0
 TURN_WAIT_SECONDS = 2.0  # the valve's one wait
 TIMEOUT, BUDGET = 1.5, 2.5  # per attempt, per call (all attempts and fallbacks)
 MAX_RETRIES = 2
@@ -44,8 +44,33 @@ UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
 
 @pytest.fixture(scope="module", autouse=True)
 def litellm_imported() -> None:
-    """litellm's import (seconds of CPU) happens once, before any turn is timed."""
+    """litellm's import (seconds of CPU) happens once, before any turn is played."""
     load_litellm()
+
+
+class Waits(dict):
+    """The engine's record of the crossings that cost a turn its wait, counting each wait."""
+
+    count = 0
+
+    def __setitem__(self, key: Any, crossing: Any) -> None:
+        self.count += 1
+        super().__setitem__(key, crossing)
+
+
+@pytest.fixture
+def waits(monkeypatch) -> Waits:
+    """The valve's waits in the memory the server opens."""
+    waits = Waits()
+    opened = Memory.open.__func__  # type: ignore[attr-defined]
+
+    async def open_counting(cls, *args: Any, **kwargs: Any) -> Memory:
+        memory = await opened(cls, *args, **kwargs)
+        memory.observation.waited = waits
+        return memory
+
+    monkeypatch.setattr(Memory, "open", classmethod(open_counting))
+    return waits
 
 
 @contextmanager
@@ -83,11 +108,9 @@ def config(tmp_path: Path, model: Any, budget: float = BUDGET, timeout: float = 
     )
 
 
-async def play(client, turns: int = TURNS) -> list[float]:
-    """Paced turns of about 40 tokens each; returns each turn's duration."""
-    durations = []
+async def play(client, turns: int = TURNS) -> None:
+    """Paced turns of about 40 tokens each."""
     for n in range(turns):
-        started = time.monotonic()
         await ok(
             client,
             "append_messages",
@@ -97,41 +120,34 @@ async def play(client, turns: int = TURNS) -> list[float]:
             ],
         )
         await ok(client, "get_context", thread_id="t")
-        durations.append(time.monotonic() - started)
         await anyio.sleep(0.05)
-    return durations
-
-
-def slow(durations: list[float]) -> list[int]:
-    return [n for n, d in enumerate(durations) if d > SLOW_TURN_SECONDS]
 
 
 @pytest.mark.parametrize("scenario", ["hung", "times out", "HTTP 500", "unreachable", "no key"])
-async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatch, scenario):
+async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatch, waits, scenario):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     # "hung": the call outlives the test (its timeout and budget above it); "times out": they cut it.
     limit = {"budget": HUNG, "timeout": HUNG} if scenario == "hung" else {}
     with provider(scenario) as (model, fake):
         async with connect(build_server(config(tmp_path, model, **limit))) as client:
             await ok(client, "get_context", thread_id="warm-up")  # the first call waits for the engine to open
-            durations = await play(client)
+            await play(client)
             status = await read_json(client, "om://threads/t/status")
             if scenario == "hung":
                 # the cycles are still in flight: more turns, all answered from what is committed
-                durations += await play(client, 10)
-    waited = slow(durations)
+                await play(client, 10)
     observation = status["observation"]
     assert status["unobserved_messages"] == TURNS  # nothing observed, nothing lost
     if scenario == "no key":
-        assert waited == [] and fake.requests == []
+        assert waits.count == 0 and fake.requests == []
         assert observation["model_ready"] is False and "OPENAI_API_KEY" in observation["reason"]
         return
     if scenario == "hung":
         # the valve waited once, when block_after was crossed; never again while that cycle ran
-        assert len(waited) == 1, durations
+        assert waits.count == 1
         assert 1 <= len(fake.requests) <= 2  # the buffering call and the valve's observation call
         return
-    assert len(waited) <= 1, durations
+    assert waits.count <= 1
     # The breaker: at most two calls' worth of attempts (a buffering run and the valve's
     # observation, both started before the first failure), then nothing.
     attempts = MAX_RETRIES + 1 if scenario != "times out" else 2
@@ -140,7 +156,7 @@ async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatc
     assert "failing" in observation["reason"]
 
 
-async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch):
+async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch, waits):
     """block_after is crossed while the breaker is open; when its backoff ends, the next
     turn must not wait on the retry (a model that failed is failing until a call succeeds)."""
     monkeypatch.setattr(health, "BACKOFF_INITIAL_SECONDS", 1.0)
@@ -150,8 +166,8 @@ async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, mo
         model["max_retries"] = 0
         async with connect(build_server(config(tmp_path, model))) as client:
             await ok(client, "get_context", thread_id="warm-up")  # the first call waits for the engine to open
-            durations = await play(client, 60)
-    assert slow(durations) == [], durations
+            await play(client, 60)
+    assert waits.count == 0
     assert len(fake.requests) >= 2  # the retry after the backoff was made, in the background
 
 
@@ -161,13 +177,10 @@ async def test_a_manual_observe_returns_within_its_budget(tmp_path):
     with provider("times out") as (model, fake):
         async with connect(build_server(config(tmp_path, model))) as client:
             await ok(client, "append_messages", thread_id="t", user="remember the blue door", assistant="noted")
-            started = time.monotonic()
-            with anyio.fail_after(3 * BUDGET + 5):  # catches a hang; the figure is not the claim
-                outcome = await ok(client, "observe", thread_id="t")
-            elapsed = time.monotonic() - started
+            # Without its budget the observe would wait the model's two minutes, past the test's limit.
+            outcome = await ok(client, "observe", thread_id="t")
             status = await read_json(client, "om://threads/t/status")
     assert outcome["ran"] is False and "timed out" in outcome["error"], outcome
-    assert elapsed < HUNG / 4, elapsed
     assert status["unobserved_messages"] == 2 and status["observation"]["last_failure"]
     assert json.dumps(fake.requests[0]).count("remember the blue door") == 1
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -291,13 +290,10 @@ async def test_timeout_per_attempt(server):
     policy = CallPolicy(
         timeout_seconds=0.3, total_budget_seconds=5.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
     )
-    start = time.monotonic()
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(ModelError) as info:  # uncut, the first attempt would have its answer at 3 s
         await ModelRouter(local(server, max_retries=1), policy=policy).complete(MESSAGES)
-    elapsed = time.monotonic() - start
     assert info.value.transient and info.value.attempts == 2
     assert len(server.requests) == 2
-    assert elapsed < 2 * (0.3 + 0.25) + 0.4, elapsed
 
 
 @pytest.mark.anyio
@@ -307,12 +303,11 @@ async def test_total_budget_is_respected(server):
         timeout_seconds=0.4, total_budget_seconds=1.0, backoff_initial_seconds=0.05, backoff_max_seconds=0.1
     )
     choice = [local(server, "a", max_retries=10), local(server, "b", max_retries=10)]
-    start = time.monotonic()
-    with pytest.raises(ModelError):
+    with pytest.raises(ModelError) as info:
         await ModelRouter(choice, policy=policy).complete(MESSAGES)
-    elapsed = time.monotonic() - start
-    assert elapsed < 1.0 + 0.5, elapsed
-    assert 2 <= len(server.requests) <= 4
+    # 22 attempts of 0.4 s without the budget; at most two whole ones and the remnant with it
+    # (fewer on a loaded machine, never more)
+    assert 1 <= info.value.attempts <= 4 and len(server.requests) <= info.value.attempts
 
 
 @pytest.mark.anyio
@@ -336,11 +331,9 @@ async def test_scripted_callable_and_slow_model():
     policy = CallPolicy(
         timeout_seconds=0.2, total_budget_seconds=0.5, backoff_initial_seconds=0.01, backoff_max_seconds=0.01
     )
-    start = time.monotonic()
     with pytest.raises(ModelError) as info:
         await ModelRouter(ModelTarget(model="m", max_retries=5), policy=policy, client=slow).complete(MESSAGES)
-    assert time.monotonic() - start < 0.5 + 0.5
-    assert info.value.transient
+    assert info.value.transient and 1 <= info.value.attempts <= 3 and len(slow.calls) == info.value.attempts
 
 
 @pytest.mark.anyio

@@ -160,6 +160,47 @@ def test_every_command_the_readme_names_answers_help(capsys: pytest.CaptureFixtu
     capsys.readouterr()
 
 
+def readme_command_lines() -> list[str]:
+    """Each `om-mcp ...` the README shows (code blocks, continued lines joined, and inline code),
+    from the command to the end of its shell command, without comments."""
+    readme = (REPO / "README.md").read_text()
+    blocks = [b.replace("\\\n", " ") for b in re.findall(r"```[a-z]*\n(.*?)```", readme, re.DOTALL)]
+    lines = [line for block in blocks for line in block.splitlines()] + re.findall(r"`([^`\n]+)`", readme)
+    found = []
+    for line in lines:
+        if "inspector" in line:
+            continue  # the Inspector's own flags follow the server command it starts
+        for match in re.finditer(r"(?:^|[\s;&|(])(om-mcp [a-z][^#;&|)]*)", line.split("  #")[0]):
+            found.append(match.group(1))
+    return found
+
+
+def test_every_flag_the_readme_shows_is_one_its_command_takes() -> None:
+    import argparse
+
+    from om_mcp import cli
+
+    def options(parser: argparse.ArgumentParser) -> set[str]:
+        found = {o for action in parser._actions for o in action.option_strings}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for nested in action.choices.values():
+                    found |= options(nested)
+        return found
+
+    (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    shown = 0
+    for line in readme_command_lines():
+        command = line.split()[1]
+        if command not in commands.choices:
+            continue  # prose ("om-mcp long-term memory ..."); the test above holds the command names
+        taken = options(commands.choices[command])
+        for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", line):
+            shown += 1
+            assert flag in taken, f"the README shows `{line.strip()}`, but `om-mcp {command}` has no {flag}"
+    assert shown >= 20  # the README's flags were found at all
+
+
 def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_path: Path) -> None:
     """`status` and `doctor` with a `claude` on PATH that answers `auth status` as logged out (2.1.197's shape)."""
     bin_dir = tmp_path / "bin"

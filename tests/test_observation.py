@@ -265,14 +265,10 @@ async def test_transient_errors_are_retried_within_the_cycle():
 
 
 async def test_a_slow_model_times_out_and_commits_nothing():
-    import time
-
-    script = Script(delay=2.0)
+    script = Script(delay=3600)  # uncut, the observe would outlast the test's time limit
     mem = await open_memory(script, call_policy__timeout_seconds=0.1, call_policy__total_budget_seconds=0.3)
     await mem.append_messages("t", [msg(0), msg(1)])
-    start = time.monotonic()
     outcome = await mem.observe("t")
-    assert time.monotonic() - start < 1.5
     assert not outcome.ran and "timed out" in outcome.error
     assert (await mem.status("t")).unobserved_messages == 2 and await cursor(mem) == 0
     script.model.delay = 0

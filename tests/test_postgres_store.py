@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import anyio
 import pytest
@@ -262,19 +261,17 @@ async def test_a_killed_process_leaves_no_lock_behind(postgres_url):
             os.kill(holder.pid, signal.SIGKILL)
         finally:
             holder.wait(10)
-        started = time.monotonic()
-        with anyio.fail_after(20):
-            assert await store.commit_observation(
-                "thread:t",
-                lease=None,
-                expected_cursors={"t": 0},
-                new_cursors={"t": 1},
-                groups=[NewGroup("seen m1", 2, 1, 1, "m1", "m1", "t")],
-                hints={},
-                extracted=None,
-                observed_at=None,
-            )
-        assert time.monotonic() - started < 15
+        # Waits for the killed process's lock only if it was left behind: then the test's time limit says so.
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": 1},
+            groups=[NewGroup("seen m1", 2, 1, 1, "m1", "m1", "t")],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
     finally:
         await store.close()
 

@@ -52,6 +52,11 @@ class Worker:
     def group(self) -> TaskGroup | None:
         return self._group
 
+    async def idle(self, key: str | None = None) -> None:
+        """Return once no job (for `key`) is running or waiting, including jobs those jobs start."""
+        while jobs := [job for (k, _), job in self._jobs.items() if key is None or k == key]:
+            await jobs[0].done.wait()
+
     def attach(self, group: TaskGroup | None) -> None:
         self._group = group
 
