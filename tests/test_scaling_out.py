@@ -161,7 +161,7 @@ async def test_a_postgresql_memory_backs_up_into_a_sqlite_file(tmp_path, postgre
     memory = await Memory.open(_cfg(), db_path=postgres_url, client=Script().model)
     await _fill(memory)
     before = await _views(memory)
-    size = await memory.store.backup(str(tmp_path / "backup.db"))
+    size = await memory.backup(str(tmp_path / "backup.db"))
     await memory.close()
     assert size > 0
     restored = await Memory.open(_cfg(), db_path=str(tmp_path / "backup.db"), client=Script().model)

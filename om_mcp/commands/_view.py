@@ -108,11 +108,9 @@ def thread_table_rows(states: list[ThreadState]) -> list[dict[str, Any]]:
 
 async def model_state(memory: Any) -> dict[str, Any]:
     """Can observation run (no network: configuration, keys present, the shared breaker)?"""
-    from om_mcp.engine.observation.status import observation_state
-
     engine = memory.observation
     router = engine.observer.router
     targets = router.targets(0) if not router.by_size else []
     health = await engine.health.get(targets[0].model) if targets and not engine.injected_client else None
-    state = observation_state(engine, health, await engine.budget.state())
+    state = engine.observation_state(health, await engine.budget.state())
     return {**state.model_dump(), "observer": router.describe(), "reflector": engine.reflector.router.describe()}

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         partial = target.with_name(f".{target.name}.partial")
         try:
             partial.unlink(missing_ok=True)
-            size = await memory.store.backup(str(partial))
+            size = await memory.backup(str(partial))
             os.replace(partial, target)
         except (OSError, sqlite3.Error) as error:
             partial.unlink(missing_ok=True)

@@ -65,13 +65,13 @@ def open_database_or_exit(config: Config) -> tuple[Config, int]:
 
             run_async(check)
         else:
-            from om_mcp.store.sqlite.database import connect
+            from om_mcp.store.local import connect
 
             connect(config.db_path).close()  # type: ignore[arg-type]
     except (DatabaseRefused, StoreUnavailable) as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return config, EXIT_DATABASE
-    from om_mcp.store.postgres.database import redact
+    from om_mcp.store.urls import redact
 
     where = redact(config.db_url) if config.db_url else config.db_path
     logging.getLogger("om_mcp").info("database: %s", where)

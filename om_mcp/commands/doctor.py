@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _database(config: Any, check: Any) -> int:
     from om_mcp.store.errors import DatabaseRefused
-    from om_mcp.store.sqlite import admin
-    from om_mcp.store.sqlite.database import connect, on_read_only_filesystem
+    from om_mcp.store.local import admin, connect, on_read_only_filesystem
 
     if config.db_url is not None:
         return run_async(lambda: _postgres(config.db_url, check))

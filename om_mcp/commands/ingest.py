@@ -162,8 +162,7 @@ def store(
     from om_mcp.store import threads
     from om_mcp.store.decode import now_iso
     from om_mcp.store.keys import record_key
-    from om_mcp.store.sqlite import direct
-    from om_mcp.store.sqlite.driver import on_connection, run
+    from om_mcp.store.local import direct, on_connection, run
 
     counter = get_token_counter()
     conn = direct.open_database(str(config.db_path))

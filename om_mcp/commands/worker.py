@@ -79,6 +79,6 @@ def _where(config: Any) -> str:
     """The database, as a log line may show it (a URL without its password)."""
     if config.db_url is None:
         return str(config.db_path)
-    from om_mcp.store.postgres.database import redact
+    from om_mcp.store.urls import redact
 
     return redact(config.db_url)

@@ -27,6 +27,7 @@ _HOMES = {
     "Unavailable": "errors",
     "StoreUnavailable": "errors",
     "Memory": "memory",
+    "ThreadState": "overview",
     "MessageIn": "messages",
     "RecallOut": "recall.query",
     "RecallQuery": "recall.query",
@@ -53,6 +54,7 @@ __all__ = [
     "Status",
     "StoreUnavailable",
     "ThreadOut",
+    "ThreadState",
     "Unavailable",
     "WorkingMemoryOut",
     "message_threshold",
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from om_mcp.engine.observation.events import EventType, Hooks
     from om_mcp.engine.observation.lines import observation_lines
     from om_mcp.engine.observation.thresholds import message_threshold
+    from om_mcp.engine.overview import ThreadState
     from om_mcp.engine.recall.query import RecallOut, RecallQuery
     from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut
     from om_mcp.models.sampling import SamplingBroker

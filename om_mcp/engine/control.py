@@ -22,21 +22,21 @@ that says what kind and how many, never the text.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from om_mcp import privacy
+from om_mcp.config import Config
 from om_mcp.engine import forget_phrase, intake
 from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.forget_phrase import snippet
 from om_mcp.engine.observation import lines
+from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.observation.events import EventType, user_event
-from om_mcp.store import Group, NewGroup, Record
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.store import Group, NewGroup, Record, Store
 from om_mcp.store.rows import Rewrite, Rewritten
-
-if TYPE_CHECKING:
-    from om_mcp.engine.memory import Memory
 
 MATCH_MIN_CHARS = 3
 MATCH_BATCH = 500  # messages forgotten per transaction
@@ -70,9 +70,8 @@ class RestoreOut(BaseModel):
 
 
 class Control:
-    def __init__(self, memory: Memory):
-        self.memory = memory
-        self.store = memory.store
+    def __init__(self, store: Store, config: Config, counter: TokenCounter, observation: ObservationEngine):
+        self.store, self.config, self.counter, self.observation = store, config, counter, observation
 
     # -- messages -----------------------------------------------------------------------
 
@@ -119,7 +118,7 @@ class Control:
                         continue  # other groups of the chosen one's generation keep their own lines
                     if not n:
                         continue
-                    groups[group.id] = (text, self.memory.counter.count_text(text)) if text.strip() else None
+                    groups[group.id] = (text, self.counter.count_text(text)) if text.strip() else None
                     counts["groups"] += not text.strip()
                     chosen = group.id == target.id and generation == record.generation
                     counts["lines" if chosen else "earlier_lines"] += n
@@ -170,7 +169,7 @@ class Control:
                 "give a line id (<group id>.<6 hex>), not a group id: a line is corrected at a time",
                 field="observation_id",
             )
-        redactor = privacy.redactor_for(self.memory.config.privacy.settings())
+        redactor = privacy.redactor_for(self.config.privacy.settings())
         said = redactor.text(text, Counter())  # a correction keeps secrets out too
         result: EditOut | None = None
 
@@ -191,7 +190,7 @@ class Control:
             )
             return Rewrite(
                 {record.key: record.version},
-                groups={group.id: (new_text, self.memory.counter.count_text(new_text))},
+                groups={group.id: (new_text, self.counter.count_text(new_text))},
                 events=[event],
             )
 
@@ -219,7 +218,7 @@ class Control:
             raise NotFound(f"no message or observation holds {phrase!r}{where}", field="match")
         if not apply:
             _, would = await forget_phrase.plan(
-                self.store, self.memory.counter.count_text, phrase, found, resource_id=None, thread_id=None
+                self.store, self.counter.count_text, phrase, found, resource_id=None, thread_id=None
             )
             return ForgetOut(
                 done=False,
@@ -238,7 +237,7 @@ class Control:
             nonlocal counted
             fresh = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
             plan, counted = await forget_phrase.plan(
-                self.store, self.memory.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
+                self.store, self.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
             )
             return plan
 
@@ -259,8 +258,8 @@ class Control:
         if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
             raise InputError("generation must be a whole number, 0 or more", field="generation")
         resource_id, _ = await self._thread(thread_id, resource_id)
-        key = self.memory.record_key(thread_id, resource_id)
-        engine = self.memory.observation
+        key = self.observation.record_key(thread_id, resource_id)
+        engine = self.observation
         for _ in range(RETRIES):
             record = await self.store.record(key)
             if record is None:
@@ -301,9 +300,7 @@ class Control:
     # -- shared ------------------------------------------------------------------------------
 
     async def _thread(self, thread_id: str, resource_id: str | None) -> tuple[str, Any]:
-        resource_id, thread = await intake.resolve(
-            self.store, self.memory.config.default_resource_id, thread_id, resource_id
-        )
+        resource_id, thread = await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
         if thread is None:
             raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
         return resource_id, thread
@@ -325,7 +322,7 @@ class Control:
             raise unknown
         if thread_id is not None:
             resource_id, _ = await self._thread(thread_id, resource_id)
-            if key != self.memory.record_key(thread_id, resource_id):
+            if key != self.observation.record_key(thread_id, resource_id):
                 raise unknown  # another thread's memory is not this caller's to see
         record = await self.store.record(key)
         generations = await self.store.generations(key)
@@ -356,7 +353,7 @@ class Control:
 
     async def _apply(self, make: Any) -> Rewritten:
         """Make the plan and apply it; a plan made from a record that moved on is made again."""
-        engine = self.memory.observation
+        engine = self.observation
         for _ in range(RETRIES):
             plan = await make()
             done = await translated(self.store.apply_rewrite(plan))

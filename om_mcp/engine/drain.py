@@ -22,15 +22,29 @@ from __future__ import annotations
 import logging
 import time
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
+from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.observation.thresholds import due_floor
+from om_mcp.engine.worker import Worker
+from om_mcp.store import Store
 from om_mcp.store.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
 
-if TYPE_CHECKING:
-    from om_mcp.engine.memory import Memory
+
+class Drained(Protocol):
+    """What the drainer works on (a `Memory`): its store, its observation engine and the worker
+    that runs their cycles in the background, and the recount of other tokenizers' counts."""
+
+    store: Store
+    observation: ObservationEngine
+    worker: Worker
+
+    def record_key(self, thread_id: str, resource_id: str) -> str: ...
+
+    async def recount_tokens(self, after_seq: int = 0) -> int: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +55,7 @@ NO_MODEL_BACKOFF_SECONDS = 600.0
 
 
 class Drainer:
-    def __init__(self, memory: Memory, owner: str | None = None, lease_seconds: float = LEASE_SECONDS):
+    def __init__(self, memory: Drained, owner: str | None = None, lease_seconds: float = LEASE_SECONDS):
         self.memory = memory
         self.owner = owner or memory.observation.owner
         self.lease_seconds = lease_seconds

@@ -10,8 +10,9 @@ It knows nothing of MCP: the server is a thin adapter over these operations.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,12 +23,14 @@ from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
 from om_mcp.engine.context.build import observation_log
 from om_mcp.engine.control import Control
+from om_mcp.engine.drain import Drainer
 from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
 from om_mcp.engine.observation.events import Hooks
 from om_mcp.engine.observation.manual import run_manual
+from om_mcp.engine.overview import MemoryOverview
 from om_mcp.engine.recall import RecallOut, RecallQuery
 from om_mcp.engine.recall.run import recall, thread_only
 from om_mcp.engine.results import (
@@ -75,8 +78,11 @@ class Memory:
         )
         self.retrieval = Retrieval(store, config.observational_memory.retrieval_config)
         self.working_memory = WorkingMemory(store, config.working_memory)
-        self.control = Control(self)  # forget one thing, correct a line, undo a reflection
+        # forget one thing, correct a line, undo a reflection
+        self.control = Control(store, config, self.counter, self.observation)
+        self.overview = MemoryOverview(store, config, self.observation.budget)  # what the status page reads
         self._counted_by: int | None = None
+        self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
 
     @classmethod
     async def open(
@@ -94,8 +100,10 @@ class Memory:
         the server registers with it; `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
-        store = await open_store(db_path or config.database())
+        database = db_path or config.database()
+        store = await open_store(database)
         memory = cls(store, config, client=client, hooks=hooks, sampling=sampling, clock=clock)
+        memory.database = database
         await memory.counter.ready()  # milliseconds: no append waits for it later
         return memory
 
@@ -114,9 +122,22 @@ class Memory:
 
     async def _poll(self, seconds: float) -> None:
         """Drain what other processes append (hooks, other servers), holding the worker lease meanwhile."""
-        from om_mcp.engine.drain import Drainer
-
         await Drainer(self).poll_forever(seconds)
+
+    # -- sharing with the other processes on this database ----------------------------------------
+
+    @property
+    def relays(self) -> bool:
+        """Do other processes on this database hear what this one publishes? (SQLite's do not:
+        they see the same file; PostgreSQL's replicas hear it through LISTEN/NOTIFY.)"""
+        return self.store.backend != "sqlite"
+
+    async def broadcast(self, message: dict[str, Any]) -> None:
+        await self.store.broadcast(message)
+
+    async def listen(self, callback: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        """Hear what the other processes broadcast; returns the function that stops listening."""
+        return await self.store.listen(callback)
 
     async def close(self) -> None:
         await self.store.close()
@@ -220,9 +241,7 @@ class Memory:
 
     def model_state(self) -> tuple[bool, str | None]:
         """(can observation call its model now, why not): no network, no thread needed."""
-        from om_mcp.engine.observation.status import observation_state
-
-        state = observation_state(self.observation, None)
+        state = self.observation.observation_state(None)
         return state.model_ready, None if state.model_ready else state.reason
 
     async def get_context(
@@ -408,3 +427,9 @@ class Memory:
         from om_mcp.engine import transfer
 
         return await transfer.import_conversations(self, threads, resource_id, advance)
+
+    async def backup(self, target: str) -> int:
+        """A consistent copy into a new SQLite file; its size in bytes."""
+        from om_mcp.engine import transfer
+
+        return await transfer.backup(self, target)

@@ -17,6 +17,7 @@ duplicates skipped, pauses marked); their threads then get their real dates.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, TextIO
 
@@ -24,11 +25,21 @@ from om_mcp import __version__
 from om_mcp.engine import intake
 from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
 from om_mcp.importers.thread import ImportedThread, Refused, fit
+from om_mcp.store.copy import copy
 from om_mcp.store.summaries import ImportResult
 
 BATCH = 500  # messages per append (under max_batch_messages) and per prepared import batch
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one record of an om-mcp export: a message is at most a few MB
 Advance = Callable[[int], None]
+
+
+async def backup(memory: Any, target: str) -> int:
+    """SQLite copies itself with its online backup API, one snapshot that writers need not wait for;
+    a PostgreSQL memory is read from one snapshot into a new SQLite file (as `om-mcp migrate` does)."""
+    if memory.store.backend == "sqlite":
+        return await memory.store.backup(target)
+    await copy(str(memory.database or memory.config.database()), target)
+    return os.path.getsize(target)
 
 
 async def export_memory(

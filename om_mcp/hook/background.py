@@ -25,10 +25,9 @@ from om_mcp.engine.observation.thresholds import background_work_due
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.events import HookEvent
 from om_mcp.store import coordination, observations
+from om_mcp.store.local import direct, on_connection, run
 from om_mcp.store.rows import RecordState
 from om_mcp.store.sessions import WORKER_LEASE, quiet_before, settled_threads
-from om_mcp.store.sqlite import direct
-from om_mcp.store.sqlite.driver import on_connection, run
 
 # How long the hook holds the lease for the worker it starts, until the worker renews it.
 SPAWN_LEASE_SECONDS = 30.0

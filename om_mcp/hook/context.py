@@ -28,9 +28,8 @@ from om_mcp.hosts.context import (
 )
 from om_mcp.store import observations, sessions, threads
 from om_mcp.store.keys import record_key
+from om_mcp.store.local import direct, run
 from om_mcp.store.rows import SessionSummary
-from om_mcp.store.sqlite import direct
-from om_mcp.store.sqlite.driver import run
 
 SESSIONS_LISTED = 5
 

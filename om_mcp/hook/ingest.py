@@ -31,9 +31,8 @@ from om_mcp.store import coordination, messages, observations, threads
 from om_mcp.store.decode import now_iso
 from om_mcp.store.errors import StoreError
 from om_mcp.store.keys import record_key
+from om_mcp.store.local import direct, run
 from om_mcp.store.rows import IngestState, NewMessage, RecordState
-from om_mcp.store.sqlite import direct
-from om_mcp.store.sqlite.driver import run
 
 LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 

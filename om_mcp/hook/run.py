@@ -63,11 +63,11 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     # Imported here, and only what the event needs: every millisecond counts on each prompt.
     from om_mcp.hook.settings import data_dir, load_settings
     from om_mcp.store.keys import record_key
-    from om_mcp.store.sqlite.direct import open_database
+    from om_mcp.store.local import direct
 
     settings = load_settings(options.db, options.config, env)
     project = find_project(event.cwd)
-    conn = open_database(settings.db_path)
+    conn = direct.open_database(settings.db_path)
     try:
         state, resource = None, project.resource_id
         if todo.ingest:
@@ -91,7 +91,7 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
                 log_line(env, options.host, event, problem)
         else:
             from om_mcp.store import threads
-            from om_mcp.store.sqlite.driver import run
+            from om_mcp.store.local import run
 
             thread = run(conn, threads.get, event.session_id)
             resource = thread.resource_id if thread else resource

@@ -20,9 +20,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
 from om_mcp.engine import NotFound
-from om_mcp.server.app import app_of
 from om_mcp.server.errors import engine_error
 from om_mcp.server.http.auth import ResourceNotAllowed, allowed_resources, check_resource, default_resource
+from om_mcp.server.live import app_of
 
 TAKEN = (
     "thread_id: {id!r} is already in use on this server (thread ids are shared by everyone who uses it);"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -24,59 +24,19 @@ from om_mcp import __version__, heap
 from om_mcp.config import Config
 from om_mcp.logs import one_line
 from om_mcp.server import descriptions as text
+from om_mcp.server import resources, tools
 from om_mcp.server.errors import describe_validation
+from om_mcp.server.listen import install_scoped_listen
+from om_mcp.server.live import App
 from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
 from om_mcp.server.schemas import slim
 from om_mcp.server.subscriptions import install_subscriptions
 
 if TYPE_CHECKING:
-    from om_mcp.engine import Memory, SamplingBroker
+    from om_mcp.engine import Memory
 
 log = logging.getLogger(__name__)
-
-
-class App:
-    """What a request handler needs: the engine, the notifier, and the sampling broker
-    that lets the `sampling` model reach clients which offer it.
-
-    The server's lifespan opens the engine before the first message is read, so no request
-    waits for it; `ready()` is there for the one case where it could not be opened."""
-
-    def __init__(self, notifier: Notifier, broker: SamplingBroker, memory: Memory | None = None):
-        self.notifier = notifier
-        self.broker = broker
-        self._memory = memory
-        self.failure: str | None = None
-        self._ready = anyio.Event()
-        if memory is not None:
-            self._ready.set()
-
-    @property
-    def is_open(self) -> bool:
-        return self._memory is not None
-
-    @property
-    def memory(self) -> Memory:
-        """The engine, once open: a request handler reads it after `ready()` returned."""
-        if self._memory is None:
-            raise ToolError(f"om-mcp could not open its memory: {self.failure or 'still opening'}")
-        return self._memory
-
-    def opened(self, memory: Memory | None, failure: str | None = None) -> None:
-        self._memory, self.failure = memory, failure
-        self._ready.set()
-
-    async def ready(self) -> Memory:
-        await self._ready.wait()
-        if self.failure is not None:
-            raise ToolError(f"om-mcp could not open its memory: {self.failure}")
-        return self.memory
-
-
-def app_of(ctx: Context) -> App:
-    # The lifespan of `build_server` yields the App: the SDK types it as a plain dict.
-    return cast(App, ctx.request_context.lifespan_context)
 
 
 class MemoryServer(MCPServer):
@@ -132,11 +92,11 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
     log.info(
         "om-mcp %s ready; database %s; observation: %s",
         __version__,
-        opened.store.location,
+        opened.overview.location,
         readiness.reason if opened.config.observational_memory.enabled else "off",
     )
     try:
-        async with opened.running(), app.notifier.relaying(opened.store):
+        async with opened.running(), app.notifier.relaying(opened):
             app.opened(opened)
             task_status.started()
             await opened.worker.submit("tokens", "recount", opened.recount_tokens)
@@ -164,7 +124,7 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
         if memory is not None:
             memory.events.listeners.append(notifier.on_event)
             try:
-                async with notifier.relaying(memory.store):
+                async with notifier.relaying(memory):
                     yield _live(server, App(notifier, memory.observation.clients.broker, memory))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
@@ -184,9 +144,6 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
     server = MemoryServer(
         "om-mcp", version=__version__, instructions=instructions, lifespan=lifespan, subscriptions=notifier.bus
     )
-    from om_mcp.server import resources, tools
-    from om_mcp.server.listen import install_scoped_listen
-
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications

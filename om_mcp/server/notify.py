@@ -60,7 +60,7 @@ RELAY_BYTES = 6000  # URIs per notification, under PostgreSQL's 8000-byte payloa
 class Notifier:
     def __init__(self) -> None:
         self.bus = InMemorySubscriptionBus()
-        self.store: Any = None  # the store that relays to the other processes on the database
+        self.memory: Any = None  # the memory whose database relays to the other processes on it
         # The connections of legacy sessions that subscribed to something (their URIs live on them).
         self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -69,14 +69,14 @@ class Notifier:
         self.connections.add(connection)
 
     @asynccontextmanager
-    async def relaying(self, store: Any) -> AsyncIterator[None]:
-        """While the block runs, share published URIs with the other processes on `store`'s database."""
-        stop = await store.listen(self.on_relayed)
-        self.store = store
+    async def relaying(self, memory: Any) -> AsyncIterator[None]:
+        """While the block runs, share published URIs with the other processes on `memory`'s database."""
+        stop = await memory.listen(self.on_relayed)
+        self.memory = memory
         try:
             yield
         finally:
-            self.store = None
+            self.memory = None
             await stop()
 
     async def on_relayed(self, message: dict[str, Any]) -> None:
@@ -88,7 +88,7 @@ class Notifier:
         for uri in [*uris, None]:
             if uri is None or batch and sum(len(u) + 3 for u in batch) + len(uri) > RELAY_BYTES:
                 try:
-                    await self.store.broadcast({"uris": batch})
+                    await self.memory.broadcast({"uris": batch})
                 except Exception as error:  # noqa: BLE001 - a notification is a courtesy
                     log.debug("resource update not relayed: %s", error)
                 batch = []
@@ -99,7 +99,7 @@ class Notifier:
         """Tell every subscriber, in both eras and on every replica, that these resources changed.
         (`ctx`: the request that changed them; its session hears them as any other does.)"""
         uris = list(dict.fromkeys(uris))
-        if uris and self.store is not None and self.store.backend != "sqlite":
+        if uris and self.memory is not None and self.memory.relays:
             await self._relay(uris)
         await self._deliver(uris)
 

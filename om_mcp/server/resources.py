@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from om_mcp.engine import EngineError
 from om_mcp.server.access import authorize_read
-from om_mcp.server.app import app_of
+from om_mcp.server.live import app_of
 from om_mcp.server.uris import OPAQUE_IDS, Kind, template
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ def _sqlite_path(location: str) -> str:
 def describe(location: str) -> str:
     """The location without a password, and a SQLite path made absolute."""
     if is_postgres(location):
-        from om_mcp.store.postgres.database import redact
+        from om_mcp.store.urls import redact
 
         return redact(location)
     return "sqlite://" + os.path.abspath(_sqlite_path(location))

@@ -18,8 +18,7 @@ from om_mcp.config import Config
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.engine.observation.lines import observation_lines
-from om_mcp.engine.observation.resource import thread_label
-from om_mcp.engine.observation.transcript import format_history
+from om_mcp.engine.observation.transcript import format_history, thread_label
 from om_mcp.engine.prompts import agent as prompts
 from om_mcp.store import Group, Hints, Message, Record, Store
 

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from om_mcp.config.durations import parse_idle
 from om_mcp.engine.observation.cycle import CycleOutcome, now_iso
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.reflection import reflection_groups
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold, past_block_after
 from om_mcp.store import Chunk, Snapshot, Thread
-
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
 
 # Prompt-cache lifetimes by provider, for "auto": activating buffered work once the
 # actor's cache has expired anyway costs no extra cache misses.
@@ -80,31 +78,38 @@ def trigger_for(thread: Thread | None, idle_setting: Any, provider_change: bool,
     return None
 
 
-def chunk_trigger(engine: ObservationEngine, snap: Snapshot, given_model: str | None) -> str | None:
+async def activate(deps: CycleDeps, thread_id: str, resource_id: str, trigger: str = "threshold") -> CycleOutcome:
+    snap = await deps.store.snapshot(deps.record_key(thread_id, resource_id), thread_id)
+    if snap is None:
+        return CycleOutcome("activation", False, reason="nothing buffered")
+    return await activate_chunks(deps, snap, thread_id, trigger)
+
+
+def chunk_trigger(deps: CycleDeps, snap: Snapshot, given_model: str | None) -> str | None:
     if not snap.chunks:
         return None
-    threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
+    threshold = message_threshold(deps.limits, snap.state.observation_tokens, deps.om.share_token_budget)
     if snap.state.pending_tokens >= threshold:
         return "threshold"
-    obs = engine.om.observation
-    setting = obs.activate_after_idle if obs.activate_after_idle is not None else engine.om.activate_after_idle
+    obs = deps.om.observation
+    setting = obs.activate_after_idle if obs.activate_after_idle is not None else deps.om.activate_after_idle
     change = obs.activate_on_provider_change
-    change = engine.om.activate_on_provider_change if change is None else change
+    change = deps.om.activate_on_provider_change if change is None else change
     return trigger_for(snap.thread, setting, change, given_model)
 
 
-async def activate_chunks(engine: ObservationEngine, snap: Snapshot, thread_id: str, trigger: str) -> CycleOutcome:
+async def activate_chunks(deps: CycleDeps, snap: Snapshot, thread_id: str, trigger: str) -> CycleOutcome:
     """Move a prefix of the buffered chunks into the log (all of them for trigger 'all')."""
     chunks, pending = snap.chunks, snap.state.pending_tokens
-    threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
+    threshold = message_threshold(deps.limits, snap.state.observation_tokens, deps.om.share_token_budget)
     if trigger == "all":
         prefix: list[Chunk] = list(chunks)
     else:
-        force = past_block_after(engine.limits, pending, threshold)
-        prefix = activation_prefix(engine.limits, chunks, pending, threshold, force)
+        force = past_block_after(deps.limits, pending, threshold)
+        prefix = activation_prefix(deps.limits, chunks, pending, threshold, force)
     if not prefix:
         return CycleOutcome("activation", False, reason="nothing buffered")
-    base = engine.event_base(prefix[0].cycle_id, snap.record.key, thread_id, snap.record.resource_id)
+    base = deps.event_base(prefix[0].cycle_id, snap.record.key, thread_id, snap.record.resource_id)
     if snap.thread is not None and snap.thread.last_assistant_id:
         base["anchor_message_id"] = snap.thread.last_assistant_id
     events = [
@@ -123,41 +128,41 @@ async def activate_chunks(engine: ObservationEngine, snap: Snapshot, thread_id: 
             "seq_ranges": {c.thread_id: [c.first_seq, c.last_seq]},
             "generation_count": snap.record.generation,
             "triggered_by": "threshold" if trigger == "all" else trigger,
-            "windows": windows(engine.limits, engine.om.share_token_budget),
+            "windows": windows(deps.limits, deps.om.share_token_budget),
         }
         for c in prefix
     ]
-    if not await engine.store.activate_chunks(snap.record.key, [c.id for c in prefix], events=events):
+    if not await deps.store.activate_chunks(snap.record.key, [c.id for c in prefix], events=events):
         return CycleOutcome("activation", False, reason="the buffered chunks changed meanwhile")
-    await engine.events.emit(events, persisted=True)
+    await deps.events.emit(events, persisted=True)
     return CycleOutcome(
         "activation", True, prefix[0].cycle_id, tokens_in=sum(c.message_tokens for c in prefix), events=events
     )
 
 
-def reflection_trigger(engine: ObservationEngine, snap: Snapshot, given_model: str | None) -> str | None:
+def reflection_trigger(deps: CycleDeps, snap: Snapshot, given_model: str | None) -> str | None:
     buffered = snap.buffered_reflection
     if buffered is None or buffered.generation != snap.record.generation:
         return None
-    if snap.state.observation_tokens >= engine.limits.observation_tokens:
+    if snap.state.observation_tokens >= deps.limits.observation_tokens:
         return "threshold"
-    refl = engine.om.reflection  # never inherits the top-level settings (OM-38)
+    refl = deps.om.reflection  # never inherits the top-level settings (OM-38)
     return trigger_for(snap.thread, refl.activate_after_idle, refl.activate_on_provider_change, given_model)
 
 
-async def activate_reflection(engine: ObservationEngine, snap: Snapshot, thread_id: str, trigger: str) -> bool:
+async def activate_reflection(deps: CycleDeps, snap: Snapshot, thread_id: str, trigger: str) -> bool:
     """Swap a buffered reflection in for the groups it covered; False if the log moved on."""
     buffered = snap.buffered_reflection
     if buffered is None:
         return False
-    store, key = engine.store, snap.record.key
+    store, key = deps.store, snap.record.key
     covered = (await store.groups(key, buffered.generation))[: buffered.covered]
     if not covered or len(covered) < buffered.covered:
         await store.discard_buffered_reflection(key)
         return False
-    groups = reflection_groups(buffered.text, covered, buffered.hints.get("labels") or {}, engine.counter)
+    groups = reflection_groups(buffered.text, covered, buffered.hints.get("labels") or {}, deps.counter)
     event = {
-        **engine.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id),
+        **deps.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id),
         "type": EventType.ACTIVATION,
         "operation_type": "reflection",
         "activated_at": now_iso(),
@@ -165,7 +170,7 @@ async def activate_reflection(engine: ObservationEngine, snap: Snapshot, thread_
         "observation_tokens": buffered.tokens,
         "generation_count": snap.record.generation + 1,
         "triggered_by": trigger,
-        "windows": windows(engine.limits, engine.om.share_token_budget),
+        "windows": windows(deps.limits, deps.om.share_token_budget),
     }
     if await store.commit_reflection(
         key,
@@ -178,7 +183,7 @@ async def activate_reflection(engine: ObservationEngine, snap: Snapshot, thread_
         events=[event],
         edits=snap.record.edits,
     ):
-        await engine.events.emit([event], persisted=True)
+        await deps.events.emit([event], persisted=True)
         return True
     await store.discard_buffered_reflection(key)
     return False

@@ -50,18 +50,18 @@ class BufferStep(ObserverStep):
         self.skip_reason = "nothing new to buffer"
 
     async def select(self) -> Selection | None:
-        engine, store = self.engine, self.engine.store
+        deps, store = self.deps, self.deps.store
         snap = await store.snapshot(self.key, self.thread_id)
         if snap is None:
             return None
         tail = await store.tail(self.key, self.thread_id)
         messages = await store.unobserved(
-            self.key, self.thread_id, after_seq=tail, max_tokens=max_input_tokens(engine.limits)
+            self.key, self.thread_id, after_seq=tail, max_tokens=max_input_tokens(deps.limits)
         )
         messages = safe_prefix(messages)
         if not messages:
             return None
-        if not enough_to_buffer(engine.limits, sum(m.tokens for m in messages), self.on_idle):
+        if not enough_to_buffer(deps.limits, sum(m.tokens for m in messages), self.on_idle):
             self.skip_reason = "too little new content to buffer"
             return None
         groups = await store.groups(self.key)
@@ -85,19 +85,19 @@ class BufferStep(ObserverStep):
         return fields
 
     async def stale_reason(self, selection: Selection) -> str:
-        now = await self.engine.store.tail(self.key, self.thread_id)
+        now = await self.deps.store.tail(self.key, self.thread_id)
         moved = (
             f"an observation covered these messages first (tail {selection.tail} -> {now})"
             if now != selection.tail
             else None
         )
-        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         cycle_id = events[0]["cycle_id"]
-        return await self.engine.store.append_chunks(
+        return await self.deps.store.append_chunks(
             self.key,
-            lease=(self.lease_op, self.engine.owner),
+            lease=(self.lease_op, self.deps.owner),
             expected_tails={self.thread_id: selection.tail},
             chunks=[chunk_for(cycle_id, self.thread_id, selection.messages, produced)],
             extracted=produced.extracted,

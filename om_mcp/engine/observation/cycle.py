@@ -19,18 +19,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.observer import CycleFailed
 from om_mcp.logs import one_line, warn_once
 from om_mcp.models import ModelError, ModelUnavailable, UnusableAnswer
 from om_mcp.models.router import probe
-
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +97,10 @@ def exclusive_with(lease_op: str, trigger: Trigger) -> tuple[str, ...]:
     return ()
 
 
-async def refusal(engine: ObservationEngine, key: str, lease_op: str) -> str:
+async def refusal(deps: CycleDeps, key: str, lease_op: str) -> str:
     """Why a cycle could not take its lease."""
-    holder = await engine.store.lease_holder(key, lease_op)
-    if holder is not None and holder != engine.owner:
+    holder = await deps.store.lease_holder(key, lease_op)
+    if holder is not None and holder != deps.owner:
         return "another process is running this cycle"
     other = "an observation" if lease_op == "buffer" else "a buffering run"
     return f"{other} of this record is running; they take turns"
@@ -117,7 +115,7 @@ def elapsed_ms(started: float) -> int:
 
 
 async def run_cycle(
-    engine: ObservationEngine,
+    deps: CycleDeps,
     step: Step[Any, Any],
     *,
     take_lease: bool = True,
@@ -125,30 +123,30 @@ async def run_cycle(
     base_extra: dict[str, Any] | None = None,
 ) -> CycleOutcome:
     """Run one cycle of `step`; every failure ends here as an outcome, never an exception."""
-    store = engine.store
+    store = deps.store
     if take_lease and not await store.acquire_lease(
-        step.key, step.lease_op, engine.owner, engine.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
+        step.key, step.lease_op, deps.owner, deps.lease_ttl, excluding=exclusive_with(step.lease_op, step.trigger)
     ):
-        return CycleOutcome(step.kind, False, reason=await refusal(engine, step.key, step.lease_op))
+        return CycleOutcome(step.kind, False, reason=await refusal(deps, step.key, step.lease_op))
     token = probe.set(step.trigger == "manual")
     try:
-        available, why = await engine.model_available(step.operation, manual=step.trigger == "manual")
+        available, why = await deps.model_available(step.operation, manual=step.trigger == "manual")
         if not available:
             return CycleOutcome(step.kind, False, reason=why)
         selection = await step.select()
         if selection is None:
             return CycleOutcome(step.kind, False, reason=step.skip_reason)
         tokens_in = step.tokens_in(selection)
-        model = engine.reflector if step.operation == "reflection" else engine.observer
+        model = deps.reflector if step.operation == "reflection" else deps.observer
         slot, window = (step.key, step.kind, step.thread_id), step.window(selection)
         model_name = model.router.describe()
         if step.trigger != "manual":
-            held = engine.refusals.held(slot, window, tokens_in, model_name, engine.retry_interval)
+            held = deps.refusals.held(slot, window, tokens_in, model_name, deps.retry_interval)
             if held is not None:
                 return CycleOutcome(step.kind, False, reason=held)
         cycle_id = uuid.uuid4().hex
         base = {
-            **engine.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
+            **deps.event_base(cycle_id, step.key, step.thread_id, step.resource_id),
             "trigger": step.trigger,
             **(base_extra or {}),
         }
@@ -157,7 +155,7 @@ async def run_cycle(
         if thread is not None and thread.last_assistant_id:
             base["anchor_message_id"] = thread.last_assistant_id
         start_type = EventType.BUFFERING_START if step.buffered else EventType.OBSERVATION_START
-        await engine.events.emit(
+        await deps.events.emit(
             [
                 {
                     **base,
@@ -165,7 +163,7 @@ async def run_cycle(
                     "operation_type": step.operation,
                     "started_at": now_iso(),
                     "tokens_to_observe": tokens_in,
-                    "config": engine.config_snapshot(),
+                    "config": deps.config_snapshot(),
                 }
             ]
         )
@@ -175,18 +173,18 @@ async def run_cycle(
         try:
             # The lease is renewed from here on: a client that takes long to load (litellm on a busy
             # machine: tens of seconds) must not let it lapse and hand the work to another process.
-            async with engine.renewing(step.key, step.lease_op, cycle_id):
+            async with LeaseRenewal(deps, step.key, step.lease_op, cycle_id):
                 await model.router.warm_up()  # a slow first import is not the model's time
                 started = time.monotonic()
                 # The whole model part, retries, fallbacks, extractors and escalation included.
-                with anyio.fail_after(engine.call_budget + BUDGET_GRACE_SECONDS):
+                with anyio.fail_after(deps.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
         except (ModelError, CycleFailed, TimeoutError) as error:
             if isinstance(error, UnusableAnswer):
-                engine.refusals.refused(slot, window, tokens_in, model_name)
+                deps.refusals.refused(slot, window, tokens_in, model_name)
             if isinstance(error, TimeoutError):
-                error = CycleFailed(f"gave up after the {engine.call_budget:.0f}s call budget")
-            return await failed(engine, step, base, error, tokens_in, started)
+                error = CycleFailed(f"gave up after the {deps.call_budget:.0f}s call budget")
+            return await failed(deps, step, base, error, tokens_in, started)
         end_type = EventType.BUFFERING_END if step.buffered else EventType.OBSERVATION_END
         end = {
             **base,
@@ -195,17 +193,17 @@ async def run_cycle(
             "completed_at": now_iso(),
             "duration_ms": elapsed_ms(started),
             **step.end_fields(selection, produced),
-            "windows": windows(engine.limits, engine.om.share_token_budget),
+            "windows": windows(deps.limits, deps.om.share_token_budget),
         }
         if not await step.commit(selection, produced, [end]):
             reason = await step.stale_reason(selection)
-            engine.discarded(step.key, reason)
+            deps.discarded(step.key, reason)
             return await failed(
-                engine, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
+                deps, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
             )
-        engine.refusals.done(slot)
+        deps.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)
-        await engine.events.emit([end, *extra], persisted=True)
+        await deps.events.emit([end, *extra], persisted=True)
         return CycleOutcome(
             step.kind,
             True,
@@ -218,16 +216,11 @@ async def run_cycle(
         probe.reset(token)
         if take_lease:
             with anyio.CancelScope(shield=True):
-                await store.release_lease(step.key, step.lease_op, engine.owner)
+                await store.release_lease(step.key, step.lease_op, deps.owner)
 
 
 async def failed(
-    engine: ObservationEngine,
-    step: Step[Any, Any],
-    base: dict[str, Any],
-    error: BaseException,
-    tokens: int,
-    started: float,
+    deps: CycleDeps, step: Step[Any, Any], base: dict[str, Any], error: BaseException, tokens: int, started: float
 ) -> CycleOutcome:
     """The one failure path: nothing was committed, the messages stay unobserved."""
     text = one_line(getattr(error, "message", None) or error)
@@ -240,12 +233,12 @@ async def failed(
         "duration_ms": elapsed_ms(started),
         "tokens_attempted": tokens,
         "error": text,
-        "windows": windows(engine.limits, engine.om.share_token_budget),
+        "windows": windows(deps.limits, deps.om.share_token_budget),
     }
     if not isinstance(error, ModelUnavailable):  # a paused model is a state, already reported
         warn_once(log, "%s failed, messages stay unobserved: %s", step.kind, text)
     log.debug("%s cycle %s failed", step.kind, base.get("cycle_id"), exc_info=error)
-    await engine.events.emit([event])
+    await deps.events.emit([event])
     return CycleOutcome(step.kind, False, base.get("cycle_id"), error=text, tokens_in=tokens, events=[event])
 
 
@@ -253,8 +246,8 @@ class LeaseRenewal:
     """Keeps a lease alive while a model call runs, so a slow call is not mistaken for
     a dead process; a crash stops renewal and the lease expires."""
 
-    def __init__(self, engine: ObservationEngine, key: str, op: str, cycle_id: str):
-        self.engine, self.key, self.op, self.cycle_id = engine, key, op, cycle_id
+    def __init__(self, deps: CycleDeps, key: str, op: str, cycle_id: str):
+        self.deps, self.key, self.op, self.cycle_id = deps, key, op, cycle_id
 
     async def __aenter__(self) -> LeaseRenewal:
         self._group = anyio.create_task_group()
@@ -263,10 +256,10 @@ class LeaseRenewal:
         return self
 
     async def _renew(self) -> None:
-        engine = self.engine
+        deps = self.deps
         while True:
-            await anyio.sleep(engine.lease_ttl / 3)
-            await engine.store.acquire_lease(self.key, self.op, engine.owner, engine.lease_ttl, self.cycle_id)
+            await anyio.sleep(deps.lease_ttl / 3)
+            await deps.store.acquire_lease(self.key, self.op, deps.owner, deps.lease_ttl, self.cycle_id)
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         self._group.cancel_scope.cancel()

@@ -8,42 +8,39 @@ activation) and the per-turn decisions in turn.py.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import socket
 import time
 import uuid
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from om_mcp.config import Config
-from om_mcp.engine.budget import Budget, Clock
+from om_mcp.engine.budget import Budget, BudgetState, Clock
 from om_mcp.engine.observation import activation, thresholds, turn
 from om_mcp.engine.observation import status as status_view
 from om_mcp.engine.observation.buffering import BufferStep
-from om_mcp.engine.observation.cycle import CycleOutcome, LeaseRenewal, Trigger, run_cycle
+from om_mcp.engine.observation.cycle import CycleOutcome, Trigger, run_cycle
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import Events, Hooks
 from om_mcp.engine.observation.extractors import Extractors
 from om_mcp.engine.observation.observer import Observer
 from om_mcp.engine.observation.reflection import ReflectStep
 from om_mcp.engine.observation.reflector import Reflector
-from om_mcp.engine.observation.refusals import Refusals
 from om_mcp.engine.observation.resource import run_resource
 from om_mcp.engine.observation.side_effects import working_memory_extractor
 from om_mcp.engine.observation.sync import ObserveStep
-from om_mcp.engine.results import Status
+from om_mcp.engine.results import ObservationState, Status
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.engine.worker import Worker
-from om_mcp.logs import one_line
 from om_mcp.models import ModelClient, ModelRouter, readiness
 from om_mcp.models import health as breaker
 from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
 from om_mcp.models.sampling import SamplingBroker
 from om_mcp.models.settings import AUTO, normalize_choice
-from om_mcp.store import ModelHealth, Store, record_key
+from om_mcp.store import ModelHealth, Store
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], Awaitable[None]]
@@ -95,13 +92,7 @@ class ObservationEngine:
         self.worker = worker or Worker()
         self.events = Events(store, Hooks.from_config(self.om.hooks, hooks))
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lease_ttl = self.om.lease_seconds
-        self.call_budget = self.om.call_policy.total_budget_seconds
-        self.refusals = Refusals()
-        # New tokens that make a window the model refused worth sending again.
-        self.retry_interval = self.limits.buffer_tokens or self.limits.message_tokens
         self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
-        self.discards: dict[str, Counter[str]] = {}  # record key -> why its cycles were thrown away (this process)
         self.extractors = Extractors(self.om, counter)
         self.clients = Clients(sampling)
         self.health = health = StoreHealthBook(store)
@@ -113,7 +104,7 @@ class ObservationEngine:
             counter,
             instruction=obs.instruction,
             thread_title=obs.thread_title,
-            extractors=self.extractors.inline("observation") + working_memory_extractor(self),
+            extractors=self.extractors.inline("observation") + working_memory_extractor(config),
             previous_tokens=obs.previous_observer_tokens,
             observe_attachments=obs.observe_attachments,
         )
@@ -131,6 +122,18 @@ class ObservationEngine:
             self.readiness = readiness.Readiness(True, "the model client given to the engine")
         self.sampling_only = not self.injected_client and all(
             t.model == SAMPLING_MODEL for t in self.observer.router.targets(0)
+        )
+        self.deps = CycleDeps(
+            store,
+            config,
+            self.limits,
+            counter,
+            self.events,
+            self.extractors,
+            self.observer,
+            self.reflector,
+            self.owner,
+            self.model_available,
         )
 
     def _resolve(self, role: str) -> tuple[Any, readiness.Readiness]:
@@ -151,36 +154,7 @@ class ObservationEngine:
     # -- small shared helpers -------------------------------------------------------
 
     def record_key(self, thread_id: str, resource_id: str) -> str:
-        return record_key(self.om.scope, thread_id, resource_id)
-
-    def event_base(self, cycle_id: str, key: str, thread_id: str, resource_id: str) -> dict[str, Any]:
-        return {"cycle_id": cycle_id, "record_id": key, "thread_id": thread_id, "resource_id": resource_id}
-
-    def config_snapshot(self) -> dict[str, Any]:
-        return {
-            "message_tokens": self.limits.message_tokens,
-            "observation_tokens": self.limits.observation_tokens,
-            "scope": self.om.scope,
-        }
-
-    def discarded(self, key: str, reason: str) -> None:
-        self.discards.setdefault(key, Counter())[reason] += 1
-
-    async def stale_reason(self, key: str, lease_op: str, moved: str | None, edits: int | None) -> str:
-        """Why a commit was refused: the user's edit since the cycle read the record (`edits`, its count
-        then), what moved (`moved`, from the step), else who holds the lease now."""
-        record = await self.store.record(key)
-        if edits is not None and record is not None and record.edits != edits:
-            return "the memory changed meanwhile (a forget, a correction or a restore)"
-        if moved:
-            return moved
-        holder = await self.store.lease_holder(key, lease_op)
-        if holder is not None and holder != self.owner:
-            return "another process took this cycle over (its lease)"
-        return "the messages it read were deleted or changed"
-
-    def renewing(self, key: str, op: str, cycle_id: str) -> LeaseRenewal:
-        return LeaseRenewal(self, key, op, cycle_id)
+        return self.deps.record_key(thread_id, resource_id)
 
     def sampling_connected(self) -> bool:
         return self.clients.broker.available
@@ -222,26 +196,6 @@ class ObservationEngine:
                 return False
         return bool(targets)
 
-    async def on_extracted(
-        self, values: dict[str, Any], failures: list[dict[str, str]], base: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The on_extracted hook sees each value before it is stored (OM-66): a value it
-        returns replaces the extracted one; an exception records a failure for that slug."""
-        hook = self.events.hooks.on_extracted
-        if hook is None:
-            return values
-        out = {}
-        for slug, value in values.items():
-            try:
-                replaced = hook({**base, "slug": slug, "value": value})
-                if inspect.isawaitable(replaced):
-                    replaced = await replaced
-            except Exception as error:  # noqa: BLE001 - recorded as that slug's failure
-                failures.append({"slug": slug, "error": one_line(error)})
-                continue
-            out[slug] = value if replaced is None else replaced
-        return out
-
     async def warm_up(self) -> None:
         """Set up the model clients ahead of the first cycle (litellm's import takes seconds)."""
         if not self.om.enabled or not (await self.model_available("observation"))[0]:
@@ -280,14 +234,17 @@ class ObservationEngine:
     ) -> CycleOutcome:
         if self.om.scope == "resource":
             return await run_resource(
-                self, thread_id, resource_id, trigger, buffered=False, instruction=instruction, progress=progress
+                self.deps, thread_id, resource_id, trigger, buffered=False, instruction=instruction, progress=progress
             )
-        return await run_cycle(self, ObserveStep(self, thread_id, resource_id, trigger, instruction), progress=progress)
+        return await run_cycle(
+            self.deps, ObserveStep(self.deps, thread_id, resource_id, trigger, instruction), progress=progress
+        )
 
     async def buffer(self, thread_id: str, resource_id: str, on_idle: bool = False) -> CycleOutcome:
         if self.om.scope == "resource":
-            return await run_resource(self, thread_id, resource_id, "async-buffer", buffered=True, on_idle=on_idle)
-        return await run_cycle(self, BufferStep(self, thread_id, resource_id, "async-buffer", on_idle=on_idle))
+            return await run_resource(self.deps, thread_id, resource_id, "async-buffer", buffered=True, on_idle=on_idle)
+        step = BufferStep(self.deps, thread_id, resource_id, "async-buffer", on_idle=on_idle)
+        return await run_cycle(self.deps, step)
 
     async def reflect(
         self,
@@ -297,13 +254,12 @@ class ObservationEngine:
         instruction: str | None = None,
         progress: Progress | None = None,
     ) -> CycleOutcome:
-        return await run_cycle(self, ReflectStep(self, thread_id, resource_id, trigger, instruction), progress=progress)
+        return await run_cycle(
+            self.deps, ReflectStep(self.deps, thread_id, resource_id, trigger, instruction), progress=progress
+        )
 
     async def activate(self, thread_id: str, resource_id: str, trigger: str = "threshold") -> CycleOutcome:
-        snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
-        if snap is None:
-            return CycleOutcome("activation", False, reason="nothing buffered")
-        return await activation.activate_chunks(self, snap, thread_id, trigger)
+        return await activation.activate(self.deps, thread_id, resource_id, trigger)
 
     async def status(self, thread_id: str, resource_id: str) -> Status:
         snap = await self.store.snapshot(self.record_key(thread_id, resource_id), thread_id)
@@ -314,7 +270,19 @@ class ObservationEngine:
         health = await self.health.get(targets[0].model) if targets and not self.injected_client else None
         budget = await self.budget.state()
         redactions = await self.store.redaction_counts(resource_id)
-        return status_view.build(self, snap, thread_id, resource_id, health, budget, redactions)
+        state = self.observation_state(health, budget)
+        return status_view.build(self.deps, self.worker, snap, thread_id, resource_id, state, budget, redactions)
+
+    def observation_state(self, health: ModelHealth | None, budget: BudgetState | None = None) -> ObservationState:
+        """Can this engine observe now, and if not, why (readiness, the breaker, sampling, the caps)."""
+        return status_view.observation_state(
+            self.om.enabled,
+            self.readiness,
+            self.observer.router,
+            self.sampling_only and not self.sampling_connected(),
+            health,
+            budget,
+        )
 
     async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:
         await turn.after_append(self, thread_id, resource_id, state, turn_ended)

@@ -12,21 +12,19 @@ exactly its part (only lines written outside every section are shared).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.lines import user_stated
 from om_mcp.engine.observation.observer import AgentResult
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
-from om_mcp.engine.observation.resource import thread_label
 from om_mcp.engine.observation.thresholds import reflection_target, start_level
+from om_mcp.engine.observation.transcript import thread_label
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.store import BufferedReflection, Group, NewGroup, Record
-
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
 
 
 @dataclass
@@ -121,26 +119,21 @@ class ReflectStep:
     skip_reason = "no observations to reflect"
 
     def __init__(
-        self,
-        engine: ObservationEngine,
-        thread_id: str,
-        resource_id: str,
-        trigger: Trigger,
-        instruction: str | None = None,
+        self, deps: CycleDeps, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None
     ):
-        self.engine, self.thread_id, self.resource_id = engine, thread_id, resource_id
+        self.deps, self.thread_id, self.resource_id = deps, thread_id, resource_id
         self.trigger, self.instruction = trigger, instruction
         self.buffered = trigger == "async-buffer"
         self.lease_op = "reflect-buffer" if self.buffered else "reflect"
-        self.key = engine.record_key(thread_id, resource_id)
+        self.key = deps.record_key(thread_id, resource_id)
 
     async def select(self) -> Selection | None:
-        store = self.engine.store
+        store = self.deps.store
         record = await store.record(self.key)
         groups = await store.groups(self.key) if record else []
         if not record or not groups:
             return None
-        om = self.engine.om
+        om = self.deps.om
         obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else True
         text, labels = render_for_reflector(groups, om.scope == "resource", obscure)
         return Selection(record, groups, text, labels)
@@ -152,10 +145,10 @@ class ReflectStep:
         return (selection.record.generation, selection.groups[0].id)
 
     async def call(self, selection: Selection, base: dict[str, Any]) -> Reflected:
-        engine = self.engine
+        deps = self.deps
 
         async def attempt_failed(level: int, reason: str) -> None:
-            await engine.events.emit(
+            await deps.events.emit(
                 [
                     {
                         **base,
@@ -168,18 +161,18 @@ class ReflectStep:
                 ]
             )
 
-        result = await engine.reflector.reflect(
+        result = await deps.reflector.reflect(
             selection.text,
-            target_tokens=reflection_target(engine.limits, self.tokens_in(selection), self.buffered),
-            start_level=start_level(self.trigger == "manual", engine.reflector.router.describe()),
+            target_tokens=reflection_target(deps.limits, self.tokens_in(selection), self.buffered),
+            start_level=start_level(self.trigger == "manual", deps.reflector.router.describe()),
             guidance=self.instruction,
-            extracted=engine.extractors.previous(selection.record.extracted, "reflection"),
+            extracted=deps.extractors.previous(selection.record.extracted, "reflection"),
             on_attempt_failed=attempt_failed,
         )
-        extracted, failures = await engine.extractors.run(
-            "reflection", result, selection.record.extracted, engine.reflector.router
+        extracted, failures = await deps.extractors.run(
+            "reflection", result, selection.record.extracted, deps.reflector.router
         )
-        extracted = await engine.on_extracted(extracted, failures, base)
+        extracted = await deps.on_extracted(extracted, failures, base)
         return Reflected(result, extracted, failures)
 
     def end_fields(self, selection: Selection, produced: Reflected) -> dict[str, Any]:
@@ -197,24 +190,24 @@ class ReflectStep:
         }
 
     async def stale_reason(self, selection: Selection) -> str:
-        record = await self.engine.store.record(self.key)
+        record = await self.deps.store.record(self.key)
         was, now = selection.record.generation, record.generation if record else None
         moved = f"a newer generation replaced the log it reflected ({was} -> {now})" if now != was else None
-        if moved is None and len(await self.engine.store.groups(self.key, was)) < len(selection.groups):
+        if moved is None and len(await self.deps.store.groups(self.key, was)) < len(selection.groups):
             moved = "groups it reflected were deleted"
-        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Reflected, events: list[dict[str, Any]]) -> bool:
-        engine, result = self.engine, produced.result
+        deps, result = self.deps, produced.result
         text = log_text(result.parsed)
-        lease = (self.lease_op, engine.owner)
+        lease = (self.lease_op, deps.owner)
         if self.buffered:
             hints = {
                 "suggested_response": result.parsed.suggested_response,
                 "extracted": produced.extracted,
                 "labels": selection.labels,
             }
-            return await engine.store.store_buffered_reflection(
+            return await deps.store.store_buffered_reflection(
                 self.key,
                 BufferedReflection(
                     events[0]["cycle_id"],
@@ -229,13 +222,13 @@ class ReflectStep:
                 events=events,
                 edits=selection.record.edits,
             )
-        blocked = result.output_tokens if result.output_tokens >= engine.limits.observation_tokens else None
-        return await engine.store.commit_reflection(
+        blocked = result.output_tokens if result.output_tokens >= deps.limits.observation_tokens else None
+        return await deps.store.commit_reflection(
             self.key,
             lease=lease,
             generation=selection.record.generation,
             covered=len(selection.groups),
-            groups=reflection_groups(text, selection.groups, selection.labels, engine.counter),
+            groups=reflection_groups(text, selection.groups, selection.labels, deps.counter),
             extracted=produced.extracted,
             blocked_at=blocked,
             events=events,

@@ -10,14 +10,13 @@ unobserved for the next run. Nothing is dropped.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from om_mcp.engine.observation import side_effects
+from om_mcp.engine.observation import activation, side_effects
 from om_mcp.engine.observation.buffering import chunk_for, previous_with_chunks
 from om_mcp.engine.observation.cycle import (
     CycleOutcome,
@@ -28,22 +27,14 @@ from om_mcp.engine.observation.cycle import (
     refusal,
     run_cycle,
 )
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.observer import ObserverRequest
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.observation.selection import batches, choose_threads, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.sync import Produced, group_for, render_plain
 from om_mcp.engine.observation.thresholds import enough_to_buffer, max_input_tokens, message_threshold
+from om_mcp.engine.observation.transcript import thread_label
 from om_mcp.store import Hints, Message, Record
-
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
-
-
-def thread_label(thread_id: str, obscure: bool) -> str:
-    """What the models see for a thread id: the id, or a short stable hash of it."""
-    if not obscure:
-        return thread_id
-    return hashlib.blake2s(thread_id.encode(), digest_size=4).hexdigest()
 
 
 @dataclass
@@ -63,7 +54,7 @@ class BatchStep:
 
     def __init__(
         self,
-        engine: ObservationEngine,
+        deps: CycleDeps,
         key: str,
         resource_id: str,
         batch: Batch,
@@ -72,7 +63,7 @@ class BatchStep:
         trigger: Trigger,
         instruction: str | None,
     ):
-        self.engine, self.key, self.resource_id, self.batch = engine, key, resource_id, batch
+        self.deps, self.key, self.resource_id, self.batch = deps, key, resource_id, batch
         self.buffered = buffered
         self.kind: Operation = "buffering" if buffered else "observation"
         self.lease_op = "buffer" if buffered else "observe"
@@ -80,7 +71,7 @@ class BatchStep:
         self.instruction = instruction
         self.thread_id = next(iter(batch.threads))
         self.skip_reason = "nothing to observe"
-        obscure = engine.om.obscure_thread_ids if engine.om.obscure_thread_ids is not None else True
+        obscure = deps.om.obscure_thread_ids if deps.om.obscure_thread_ids is not None else True
         self.labels = {thread_label(t, obscure): t for t in batch.threads}
 
     async def select(self) -> Batch:
@@ -93,7 +84,7 @@ class BatchStep:
         return tuple(sorted((t, msgs[0].seq) for t, msgs in batch.threads.items()))
 
     async def call(self, batch: Batch, base: dict[str, Any]) -> dict[str, Produced]:
-        engine = self.engine
+        deps = self.deps
         only = next(iter(batch.hints.values())) if len(batch.threads) == 1 else Hints()
         request = ObserverRequest(
             messages=[m for msgs in batch.threads.values() for m in msgs],
@@ -101,10 +92,10 @@ class BatchStep:
             current_task=only.current_task,
             suggested_response=only.suggested_response,
             threads={label: batch.threads[t] for label, t in self.labels.items()},
-            extracted=engine.extractors.previous(batch.record.extracted, "observation"),
+            extracted=deps.extractors.previous(batch.record.extracted, "observation"),
             instruction=self.instruction,
         )
-        result = await engine.observer.observe(request)
+        result = await deps.observer.observe(request)
         sections: dict[str, ParsedOutput] = {
             self.labels[label]: parsed for label, parsed in result.parsed.threads.items() if label in self.labels
         }
@@ -116,11 +107,11 @@ class BatchStep:
                 continue  # not observed: the thread stays raw and is retried next time
             # Values written outside every section belong to each thread of the batch.
             parsed = replace(parsed, extracted={**result.parsed.extracted, **parsed.extracted})
-            part = replace(result, parsed=parsed, output_tokens=engine.counter.count_text(parsed.observations))
-            extracted, failures = await engine.extractors.run(
-                "observation", part, batch.record.extracted, engine.observer.router
+            part = replace(result, parsed=parsed, output_tokens=deps.counter.count_text(parsed.observations))
+            extracted, failures = await deps.extractors.run(
+                "observation", part, batch.record.extracted, deps.observer.router
             )
-            extracted = await engine.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
+            extracted = await deps.on_extracted(extracted, failures, {**base, "thread_id": thread_id})
             produced[thread_id] = Produced(part, extracted, failures)
         return produced  # not empty: the Observer refuses an answer without observations for the batch
 
@@ -141,7 +132,7 @@ class BatchStep:
     async def stale_reason(self, batch: Batch) -> str:
         moved = await self._moved(batch, batch.starts)
         reason = f"another cycle observed these threads' messages first ({', '.join(moved)})" if moved else None
-        return await self.engine.stale_reason(self.key, self.lease_op, reason, batch.record.edits)
+        return await self.deps.stale_reason(self.key, self.lease_op, reason, batch.record.edits)
 
     async def commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
         """Commit the batch; if another cycle got to some of its threads first, commit the others
@@ -164,7 +155,7 @@ class BatchStep:
 
     async def _moved(self, batch: Batch, threads: Iterable[str]) -> list[str]:
         """Those of `threads` whose cursor (or tail, buffering) is no longer where the batch started."""
-        store = self.engine.store
+        store = self.deps.store
         record = await store.record(self.key)
         cursors = record.cursors if record else {}
         moved = []
@@ -175,7 +166,7 @@ class BatchStep:
         return moved
 
     async def _commit(self, batch: Batch, produced: dict[str, Produced], events: list[dict[str, Any]]) -> bool:
-        store, lease = self.engine.store, (self.lease_op, self.engine.owner)
+        store, lease = self.deps.store, (self.lease_op, self.deps.owner)
         extracted = {k: v for p in produced.values() for k, v in p.extracted.items()}
         if self.buffered:
             cycle_id = events[0]["cycle_id"]
@@ -216,13 +207,13 @@ class BatchStep:
         events = []
         for thread_id, p in produced.items():
             events += await side_effects.apply(
-                self.engine, thread_id, self.resource_id, p.result.parsed, p.extracted, base
+                self.deps, thread_id, self.resource_id, p.result.parsed, p.extracted, base
             )
         return events
 
 
 async def run_resource(
-    engine: ObservationEngine,
+    deps: CycleDeps,
     thread_id: str,
     resource_id: str,
     trigger: Trigger,
@@ -233,14 +224,14 @@ async def run_resource(
     progress: Callable[[str], Awaitable[None]] | None = None,
 ) -> CycleOutcome:
     """Observe (or buffer) the resource's busiest threads, in parallel batches."""
-    store, key = engine.store, engine.record_key(thread_id, resource_id)
+    store, key = deps.store, deps.record_key(thread_id, resource_id)
     op = "buffer" if buffered else "observe"
     kind: Operation = "buffering" if buffered else "observation"
-    if not await store.acquire_lease(key, op, engine.owner, engine.lease_ttl, excluding=exclusive_with(op, trigger)):
-        return CycleOutcome(kind, False, reason=await refusal(engine, key, op))
+    if not await store.acquire_lease(key, op, deps.owner, deps.lease_ttl, excluding=exclusive_with(op, trigger)):
+        return CycleOutcome(kind, False, reason=await refusal(deps, key, op))
     try:
         if not buffered:
-            await engine.activate(thread_id, resource_id, "all")
+            await activation.activate(deps, thread_id, resource_id, "all")
         snap = await store.snapshot(key, thread_id)
         if snap is None:
             return CycleOutcome(kind, False, reason="no unobserved messages")
@@ -249,7 +240,7 @@ async def run_resource(
         starts: dict[str, int] = {}
         for tid, cursor, _ in busy:
             start = await store.tail(key, tid) if buffered else cursor
-            messages = await store.unobserved(key, tid, after_seq=start, max_tokens=max_input_tokens(engine.limits))
+            messages = await store.unobserved(key, tid, after_seq=start, max_tokens=max_input_tokens(deps.limits))
             messages = safe_prefix(messages)
             if tid == thread_id and trigger != "manual" and not buffered:
                 messages = leave_turn_raw(messages)  # the turn in progress stays raw, as in thread scope
@@ -257,13 +248,13 @@ async def run_resource(
                 per_thread[tid], starts[tid] = messages, start
         sizes = {t: sum(m.tokens for m in msgs) for t, msgs in per_thread.items()}
         if buffered:
-            sizes = {t: n for t, n in sizes.items() if enough_to_buffer(engine.limits, n, on_idle)}
+            sizes = {t: n for t, n in sizes.items() if enough_to_buffer(deps.limits, n, on_idle)}
         if not sizes:
             return CycleOutcome(kind, False, reason="nothing new to buffer" if buffered else "no unobserved messages")
-        threshold = message_threshold(engine.limits, snap.state.observation_tokens, engine.om.share_token_budget)
+        threshold = message_threshold(deps.limits, snap.state.observation_tokens, deps.om.share_token_budget)
         chosen = choose_threads(sizes, threshold, everything=trigger == "manual" or buffered)
         chosen.sort(key=lambda t: per_thread[t][0].seq)  # batches are packed oldest first
-        planned = batches(chosen, sizes, engine.om.observation.max_tokens_per_batch)
+        planned = batches(chosen, sizes, deps.om.observation.max_tokens_per_batch)
         groups = await store.groups(key)
         previous = previous_with_chunks(render_plain(groups), snap.chunks) if buffered else render_plain(groups)
         hints = await store.thread_hints(key, chosen)
@@ -280,10 +271,8 @@ async def run_resource(
                 previous,
                 snap.state.pending_tokens,
             )
-            step = BatchStep(
-                engine, key, resource_id, batch, buffered=buffered, trigger=trigger, instruction=instruction
-            )
-            outcomes.append(await run_cycle(engine, step, take_lease=False, base_extra={"thread_ids": threads}))
+            step = BatchStep(deps, key, resource_id, batch, buffered=buffered, trigger=trigger, instruction=instruction)
+            outcomes.append(await run_cycle(deps, step, take_lease=False, base_extra={"thread_ids": threads}))
 
         async with anyio.create_task_group() as group:
             for threads in planned:
@@ -301,4 +290,4 @@ async def run_resource(
         )
     finally:
         with anyio.CancelScope(shield=True):
-            await store.release_lease(key, op, engine.owner)
+            await store.release_lease(key, op, deps.owner)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from om_mcp.config import Config
 from om_mcp.engine import working_memory as wm
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.parsing import ParsedOutput
 from om_mcp.engine.prompts.observer import (
@@ -20,17 +22,14 @@ from om_mcp.engine.prompts.observer import (
 )
 from om_mcp.logs import one_line
 
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
-
 log = logging.getLogger(__name__)
 TITLE_CHARS = 120
 
 
-def working_memory_extractor(engine: ObservationEngine) -> list[tuple[str, str]]:
+def working_memory_extractor(whole: Config) -> list[tuple[str, str]]:
     """The inline extractor that lets the Observer keep working memory (WM-14), if configured."""
-    config = engine.config.working_memory
-    if not (engine.om.observation.manage_working_memory and config.enabled):
+    config = whole.working_memory
+    if not (whole.observational_memory.observation.manage_working_memory and config.enabled):
         return []
     if config.mode == "schema":
         how = WORKING_MEMORY_AS_SCHEMA.format(schema=json.dumps(config.schema_, ensure_ascii=False))
@@ -40,7 +39,7 @@ def working_memory_extractor(engine: ObservationEngine) -> list[tuple[str, str]]
 
 
 async def apply(
-    engine: ObservationEngine,
+    deps: CycleDeps,
     thread_id: str,
     resource_id: str,
     parsed: ParsedOutput,
@@ -51,27 +50,27 @@ async def apply(
     events: list[dict[str, Any]] = []
     for effect in (_retitle, _keep_working_memory):
         try:
-            event = await effect(engine, thread_id, resource_id, parsed, base)
+            event = await effect(deps, thread_id, resource_id, parsed, base)
         except Exception as error:  # noqa: BLE001 - a side effect never sinks a committed cycle
             log.warning("%s after a cycle failed: %s", effect.__name__.strip("_"), one_line(error))
             continue
         if event is not None:
             events.append(event)
-    paths = engine.extractors.custom_paths(extracted)
+    paths = deps.extractors.custom_paths(extracted)
     if paths:
-        await engine.store.set_thread_metadata_paths(thread_id, {f"om.{p}": v for p, v in paths.items()})
+        await deps.store.set_thread_metadata_paths(thread_id, {f"om.{p}": v for p, v in paths.items()})
     if events:
-        await engine.store.add_events(events)
+        await deps.store.add_events(events)
     return events
 
 
 async def _retitle(
-    engine: ObservationEngine, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
+    deps: CycleDeps, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
 ) -> dict[str, Any] | None:
     title = (parsed.thread_title or "").strip()[:TITLE_CHARS]
-    if not (engine.om.observation.thread_title and title):
+    if not (deps.om.observation.thread_title and title):
         return None
-    old, changed = await engine.store.set_generated_title(thread_id, title)
+    old, changed = await deps.store.set_generated_title(thread_id, title)
     if not changed:
         return None
     event = {
@@ -87,12 +86,12 @@ async def _retitle(
 
 
 async def _keep_working_memory(
-    engine: ObservationEngine, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
+    deps: CycleDeps, thread_id: str, resource_id: str, parsed: ParsedOutput, base: dict[str, Any]
 ) -> dict[str, Any] | None:
     update = parsed.extracted.get(WORKING_MEMORY_SLUG)
-    if not update or not working_memory_extractor(engine):
+    if not update or not working_memory_extractor(deps.config):
         return None
-    config = engine.config.working_memory.model_copy(update={"read_only": False})
+    config = deps.config.working_memory.model_copy(update={"read_only": False})
     scope = config.scope
     key = resource_id if scope == "resource" else thread_id
 
@@ -106,7 +105,7 @@ async def _keep_working_memory(
         return outcome.value if isinstance(outcome.value, str) else json.dumps(outcome.value, ensure_ascii=False)
 
     try:
-        _, changed = await engine.store.update_working_memory(scope, key, apply_update)
+        _, changed = await deps.store.update_working_memory(scope, key, apply_update)
     except wm.WorkingMemoryError as error:  # a bad update is logged, never fatal
         log.warning("the Observer's working-memory update was refused: %s", one_line(error))
         return None

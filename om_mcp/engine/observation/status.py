@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold
 from om_mcp.engine.results import (
     ActiveWindows,
@@ -16,25 +17,28 @@ from om_mcp.engine.results import (
     Window,
     Windows,
 )
+from om_mcp.engine.worker import Worker
+from om_mcp.models import ModelRouter
 from om_mcp.models import health as breaker
+from om_mcp.models.readiness import Readiness
 from om_mcp.store import ModelHealth, Snapshot
 
 if TYPE_CHECKING:
     from om_mcp.engine.budget import BudgetState
-    from om_mcp.engine.observation.engine import ObservationEngine
 
 
 def build(
-    engine: ObservationEngine,
+    deps: CycleDeps,
+    worker: Worker,
     snap: Snapshot | None,
     thread_id: str,
     resource_id: str,
-    health: ModelHealth | None,
+    observation: ObservationState,
     budget: BudgetState | None = None,
     redactions: dict[str, int] | None = None,
 ) -> Status:
-    key = engine.record_key(thread_id, resource_id)
-    limits = engine.limits
+    key = deps.record_key(thread_id, resource_id)
+    limits = deps.limits
     if snap is None:
         pending = observation_tokens = chunks_tokens = 0
         chunks, buffered, generation, observed_at, messages, unobserved = [], None, 0, None, 0, 0
@@ -46,14 +50,14 @@ def build(
         messages = snap.thread.message_count if snap.thread else 0
         unobserved = state.thread_pending_messages
         chunks_tokens = sum(c.message_tokens for c in chunks)
-    threshold = message_threshold(limits, observation_tokens, engine.om.share_token_budget)
-    buffering = engine.worker.busy(key, "buffer")
-    reflecting = engine.worker.busy(key, "reflect-buffer")
+    threshold = message_threshold(limits, observation_tokens, deps.om.share_token_budget)
+    buffering = worker.busy(key, "buffer")
+    reflecting = worker.busy(key, "reflect-buffer")
     return Status(
         record_id=key,
         thread_id=thread_id,
         resource_id=resource_id,
-        scope=engine.om.scope,
+        scope=deps.om.scope,
         message_count=messages,
         unobserved_messages=unobserved,
         windows=Windows(
@@ -80,23 +84,26 @@ def build(
         ),
         generation_count=generation,
         last_observed_at=observed_at,
-        observation=observation_state(engine, health, budget),
-        discarded_cycles=dict(engine.discards.get(key, {})),
+        observation=observation,
+        discarded_cycles=dict(deps.discards.get(key, {})),
         spend=budget.as_dict() if budget is not None else None,
         redactions=redactions or {},
     )
 
 
 def observation_state(
-    engine: ObservationEngine, health: ModelHealth | None, budget: BudgetState | None = None
+    enabled: bool,
+    readiness: Readiness,
+    router: ModelRouter,
+    sampling_missing: bool,
+    health: ModelHealth | None,
+    budget: BudgetState | None = None,
 ) -> ObservationState:
-    if not engine.om.enabled:
+    """`sampling_missing`: only MCP sampling could observe, and no connected client offers it."""
+    if not enabled:
         return ObservationState(enabled=False, model_ready=False, reason="observation is off in the configuration")
-    readiness = engine.readiness
     state = ObservationState(
-        model_ready=readiness.ready,
-        model=engine.observer.router.describe(),
-        reason=None if readiness.ready else readiness.reason,
+        model_ready=readiness.ready, model=router.describe(), reason=None if readiness.ready else readiness.reason
     )
     if health is not None and health.state != "ok":
         state.last_failure = health.last_error
@@ -110,10 +117,10 @@ def observation_state(
             state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
             what = health.last_error if breaker.is_unusable(health) else "is failing"
             state.reason = f"the model {what}; next attempt at {state.next_attempt_at}"
-    elif readiness.ready and engine.sampling_only and not engine.sampling_connected():
+    elif readiness.ready and sampling_missing:
         state.model_ready = False
         state.reason = readiness.reason
-    elif readiness.ready and engine.observer.router.warming_up:
+    elif readiness.ready and router.warming_up:
         state.model_ready, state.warming_up = False, True
         state.reason = "warming up: the model client is loading; observation starts when it is ready"
     if budget is not None and budget.reason:

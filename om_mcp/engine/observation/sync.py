@@ -8,17 +8,15 @@ the end event, the side effects); buffering and resource batches reuse it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from om_mcp.engine.observation import side_effects
+from om_mcp.engine.observation import activation, side_effects
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger
+from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.observer import AgentResult, ObserverRequest
 from om_mcp.engine.observation.selection import first_visible, last_visible, leave_turn_raw, safe_prefix
 from om_mcp.engine.observation.thresholds import max_input_tokens
 from om_mcp.store import Group, Hints, Message, NewGroup, Record, Thread
-
-if TYPE_CHECKING:
-    from om_mcp.engine.observation.engine import ObservationEngine
 
 
 @dataclass
@@ -63,19 +61,14 @@ class ObserverStep:
     operation: EventOperation = "observation"
 
     def __init__(
-        self,
-        engine: ObservationEngine,
-        thread_id: str,
-        resource_id: str,
-        trigger: Trigger,
-        instruction: str | None = None,
+        self, deps: CycleDeps, thread_id: str, resource_id: str, trigger: Trigger, instruction: str | None = None
     ):
-        self.engine = engine
+        self.deps = deps
         self.thread_id = thread_id
         self.resource_id = resource_id
         self.trigger = trigger
         self.instruction = instruction
-        self.key = engine.record_key(thread_id, resource_id)
+        self.key = deps.record_key(thread_id, resource_id)
 
     def tokens_in(self, selection: Selection) -> int:
         return sum(m.tokens for m in selection.messages)
@@ -84,21 +77,21 @@ class ObserverStep:
         return (selection.messages[0].seq,)
 
     async def call(self, selection: Selection, base: dict[str, Any]) -> Produced:
-        engine = self.engine
+        deps = self.deps
         request = ObserverRequest(
             messages=selection.messages,
             previous_observations=selection.previous,
             current_task=selection.hints.current_task,
             suggested_response=selection.hints.suggested_response,
-            extracted=engine.extractors.previous(selection.record.extracted, "observation"),
+            extracted=deps.extractors.previous(selection.record.extracted, "observation"),
             instruction=self.instruction,
             current_title=selection.thread.title if selection.thread else None,
         )
-        result = await engine.observer.observe(request)  # an answer without observations fails the call
-        extracted, failures = await engine.extractors.run(
-            "observation", result, selection.record.extracted, engine.observer.router
+        result = await deps.observer.observe(request)  # an answer without observations fails the call
+        extracted, failures = await deps.extractors.run(
+            "observation", result, selection.record.extracted, deps.observer.router
         )
-        extracted = await engine.on_extracted(extracted, failures, base)
+        extracted = await deps.on_extracted(extracted, failures, base)
         return Produced(result, extracted, failures)
 
     def end_fields(self, selection: Selection, produced: Produced) -> dict[str, Any]:
@@ -120,7 +113,7 @@ class ObserverStep:
 
     async def after_commit(self, selection: Selection, produced: Produced, base: dict[str, Any]) -> list[dict]:
         return await side_effects.apply(
-            self.engine, self.thread_id, self.resource_id, produced.result.parsed, produced.extracted, base
+            self.deps, self.thread_id, self.resource_id, produced.result.parsed, produced.extracted, base
         )
 
 
@@ -131,13 +124,13 @@ class ObserveStep(ObserverStep):
     skip_reason = "no unobserved messages"
 
     async def select(self) -> Selection | None:
-        engine, store = self.engine, self.engine.store
+        deps, store = self.deps, self.deps.store
         # Buffered chunks cover the oldest unobserved messages: they go in first, with no model call.
-        await engine.activate(self.thread_id, self.resource_id, "all")
+        await activation.activate(deps, self.thread_id, self.resource_id, "all")
         snap = await store.snapshot(self.key, self.thread_id)
         if snap is None:
             return None
-        messages = await store.unobserved(self.key, self.thread_id, max_tokens=max_input_tokens(engine.limits))
+        messages = await store.unobserved(self.key, self.thread_id, max_tokens=max_input_tokens(deps.limits))
         if self.trigger != "manual":
             messages = safe_prefix(leave_turn_raw(messages))
         if not messages:
@@ -146,18 +139,18 @@ class ObserveStep(ObserverStep):
         return Selection(snap.record, messages, render_plain(groups), snap.hints, snap.thread)
 
     async def stale_reason(self, selection: Selection) -> str:
-        record = await self.engine.store.record(self.key)
+        record = await self.deps.store.record(self.key)
         was = selection.record.cursors.get(self.thread_id, 0)
         now = record.cursors.get(self.thread_id, 0) if record else 0
         moved = f"another cycle observed these messages first (cursor {was} -> {now})" if now != was else None
-        return await self.engine.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
+        return await self.deps.stale_reason(self.key, self.lease_op, moved, selection.record.edits)
 
     async def commit(self, selection: Selection, produced: Produced, events: list[dict[str, Any]]) -> bool:
         parsed, messages = produced.result.parsed, selection.messages
         group = group_for(parsed.observations.strip(), produced.result.output_tokens, messages, self.thread_id)
-        return await self.engine.store.commit_observation(
+        return await self.deps.store.commit_observation(
             self.key,
-            lease=(self.lease_op, self.engine.owner),
+            lease=(self.lease_op, self.deps.owner),
             expected_cursors={self.thread_id: selection.record.cursors.get(self.thread_id, 0)},
             new_cursors={self.thread_id: messages[-1].seq},
             groups=[group],

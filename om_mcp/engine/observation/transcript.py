@@ -21,6 +21,7 @@ hand a copying Observer a line that opens one of the sections its output is read
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, tzinfo
@@ -203,3 +204,10 @@ def format_thread_sections(
         safe = str(label).replace('"', "'").replace("<", "").replace(">", "")
         sections.append(f'<thread id="{safe}">\n{body}\n</thread>')
     return "\n\n".join(sections)
+
+
+def thread_label(thread_id: str, obscure: bool) -> str:
+    """What the models see for a thread id: the id, or a short stable hash of it."""
+    if not obscure:
+        return thread_id
+    return hashlib.blake2s(thread_id.encode(), digest_size=4).hexdigest()

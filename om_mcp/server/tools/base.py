@@ -11,8 +11,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from om_mcp.engine import EngineError, StoreUnavailable
-from om_mcp.server.app import App, app_of
 from om_mcp.server.errors import engine_error
+from om_mcp.server.live import App, app_of
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from om_mcp.server import descriptions as text
 from om_mcp.server.access import authorize
-from om_mcp.server.app import app_of
+from om_mcp.server.live import app_of
 from om_mcp.server.output import compact, shown
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import STEP, invoke, status_view

@@ -18,12 +18,12 @@ import random
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from om_mcp.store.errors import DatabaseRefused, StoreError, StoreUnavailable
 from om_mcp.store.postgres.schema import SCHEMA
+from om_mcp.store.urls import redact
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +45,6 @@ SETTINGS = {
 
 def is_url(location: str) -> bool:
     return re.match(r"^postgres(ql)?://", location) is not None
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for logs and status."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
 def _driver():

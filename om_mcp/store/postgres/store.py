@@ -13,13 +13,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store import observations
+from om_mcp.store.errors import StoreError
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, Operations, writes
 from om_mcp.store.postgres import admin, search, vectors
-from om_mcp.store.postgres.database import SETTINGS, PgDatabase, redact
+from om_mcp.store.postgres.database import SETTINGS, PgDatabase
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
+from om_mcp.store.urls import redact
 
 if TYPE_CHECKING:
     from om_mcp.store.interface import Overview
@@ -100,13 +102,9 @@ class PostgresStore(Operations):
     integrity = _reads(admin.integrity)
 
     async def backup(self, target: str) -> int:
-        """A consistent copy into a new SQLite file (`om-mcp migrate` the other way round); its size."""
-        import os
-
-        from om_mcp.store.copy import copy
-
-        await copy(self.db.url, target)
-        return os.path.getsize(target)
+        # SQLite's backup API has no PostgreSQL counterpart here: `Memory.backup` copies this database
+        # into a SQLite file (store/copy.py, which opens both backends, so it cannot live in either).
+        raise StoreError("a PostgreSQL memory is backed up with `om-mcp backup` (a copy), or pg_dump")
 
     # changes seen by other processes
     async def broadcast(self, message: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ cannot even learn that it exists.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
 from om_mcp.engine import InputError, NotFound, message_threshold, observation_lines
@@ -37,14 +37,7 @@ from om_mcp.server.http.ui.contract import (
 from om_mcp.server.http.ui.series import build_series
 
 if TYPE_CHECKING:
-    from om_mcp.engine import Memory
-    from om_mcp.store.interface import Overview
-    from om_mcp.store.summaries import ThreadState
-
-
-def overview(memory: Memory) -> Overview:
-    """The store's overview reads (`store.interface.Overview`: both backends have them)."""
-    return cast("Overview", memory.store)
+    from om_mcp.engine import Memory, ThreadState
 
 
 def _granted(resource_id: str) -> bool:
@@ -70,7 +63,7 @@ class MemorySource:
             version=__version__,
             # Where the file lives is the operator's business: only a caller unbounded by its
             # token (a token for "*", or no authentication) is told.
-            database=str(memory.store.location) if allowed_resources() is None else None,
+            database=memory.overview.location if allowed_resources() is None else None,
             scope=om.scope,
             message_threshold=limits.message_tokens,
             observation_threshold=limits.observation_tokens,
@@ -79,33 +72,30 @@ class MemorySource:
         )
 
     async def resources(self) -> list[ResourceSummary]:
-        store = self.memory.store
+        overview = self.memory.overview
         return [
             ResourceSummary(
                 id=r.id,
                 threads=r.threads,
                 messages=r.messages,
                 updated_at=r.updated_at,
-                working_memory=await store.get_working_memory("resource", r.id),
+                working_memory=await overview.working_memory("resource", r.id),
             )
-            for r in await store.list_resources()
+            for r in await overview.resources()
             if _granted(r.id)
         ]
 
     async def threads(self, resource_id: str) -> list[ThreadSummary] | None:
         if not _granted(resource_id):
             return None
-        memory = self.memory
-        if not any(r.id == resource_id for r in await memory.store.list_resources()):
+        overview = self.memory.overview
+        if not any(r.id == resource_id for r in await overview.resources()):
             return None
-        states = await overview(memory).thread_states(memory.config.observational_memory.scope, resource_id=resource_id)
+        states = await overview.thread_states(resource_id=resource_id)
         return [_summary(s) for s in states]
 
     async def _state(self, thread_id: str) -> ThreadState | None:
-        memory = self.memory
-        found = await overview(memory).thread_states(
-            memory.config.observational_memory.scope, thread_id=thread_id, limit=1
-        )
+        found = await self.memory.overview.thread_states(thread_id=thread_id, limit=1)
         return found[0] if found and _granted(found[0].thread.resource_id) else None
 
     async def thread(self, thread_id: str) -> ThreadDetail | None:
@@ -113,14 +103,14 @@ class MemorySource:
         if state is None:
             return None
         memory = self.memory
-        store, om, limits = memory.store, memory.config.observational_memory, memory.observation.limits
-        snap = await store.snapshot(state.record_key, thread_id)
-        generations = await store.generations(state.record_key) if snap else []
+        overview, om, limits = memory.overview, memory.config.observational_memory, memory.observation.limits
+        snap = await overview.snapshot(state.record_key, thread_id)
+        generations = await overview.generations(state.record_key) if snap else []
         current = snap.record.generation if snap else 0
         wm = memory.config.working_memory
         wm_scope = wm.scope if wm.enabled else None
         stored = (
-            await store.get_working_memory(wm_scope, thread_id if wm_scope == "thread" else state.thread.resource_id)
+            await overview.working_memory(wm_scope, thread_id if wm_scope == "thread" else state.thread.resource_id)
             if wm_scope
             else None
         )
@@ -156,14 +146,14 @@ class MemorySource:
                 )
                 for n, groups in reversed(generations)
             ],
-            spend=(await memory.observation.budget.state()).as_dict(),
-            redactions=await store.redaction_counts(state.thread.resource_id),
+            spend=(await overview.spend()).as_dict(),
+            redactions=await overview.redactions(state.thread.resource_id),
         )
 
     async def events(self, thread_id: str, after: int | None, limit: int) -> EventPage | None:
         if await self._state(thread_id) is None:
             return None
-        found = await self.memory.store.events(thread_id=thread_id, after_id=after or 0, limit=limit)
+        found = await self.memory.overview.events(thread_id, after or 0, limit)
         page = [
             Event(
                 id=e.id,
@@ -181,7 +171,7 @@ class MemorySource:
         if state is None:
             return None
         memory = self.memory
-        inputs = await overview(memory).series_inputs(state.record_key)
+        inputs = await memory.overview.series_inputs(state.record_key)
         limits = memory.observation.limits
         events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
         return build_series(
