@@ -261,7 +261,7 @@ async def test_a_buffered_reflection_made_before_the_forget_is_never_swapped_in(
         assert stale.buffered_reflection is not None and reverse(A) in stale.buffered_reflection.text
         await memory.control.forget_observation(line_of(await memory.observations("t"), reverse(A)), "t")
         assert (await memory.store.snapshot(key, "t")).buffered_reflection is None
-        assert not await activation.activate_reflection(engine, stale, "t", "threshold")
+        assert not await activation.activate_reflection(engine.deps, stale, "t", "threshold")
         log = await memory.observations("t")
         assert log["generation"] == 0 and reverse(A) not in log["text"]
         assert await leftovers(memory, reverse(A)) == 0
