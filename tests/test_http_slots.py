@@ -16,6 +16,7 @@ counted; waits are for conditions, never timed.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -315,3 +316,21 @@ async def test_one_body_limit_on_every_route(make_config, chunked):
             assert mcp.status_code == 413
             small = await http.put(f"{base}/api/threads/t/observations/x1", json={"text": "fine"})
             assert small.status_code == 404  # under the limit: the route answers (no such thread)
+
+
+def test_docs_http_lists_every_limit_with_its_default():
+    """docs/http.md's table of limits holds each numeric `[server.http]` option at its default."""
+    from pathlib import Path
+
+    from om_mcp.config import Config
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "http.md").read_text()
+    listed: dict[str, float] = {}
+    for row in re.findall(r"^\| ((?:`[a-z_]+`(?:, )?)+) \| ([^|]+) \|", text, re.MULTILINE):
+        names, values = [n.strip("`") for n in row[0].split(", ")], row[1].strip().split(", ")
+        for name, value in zip(names, values, strict=True):
+            number, _, unit = value.partition(" ")
+            listed[name] = float(number) * (1024 * 1024 if unit == "MiB" else 1)
+    http = Config().server.http
+    numeric = {k: v for k, v in http.model_dump().items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    assert listed == {k: float(v) for k, v in numeric.items()}

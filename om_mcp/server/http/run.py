@@ -47,8 +47,8 @@ def describe(config: Config) -> str:
     http = server.http
     bearer, local = auth.mode == "bearer", is_loopback(server.host) and auth.mode != "bearer"
     per_token = f", {http.max_sessions_per_token} per token" if bearer else ""
-    if not local and http.max_sessions_per_address:
-        per_token += f", {http.max_sessions_per_address} per address without a token"
+    if not local and not bearer and http.max_sessions_per_address:
+        per_token += f", {http.max_sessions_per_address} per address"
     shares = f", {http.max_connections_per_token} per token" if bearer else ""
     if not local and http.max_connections_per_address:
         shares += f", {http.max_connections_per_address} per address without a token"

@@ -42,11 +42,6 @@ class SessionPool:
         self.total = total
         self._owners: dict[str, str] = {}  # session id -> who opened it ("token:..." or "address:...")
         self._opening: Counter[str | None] = Counter()  # admitted, not yet answered by the SDK
-        self.ended = 0  # idle sessions ended to make room, since start
-
-    def held(self, owner: str) -> int:
-        live = self._live()
-        return sum(1 for sid in live if self._owners.get(sid) == owner) + self._opening[owner]
 
     async def open(
         self, owner: str | None, cap: int | None, scope: Scope, receive: Receive, send: Send, app: Any
@@ -92,7 +87,6 @@ class SessionPool:
         _, sid = min(idle)
         transport = live[sid]
         log.debug("ending the idle session %s to make room", sid[:8])
-        self.ended += 1
         transport.idle_scope.cancel()  # its server task ends as on an idle timeout
         await self.manager._discard_session(sid, transport)  # its id answers 404 from now on
         return True

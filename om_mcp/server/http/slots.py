@@ -103,14 +103,9 @@ class Slots:
         self._anonymous = Group()  # no valid token yet
         self._addresses: dict[str, Group] = {}
         self._owners: dict[str, Group] = {}
-        self.shed = 0  # idle connections closed to make room, since start
-        self.refused = 0
         self._clock = clock
         self._reported_at: float | None = None
         self._unreported = 0
-
-    def __len__(self) -> int:
-        return len(self._slots)
 
     # -- the connection's life ------------------------------------------------------------
 
@@ -195,11 +190,9 @@ class Slots:
     def _shed(self, key: int) -> None:
         slot = self._slots.pop(key)
         self._leave(key, slot)
-        self.shed += 1
         slot.connection.shed()
 
     def _refuse(self, option: str, cap: int, who: str | None) -> str:
-        self.refused += 1
         self._unreported += 1
         whose = f" for {who}" if who else ""
         message = (
