@@ -1,9 +1,16 @@
-"""Cross-tenant attempts against a real HTTP server: what one token can read, change or learn of another's.
+"""Attacks on a real server, hooks and commands, one row per class: what each one got.
 
-Starts `python -m om_mcp serve --transport http` on a free loopback port with three bearer tokens
-(alice: resource "alice"; bob: "bob" and "/home/bob"; admin: "*"), observation off. Bob stores threads
-whose ids need encoding in a URI ("tb", "/home/bob/proj", "bob%2Fx", "C:\\bob", "b ü?#"), each holding a
-secret, a title and working memory. Then alice's token tries, for each of bob's ids:
+Each row is a function registered in ATTACKS (one line each) that starts what it attacks
+(`python -m om_mcp serve`, the hook) in a throwaway folder and prints its figures. No
+assertions. Run them all, or some by name:
+
+    .venv/bin/python benchmarks/attacks.py
+    .venv/bin/python benchmarks/attacks.py idle_connections abandoned_sessions
+
+`cross_tenant`: three bearer tokens (alice: resource "alice"; bob: "bob" and "/home/bob"; admin:
+"*"), observation off. Bob stores threads whose ids need encoding in a URI ("tb", "/home/bob/proj",
+"bob%2Fx", "C:\\bob", "b ü?#"), each holding a secret, a title and working memory. Then alice's
+token tries, for each of bob's ids:
 
 - every tool, with bob's thread id, with bob's resource (and "*", a case or space variant of it),
   and the claims (append, working memory) on bob's ids;
@@ -16,10 +23,16 @@ differs afterwards (read back by the admin token); it *reveals* when an error ab
 differs from the error about an id of the same shape that nobody holds (the documented exception: creating under a held
 id is refused in one sentence naming no owner). Then stored XSS: payloads stored by the admin as
 thread and resource ids, titles, messages, working memory and metadata, and the status page opened on
-each thread in headless Chromium (skipped without one): did any run, or become markup. Prints the counts
-by surface. No assertions.
+each thread in headless Chromium (skipped without one): did any run, or become markup.
 
-    .venv/bin/python benchmarks/attacks.py
+The other rows: the model's failure text quoting bob in alice's answers (`model_health_excerpt`),
+alice's legacy subscriptions to bob's thread (`legacy_subscriptions`), legitimate requests answered
+while one client holds 505 idle connections (`idle_connections`), sessions a newcomer gets while
+abandoned ones fill the pool (`abandoned_sessions`), token guesses spread over 40 loopback
+addresses (`auth_guessing`), a 300 MB body to the status page's API and the server's memory
+(`huge_body`), and a folder with a crafted `.git` file run through the hook (`crafted_gitdir`).
+The server runs from a folder outside the checkout, so `PYTHONPATH=<another checkout>` measures
+that code (the figures before a change).
 """
 
 from __future__ import annotations
@@ -27,14 +40,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -43,9 +58,12 @@ import anyio
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ResourceUpdatedNotification
 
 from om_mcp.config import hash_token
+from om_mcp.testing.fake_server import FakeLLMServer, default_responder, request_text
 from om_mcp.testing.headless import find_chromium, run_chromium
+from om_mcp.testing.transcripts import ClaudeTranscript
 
 REPO = Path(__file__).resolve().parent.parent
 ALICE, BOB, ADMIN = "om_alice-attack-0123456789abcdef", "om_bob-attack-0123456789abcdef", "om_admin-attack-0123456789ab"
@@ -369,41 +387,391 @@ def xss(url: str) -> None:
     )
 
 
-def main() -> int:
+# -- the server each row attacks ---------------------------------------------------------------------------
+
+
+def environment(home: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+    env.update(HOME=home, XDG_DATA_HOME=str(Path(home) / "data"), LITELLM_LOCAL_MODEL_COST_MAP="True", **extra)
+    return env
+
+
+@contextmanager
+def server(tokens: list[dict] | None = TOKENS, **settings: str) -> Iterator[tuple[str, int]]:
+    """`om-mcp serve --transport http` on a free port, observation off unless `settings` say;
+    yields (its MCP URL, its pid). It runs from a throwaway folder: PYTHONPATH decides the code."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
-    env.update(
-        OM_OBSERVATIONAL_MEMORY="false",
-        OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0",
-        OM_SERVER__AUTH__TOKENS=json.dumps(TOKENS),
-    )
     with tempfile.TemporaryDirectory(prefix="om-attacks-") as tmp:
-        env["HOME"] = tmp
+        env = environment(tmp, **{"OM_OBSERVATIONAL_MEMORY": "false", **settings})
+        if tokens:
+            env["OM_SERVER__AUTH__TOKENS"] = json.dumps(tokens)
         command = [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port)]
         process = subprocess.Popen(
             [*command, "--db", str(Path(tmp) / "m.db")],
-            cwd=REPO,
+            cwd=tmp,
             env=env,
             stdin=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
-            while True:
+            url = f"http://127.0.0.1:{port}/mcp"
+            deadline = time.monotonic() + 120
+            headers = {"Authorization": f"Bearer {ADMIN}"} if tokens else {}
+            while True:  # until the memory is open (the status page answers 503 before)
                 try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or process.poll() is not None:
-                        raise SystemExit("the server did not start") from None
-                    time.sleep(0.05)
-            anyio.run(attack, f"http://127.0.0.1:{port}/mcp")
-            xss(f"http://127.0.0.1:{port}/mcp")
+                    if httpx2.get(url.replace("/mcp", "/api/info"), headers=headers, timeout=5).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    pass
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise SystemExit("the server did not start")
+                time.sleep(0.1)
+            yield url, process.pid
         finally:
             process.terminate()
-            process.wait(timeout=15)
+            process.wait(timeout=30)
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+# -- rows --------------------------------------------------------------------------------------------------
+
+
+def cross_tenant() -> None:
+    """Every tool, resource URI spelling and status-page route alice's token can try on bob's; stored XSS."""
+    with server(OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0") as (url, _):
+        anyio.run(attack, url)
+        xss(url)
+
+
+SECRET = "BOBSECRET-4471"
+
+
+def refuses_bob(request: dict[str, Any]) -> str:
+    """An Observer that refuses bob's conversation, quoting it, and observes anyone else's."""
+    if SECRET in request_text(request):
+        return f"I can't help with that: the user asked me to keep the launch code {SECRET} for the payroll move."
+    return default_responder(request)
+
+
+def model_health_excerpt() -> None:
+    """The model refuses bob's conversation three times (quoting it) and is paused; then alice looks."""
+    with FakeLLMServer(refuses_bob) as fake:
+        om = {
+            "model": {"model": "openai/fake", "api_base": fake.base_url},
+            "scope": "thread",
+            "observation": {"message_tokens": 5000},
+            "call_policy": {"timeout_seconds": 10, "total_budget_seconds": 20},
+        }
+        with server(OM_OBSERVATIONAL_MEMORY=json.dumps(om), OPENAI_API_KEY="sk-fake") as (url, _):
+            surfaces, admin_sees = anyio.run(health_surfaces, url)
+    quoted = [name for name, text in surfaces.items() if SECRET in text]
+    print(
+        f"\nmodel-health excerpt: bob's words in alice's answers on {len(quoted)} of {len(surfaces)} surfaces"
+        f" ({', '.join(quoted) or 'none'}); the admin token sees them: {'yes' if admin_sees else 'no'}"
+    )
+
+
+async def health_surfaces(url: str) -> tuple[dict[str, str], bool]:
+    async with connect(url, BOB) as bob:
+        secret = [note(1, f"the launch code is {SECRET}")]
+        await tool(bob, "append_messages", {"thread_id": "tb", "resource_id": "bob", "messages": secret})
+        for _ in range(3):
+            await tool(bob, "observe", {"thread_id": "tb"})
+    surfaces: dict[str, str] = {}
+    async with connect(url, ALICE) as alice:
+        appended = {"thread_id": "ta", "messages": [note(1, "alice's note")], "include_status": True}
+        surfaces["append_messages(include_status)"], _ = await tool(alice, "append_messages", appended)
+        context = {"thread_id": "ta", "include_status": True}
+        surfaces["get_context(include_status)"], _ = await tool(alice, "get_context", context)
+        surfaces["status resource"], _ = await read(alice, "om://threads/ta/status")
+        surfaces["events resource"], _ = await read(alice, "om://threads/ta/events")
+    base = url.removesuffix("/mcp")
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=60) as http:
+        for path in ("/api/info", "/api/threads/ta"):
+            surfaces[f"GET {path}"] = (await http.get(f"{base}{path}")).text
+    async with connect(url, ADMIN) as admin:
+        operator, _ = await read(admin, "om://threads/ta/status")
+    return surfaces, SECRET in operator
+
+
+class Heard:
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+
+    async def handler(self, message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+
+
+def legacy_subscriptions() -> None:
+    """alice's legacy session subscribes to bob's thread and resource, then bob writes."""
+    with server() as (url, _):
+        accepted, heard = anyio.run(subscribe_to_bob, url)
+    print(
+        f"\nlegacy resources/subscribe by alice to bob's {len(BOB_URIS)} URIs: {accepted} accepted;"
+        f" updates about bob's thread she then heard: {heard}"
+    )
+
+
+BOB_URIS = ["om://threads/tb/status", "om://threads/tb/messages", "om://resources/bob/threads"]
+
+
+async def subscribe_to_bob(url: str) -> tuple[int, int]:
+    async with connect(url, BOB) as bob:
+        plan = {"thread_id": "tb", "resource_id": "bob", "messages": [note(1, "bob's plan")]}
+        await tool(bob, "append_messages", plan)
+    heard = Heard()
+    accepted = 0
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=60) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode="legacy", message_handler=heard.handler) as alice:
+            await tool(alice, "append_messages", {"thread_id": "ta", "messages": [note(1, "alice's note")]})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for uri in [*BOB_URIS, "om://threads/ta/status"]:
+                    try:
+                        await alice.subscribe_resource(uri)
+                        accepted += uri in BOB_URIS
+                    except MCPError:
+                        pass
+            async with connect(url, BOB) as bob:
+                for i in range(2, 7):
+                    await tool(bob, "append_messages", {"thread_id": "tb", "messages": [note(i, "bob again")]})
+            await tool(alice, "append_messages", {"thread_id": "ta", "messages": [note(2, "mine")]})
+            with anyio.move_on_after(10):  # alice's own update comes after bob's
+                while "om://threads/ta/status" not in heard.uris:
+                    await anyio.sleep(0.05)
+    return accepted, sum(1 for uri in heard.uris if uri in BOB_URIS)
+
+
+UI = b"GET /ui HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def held_open(port: int, request: bytes = UI) -> socket.socket:
+    """A connection that sent one request, read its answer, and stays open (keep-alive)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(request)
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    length = next((int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length")), 0)
+    while len(body) < length:
+        body += sock.recv(65536)
+    return sock
+
+
+def still_open(socks: list[socket.socket]) -> int:
+    count = 0
+    for sock in socks:
+        sock.setblocking(False)
+        try:
+            count += sock.recv(1) != b""
+        except BlockingIOError:
+            count += 1
+        except OSError:
+            pass
+    return count
+
+
+def idle_connections(count: int = 505, requests: int = 50) -> None:
+    """One client without a token opens `count` connections, one `GET /ui` each, and holds them idle."""
+    results = []
+    for label, tokens in (("bearer auth", TOKENS), ("no auth", None)):
+        with server(tokens) as (url, _):
+            port = port_of(url)
+            attacker = [held_open(port) for _ in range(count)]
+            headers = {"Authorization": f"Bearer {ALICE}"} if tokens else {}
+            answers: Counter = Counter()
+            for _ in range(requests):  # each on a new connection, as a client starting up makes one
+                try:
+                    with httpx2.Client(timeout=60, headers=headers) as http:
+                        answers[http.get(url.replace("/mcp", "/api/info")).status_code] += 1
+                except httpx2.HTTPError as error:
+                    answers[type(error).__name__] += 1
+            time.sleep(1)  # the closes the server made reach these sockets (a figure, not a test)
+            kept = still_open(attacker)
+            for sock in attacker:
+                sock.close()
+        other = {k: v for k, v in answers.items() if k != 200} or "none"
+        results.append(f"{label} {answers[200]}/{requests} (other: {other}; the attacker keeps {kept} of {count} open)")
+    print(f"\nlegitimate requests answered while one client holds {count} idle connections: " + "; ".join(results))
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def open_session(http: httpx2.Client, url: str, token: str | None) -> int:
+    headers = {**ACCEPT, **({"Authorization": f"Bearer {token}"} if token else {})}
+    opened = http.post(url, content=json.dumps(INIT), headers=headers)
+    if opened.status_code == 200:
+        done = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+        http.post(url, content=done, headers={**headers, **session})
+    return opened.status_code
+
+
+def abandoned_sessions(abandoned: int = 150, wanted: int = 10) -> None:
+    """A client opens `abandoned` legacy sessions and leaves them; then another wants `wanted` of its own."""
+    results = []
+    for label, tokens, attacker, newcomer in (("no auth", None, None, None), ("bearer auth", TOKENS, BOB, ALICE)):
+        with server(tokens, OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0") as (url, _), httpx2.Client(timeout=60) as http:
+            for _ in range(abandoned):
+                open_session(http, url, attacker)
+            got = Counter(open_session(http, url, newcomer) for _ in range(wanted))
+        results.append(f"{label} {got[200]}/{wanted}")
+    print(
+        f"\nnew legacy sessions a client gets while {abandoned} abandoned ones hold the pool of 100 (default 30 min"
+        f" idle end): {'; '.join(results)}"
+    )
+
+
+def auth_guessing(addresses: int = 40, each: int = 30) -> None:
+    """`each` token guesses from each of `addresses` loopback addresses (127.0.0.2 on)."""
+    with server() as (url, _):
+        answers: Counter = Counter()
+        for n in range(addresses):
+            transport = httpx2.HTTPTransport(local_address=f"127.0.0.{2 + n}")
+            with httpx2.Client(timeout=60, transport=transport) as http:
+                for guess in range(each):
+                    sent = {**ACCEPT, "Authorization": f"Bearer om_guess-{n}-{guess:020d}"}
+                    answers[http.post(url, content=json.dumps(INIT), headers=sent).status_code] += 1
+        with httpx2.Client(timeout=60, headers={**ACCEPT, "Authorization": f"Bearer {ALICE}"}) as http:
+            valid = sum(http.post(url, content=json.dumps(INIT)).status_code == 200 for _ in range(10))
+    total = addresses * each
+    print(
+        f"\ntoken guesses from {addresses} addresses, {each} each: {answers[401]} of {total} answered 401"
+        f" (not limited), {answers[429]} limited (429); a valid token's requests meanwhile: {valid}/10 answered"
+    )
+
+
+def memory_mib(pid: int) -> tuple[float, float]:
+    """(resident, peak resident) MiB of a process."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def send_body(port: int, path: str, size: int, chunked: bool) -> str:
+    """PUT `size` bytes to `path` with the admin token, in 1 MiB writes; the answer's status line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+        length = b"Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}".encode()
+        head = b"PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n" % (path.encode(), ADMIN.encode())
+        sock.sendall(head + b"Content-Type: application/json\r\n" + length + b"\r\n\r\n")
+        piece = b"x" * (1 << 20)
+        try:
+            for _ in range(size >> 20):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            if chunked:
+                sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server closed: its answer may still be there
+        try:
+            return sock.recv(4096).split(b"\r\n")[0].decode()
+        except OSError as error:
+            return type(error).__name__
+
+
+def huge_body(mib: int = 300) -> None:
+    """A `mib` MiB PUT to the status page's API (declared, then chunked), and the server's memory."""
+    with server() as (url, pid):
+        port = port_of(url)
+        before = memory_mib(pid)
+        answers = [send_body(port, "/api/threads/ta/observations/x1", mib << 20, chunked) for chunked in (False, True)]
+        after = memory_mib(pid)
+    print(
+        f"\na {mib} MiB PUT /api/threads/ta/observations/x1, with a length / chunked: {' / '.join(answers)};"
+        f" the server's memory {before[0]:.0f} -> {after[0]:.0f} MiB (peak {before[1]:.0f} -> {after[1]:.0f} MiB)"
+    )
+
+
+def crafted_gitdir() -> None:
+    """A folder whose `.git` file points into another project's worktree admin folder, through the hook."""
+    git = shutil.which("git")
+    if git is None:
+        print("\ncrafted .git file: skipped, no git")
+        return
+    with tempfile.TemporaryDirectory(prefix="om-attacks-") as tmp:
+        root = Path(tmp)
+        env = environment(tmp, OM_DB_PATH=str(root / "memory.db"), OM_MODEL="openai/gpt-4o-mini")
+        git_env = {**env, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t"}
+        git_env["GIT_COMMITTER_EMAIL"] = "t@e"
+        victim = root / "victim"
+        victim.mkdir()
+        for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "x"], ["worktree", "add", "-q", "../wt"]):
+            subprocess.run([git, *args], cwd=victim, env=git_env, check=True, capture_output=True)
+
+        def hook(event: dict[str, Any]) -> str:
+            command = [sys.executable, "-m", "om_mcp", "hook", "claude-code", "--no-worker"]
+            done = subprocess.run(command, input=json.dumps(event).encode(), env=env, cwd=tmp, capture_output=True)
+            out = done.stdout.decode()
+            return json.loads(out)["hookSpecificOutput"]["additionalContext"] if out.strip() else ""
+
+        def session(name: str, cwd: Path, prompt: str) -> None:
+            transcript = ClaudeTranscript(root / f"{name}.jsonl", name, str(cwd))
+            transcript.turn(prompt, "done")
+            hook(
+                {
+                    "session_id": name,
+                    "transcript_path": str(transcript.path),
+                    "cwd": str(cwd),
+                    "hook_event_name": "Stop",
+                }
+            )
+
+        def start(name: str, cwd: Path) -> str:
+            return hook({"session_id": name, "cwd": str(cwd), "hook_event_name": "SessionStart", "source": "startup"})
+
+        session("victim-session", victim, "Deploy the payroll service with key rotation")
+        crafted = root / "downloads" / "crafted"
+        crafted.mkdir(parents=True)
+        (crafted / ".git").write_text(f"gitdir: {os.path.relpath(victim / '.git' / 'worktrees' / 'wt', crafted)}\n")
+        shown = "payroll" in start("crafted-start", crafted)
+        session("crafted-session", crafted, "what do you remember?")
+        import sqlite3
+
+        with sqlite3.connect(root / "memory.db") as conn:
+            owners = dict(conn.execute("SELECT id, resource_id FROM threads").fetchall())
+        shared = "payroll" in start("worktree-start", root / "wt")
+    print(
+        f"\ncrafted .git file (gitdir: ../../victim/.git/worktrees/wt): the victim's session shown at SessionStart:"
+        f" {'yes' if shown else 'no'}; recorded into the victim's memory:"
+        f" {'yes' if owners.get('crafted-session') == str(victim) else 'no'}; a worktree git made still shares the"
+        f" victim's memory: {'yes' if shared else 'no'}"
+    )
+
+
+# One line each; rows are run in this order.
+ATTACKS: dict[str, Callable[[], None]] = {
+    "cross_tenant": cross_tenant,
+    "model_health_excerpt": model_health_excerpt,
+    "legacy_subscriptions": legacy_subscriptions,
+    "idle_connections": idle_connections,
+    "abandoned_sessions": abandoned_sessions,
+    "auth_guessing": auth_guessing,
+    "huge_body": huge_body,
+    "crafted_gitdir": crafted_gitdir,
+}
+
+
+def main(names: list[str]) -> int:
+    unknown = [n for n in names if n not in ATTACKS]
+    if unknown:
+        print(f"unknown rows {', '.join(unknown)}; the rows: {', '.join(ATTACKS)}", file=sys.stderr)
+        return 2
+    for name in names or list(ATTACKS):
+        ATTACKS[name]()
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -146,12 +146,19 @@ def test_without_git_the_project_is_cwd(tmp_path: Path) -> None:
 
 
 def test_a_linked_worktree_belongs_to_its_main_repository(tmp_path: Path) -> None:
+    """git's layout, written by hand (tests/test_project_identity.py runs git itself and the attacks)."""
     main = tmp_path / "main"
-    (main / ".git" / "worktrees" / "feature").mkdir(parents=True)
+    admin = main / ".git" / "worktrees" / "feature"
+    admin.mkdir(parents=True)
+    (main / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     tree = tmp_path / "feature-tree"
     tree.mkdir()
-    (tree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'feature'}\n")
+    (tree / ".git").write_text(f"gitdir: {admin}\n")
+    (admin / "gitdir").write_text(f"{tree / '.git'}\n")
+    (admin / "commondir").write_text("../..\n")
     assert find_project(tree).root == main
+    (admin / "gitdir").write_text(f"{tmp_path / 'elsewhere' / '.git'}\n")  # it does not point back
+    assert find_project(tree).root == tree
     sub = main / "vendor" / "lib"
     sub.mkdir(parents=True)
     (sub / ".git").write_text("gitdir: ../../.git/modules/lib\n")  # a submodule is its own project

@@ -1,8 +1,9 @@
 """Streamable HTTP facing a network: bearer tokens bound to resources (both protocol eras),
-protected-resource metadata, session ownership, idle expiry and the cap, the rate limit,
+protected-resource metadata, session ownership and idle expiry, the rate limit,
 Host/Origin checks, the non-loopback bind refusal, body limit and legacy logging/setLevel.
 
-Servers run in-process (uvicorn on a free loopback port); the bind refusal runs the CLI.
+Servers run in-process (uvicorn on a free loopback port); the bind refusal runs the CLI. The
+shares of connections and sessions are tried in test_http_slots.py.
 """
 
 from __future__ import annotations
@@ -281,17 +282,6 @@ async def test_idle_sessions_expire(make_config):
         assert (await post(url, ping, session=session)).status_code == 200
         await anyio.sleep(1.0)  # a request in flight (even a ping) would keep it alive
         assert (await post(url, ping, session=session)).status_code == 404
-
-
-async def test_session_cap_refuses_with_503_and_says_so(make_config):
-    async with serving(make_config, http={"max_sessions": 2}) as url:
-        first = await open_session(url)
-        await open_session(url)
-        refused = await post(url, INIT)
-        assert refused.status_code == 503 and "Too many open sessions" in refused.text
-        assert (await post(url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, session=first)).status_code == 200
-        async with connect(url, None) as modern:  # the sessionless era is not capped
-            await ok(modern, "append_messages", thread_id="t", messages=[note(1, "still served")])
 
 
 # -- rate limit ---------------------------------------------------------------------------

@@ -77,7 +77,8 @@ def test_backoff_blocks_until_the_next_attempt_time():
     health = breaker.after_failure(None, TARGET, "timed out", transient=True, now=NOW)
     ok, why = breaker.allowed(health, TARGET, now=NOW + 10)
     assert not ok
-    assert TARGET.model in why and "timed out" in why and "next attempt in 20s" in why
+    assert TARGET.model in why and "is failing (1 time in a row)" in why and "next attempt in 20s" in why
+    assert "timed out" not in why  # whichever tenant's cycle is held records this: our words only
     assert breaker.allowed(health, TARGET, now=NOW + 30) == (True, "")
 
 
@@ -87,7 +88,7 @@ def test_a_permanent_failure_pauses_until_the_configuration_changes(monkeypatch)
     assert health.state == "paused" and health.next_attempt_at == 0.0
     assert health.config_hash == breaker.fingerprint(TARGET)
     ok, why = breaker.allowed(health, TARGET, now=NOW + 10 * 86400)  # time alone does not lift it
-    assert not ok and "paused" in why and "bad key" in why and "doctor --model" in why
+    assert not ok and "paused" in why and "doctor --model" in why and "bad key" not in why
     # A new key in the environment is a new configuration: worth one more try.
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fresh-0987654321")
     assert breaker.allowed(health, TARGET, now=NOW) == (True, "")
@@ -95,6 +96,19 @@ def test_a_permanent_failure_pauses_until_the_configuration_changes(monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-revoked-1234567890")
     moved = ModelTarget(model=TARGET.model, api_base="http://127.0.0.1:9/v1")
     assert breaker.allowed(health, moved, now=NOW) == (True, "")
+
+
+def test_what_a_held_cycle_records_never_quotes_what_the_model_said():
+    """The breaker is the whole server's; its text may quote another tenant's messages."""
+    health = None
+    for n in range(breaker.UNUSABLE_BEFORE_PAUSE):
+        said = f"no observations (it answered “the code is BOBSECRET-{n}”)"
+        health = breaker.after_failure(health, TARGET, said, transient=True, unusable=True, now=NOW)
+        ok, why = breaker.allowed(health, TARGET, now=NOW + 1)
+        assert not ok and "BOBSECRET" not in why and f"answered with nothing usable {n + 1} time" in why
+    assert health.state == "paused" and "BOBSECRET-2" in health.last_error  # kept for the operator
+    assert "BOBSECRET" not in breaker.summary(health) and "BOBSECRET" in breaker.pause_reason(health)
+    assert "BOBSECRET" not in breaker.pause_reason(health, detail=False)
 
 
 def test_fingerprint_reads_the_configured_key_variable(monkeypatch):
@@ -414,7 +428,8 @@ async def test_a_permanent_failure_pauses_the_model_without_retries():
     assert book.rows["openai/a"].state == "paused"
     with pytest.raises(ModelUnavailable) as info:
         await router("openai/a", model, book).complete(MESSAGES)
-    assert "paused" in str(info.value) and "invalid key" in str(info.value)
+    assert "paused after a permanent error" in str(info.value) and "doctor --model" in str(info.value)
+    assert "invalid key" not in str(info.value)  # a held cycle of any tenant records this: the state, not the text
 
 
 @pytest.mark.anyio
@@ -436,7 +451,8 @@ async def test_every_model_skipped_raises_unavailable_naming_each():
     model = ScriptedModel(["never"])
     with pytest.raises(ModelUnavailable) as info:
         await router(["openai/a", "openai/b"], model, book).complete(MESSAGES)
-    assert "openai/a down" in str(info.value) and "openai/b down" in str(info.value)
+    assert "openai/a is failing" in str(info.value) and "openai/b is failing" in str(info.value)
+    assert "down" not in str(info.value)
     assert isinstance(info.value, ModelError) and model.calls == []
 
 

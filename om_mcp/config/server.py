@@ -82,9 +82,18 @@ class HttpConfig(_Section):
         default_factory=list, description="Origin header values accepted besides loopback ('https://app.example.com')"
     )
     session_idle_seconds: float = Field(1800.0, gt=0, le=86_400 * 7, description="idle legacy sessions end after this")
-    max_sessions: int = Field(100, ge=1, le=100_000, description="open legacy sessions at most; more get 503")
+    max_sessions: int = Field(
+        100, ge=1, le=100_000, description="open legacy sessions at most; beyond, the least recently used idle one ends"
+    )
     max_sessions_per_token: int = Field(
-        20, ge=1, le=100_000, description="open legacy sessions one bearer token may hold; more get 503"
+        20, ge=1, le=100_000, description="open legacy sessions of one bearer token; beyond, its own LRU idle one ends"
+    )
+    max_sessions_per_address: int = Field(
+        20,
+        ge=0,
+        le=100_000,
+        description="open legacy sessions opened without a token from one client address (not on loopback"
+        " without auth); beyond, its own LRU idle one ends; 0 = off",
     )
     header_timeout_seconds: float = Field(
         10.0, gt=0, le=3600, description="a connection that has not sent a whole request head by then is closed"
@@ -93,15 +102,39 @@ class HttpConfig(_Section):
         30.0, gt=0, le=3600, description="a connection idle this long between requests, or within a body, is closed"
     )
     max_connections: int = Field(
-        500, ge=1, le=1_000_000, description="open connections and requests at most; beyond, 503"
+        500,
+        ge=1,
+        le=1_000_000,
+        description="open connections at most; beyond, the least recently used idle one is closed (503: none idle)",
+    )
+    max_connections_per_address: int = Field(
+        32,
+        ge=0,
+        le=1_000_000,
+        description="open connections without a valid token from one client address (not on loopback without"
+        " auth); beyond, its own LRU idle one is closed; 0 = off",
+    )
+    max_connections_per_token: int = Field(
+        64, ge=1, le=1_000_000, description="open connections carrying one bearer token; beyond, its own LRU idle one"
+    )
+    unauthenticated_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="with bearer auth, the share of max_connections that connections without a valid token may hold",
     )
     failed_auth_per_minute: int = Field(
         30, ge=0, description="requests without a valid token per client address a minute; beyond, 429; 0 = off"
     )
+    failed_auth_total_per_minute: int = Field(
+        120, ge=0, description="requests without a valid token a minute from all addresses together; 0 = off"
+    )
     rate_limit_per_minute: int = Field(
         600, ge=0, description="requests per token (per client address on a public bind without auth); 0 = off"
     )
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body; larger gets 413")
+    max_body_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024, description="largest request body on every route; larger gets 413"
+    )
     stateless: bool = Field(
         False,
         description="legacy (2025-11-25) clients without sessions, so any replica can answer any request;"

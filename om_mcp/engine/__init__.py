@@ -34,6 +34,7 @@ _HOMES = {
     "SamplingBroker": "_sampling",
     "message_threshold": "observation.thresholds",
     "observation_lines": "observation.lines",
+    "tenant_spend": "results",
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "WorkingMemoryOut",
     "message_threshold",
     "observation_lines",
+    "tenant_spend",
 ]
 
 if TYPE_CHECKING:
@@ -71,7 +73,15 @@ if TYPE_CHECKING:
     from om_mcp.engine.observation.thresholds import message_threshold
     from om_mcp.engine.overview import ThreadState
     from om_mcp.engine.recall.query import RecallOut, RecallQuery
-    from om_mcp.engine.results import AppendOutcome, ContextOut, DeleteOut, Status, ThreadOut, WorkingMemoryOut
+    from om_mcp.engine.results import (
+        AppendOutcome,
+        ContextOut,
+        DeleteOut,
+        Status,
+        ThreadOut,
+        WorkingMemoryOut,
+        tenant_spend,
+    )
     from om_mcp.models.sampling import SamplingBroker
 
 

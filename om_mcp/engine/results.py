@@ -44,6 +44,12 @@ class Windows(BaseModel):
     buffered: BufferedWindows = Field(default_factory=BufferedWindows)
 
 
+def tenant_spend(spend: dict[str, Any]) -> dict[str, Any]:
+    """Of the server's spend (`BudgetState.as_dict()`), what a tenant may see: the caps and whether
+    one is reached, not how much everyone spent."""
+    return {k: v for k, v in spend.items() if k in ("caps", "reached", "reason", "resumes_at")}
+
+
 class Status(BaseModel):
     """Where a thread's memory stands, shaped like the reference's data-om-status."""
 
@@ -67,6 +73,19 @@ class Status(BaseModel):
     redactions: dict[str, int] = Field(
         default_factory=dict, description="matches kept out of this resource's stored messages, per privacy rule"
     )
+    # The same observation state without the breaker's failure text (`for_tenant`); never shown itself.
+    tenant_observation: ObservationState | None = Field(None, exclude=True)
+
+    def for_tenant(self) -> Status:
+        """What a caller bound to some resources may see. The model's breaker is one for the whole
+        server and its failure text quotes whichever tenant's messages the model was shown, so the
+        state is said in our words; the spend is the whole server's, so only the caps and whether
+        one is reached are kept."""
+        spend = None if self.spend is None else tenant_spend(self.spend)
+        observation = self.tenant_observation or self.observation.model_copy(
+            update={"reason": None, "last_failure": None}
+        )
+        return self.model_copy(update={"observation": observation, "spend": spend})
 
 
 class ObservationState(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +65,10 @@ def find_project(cwd: str | os.PathLike[str]) -> Project:
 
     No subprocess: `.git` is looked up on disk. A linked worktree (a `.git`
     *file* pointing into `<repo>/.git/worktrees/<name>`) belongs to its main
-    repository, so every worktree of a repo shares one memory; a submodule
-    (`.git/modules/...`) is its own project.
+    repository, so every worktree of a repo shares one memory, but only when the
+    link is one git made (`linked_main_root`): a `.git` file anyone can write
+    must not make a folder another project. A submodule (`.git/modules/...`), and
+    a `.git` file that does not check out, leave the folder its own project.
     """
     start = Path(os.path.abspath(os.fspath(cwd)))
     for folder in (start, *start.parents):
@@ -73,26 +76,52 @@ def find_project(cwd: str | os.PathLike[str]) -> Project:
         if marker.is_dir():
             return Project(folder, resource_id_for(folder), True)
         if marker.is_file():
-            root = _worktree_main_root(marker) or folder
+            root = linked_main_root(marker) or folder
             return Project(root, resource_id_for(root), True)
     return Project(start, resource_id_for(start), False)
 
 
-def _worktree_main_root(git_file: Path) -> Path | None:
-    try:
-        first = git_file.read_text(encoding="utf-8", errors="replace").splitlines()[0]
-    except (OSError, IndexError):
+GITFILE_BYTES = 4096  # a `.git` file is one line; more is not git's
+
+
+def linked_main_root(git_file: Path) -> Path | None:
+    """The main repository's folder of the linked worktree whose `.git` file this is,
+    or None when git would not take it for one. Git's own layout (`git worktree add`):
+    the file says `gitdir: <repo>/.git/worktrees/<name>`; that folder exists, its
+    `gitdir` file names this `.git` file back, and its `commondir` resolves to
+    `<repo>/.git`, the folder the worktree's admin folder sits in. A crafted file
+    (`gitdir: ../../victim/.git/worktrees/x`) fails the way back: the victim's
+    worktree names its own `.git`, and only who can write the victim's `.git` could
+    change that."""
+    gitdir = _gitfile_target(git_file, "gitdir:")
+    if gitdir is None or not gitdir.is_dir():
         return None
-    if not first.startswith("gitdir:"):
+    here = Path(os.path.realpath(git_file.parent)) / ".git"  # the folder resolved; a `.git` symlink is not
+    if _gitfile_target(gitdir / "gitdir", "") != here:
         return None
-    gitdir = Path(first[len("gitdir:") :].strip())
-    if not gitdir.is_absolute():
-        gitdir = (git_file.parent / gitdir).resolve()
-    parts = gitdir.parts
-    # <repo>/.git/worktrees/<name>: the project is <repo>.
-    if len(parts) >= 3 and parts[-2] == "worktrees" and parts[-3] == ".git":
-        return Path(*parts[:-3])
-    return None
+    common = _gitfile_target(gitdir / "commondir", "")
+    if common is None or not (common / "HEAD").is_file() or common.name != ".git":
+        return None  # no repository there, or a bare one (whose worktrees stay their own projects)
+    if gitdir.parent != common / "worktrees":
+        return None  # an admin folder the repository does not list among its worktrees
+    return common.parent
+
+
+def _gitfile_target(path: Path, prefix: str) -> Path | None:
+    """The path a one-line git file names after `prefix`, relative to the file's folder."""
+    try:  # never blocking: a FIFO where git keeps a file would hang the hook
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            first = os.read(fd, GITFILE_BYTES).decode("utf-8", errors="replace").splitlines()
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    if not first or not first[0].startswith(prefix) or not first[0][len(prefix) :].strip():
+        return None
+    return Path(os.path.realpath(path.parent / first[0][len(prefix) :].strip()))
 
 
 def resource_id_for(root: Path) -> str:

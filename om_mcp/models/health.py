@@ -8,6 +8,12 @@ operator resumes it. An answer with nothing usable in it (`UnusableAnswer`) back
 off the same way; UNUSABLE_BEFORE_PAUSE of them in a row pause the model, and the
 pause says what it answered. One success closes the breaker.
 
+The breaker is one per model, shared by every tenant of the server, and its
+`last_error` is a provider's message or an excerpt of what the model answered (which
+quotes whoever's messages it was shown). So what any cycle records, and what a tenant's
+status shows, is `summary()`: the state in our own words. The text itself is the
+operator's (an admin's status, `om-mcp doctor --model`).
+
 The decisions are pure functions of a `ModelHealth` row; `HealthBook` is where
 the rows live (the engine keeps them in the database).
 """
@@ -56,12 +62,12 @@ def allowed(health: ModelHealth | None, target: ModelTarget, now: float | None =
     if health.state == "paused":
         if health.config_hash != fingerprint(target):
             return True, ""  # the configuration changed since it failed
-        return False, f"{target.model} {pause_reason(health)}"
+        return False, f"{target.model} {pause_reason(health, detail=False)}"
     now = time.time() if now is None else now
     if now >= health.next_attempt_at:
         return True, ""
     wait = int(health.next_attempt_at - now)
-    return False, f"{target.model} is failing ({health.last_error}); next attempt in {wait}s"
+    return False, f"{target.model} {summary(health)}; next attempt in {wait}s"
 
 
 def is_unusable(health: ModelHealth | None) -> bool:
@@ -69,15 +75,28 @@ def is_unusable(health: ModelHealth | None) -> bool:
     return health is not None and health.state != "ok" and (health.last_error or "").startswith(UNUSABLE)
 
 
-def pause_reason(health: ModelHealth) -> str:
-    """Why a paused model is paused and what lifts it (one line, after the model's name)."""
+def summary(health: ModelHealth) -> str:
+    """The breaker's state after the model's name, in our words only: never the failure's text."""
+    times = f"{health.failures} time{'s' if health.failures != 1 else ''} in a row"
     if is_unusable(health):
+        return f"{UNUSABLE} {times}"
+    if health.state == "paused":
+        return "failed with a permanent error"
+    return f"is failing ({times})"
+
+
+def pause_reason(health: ModelHealth, detail: bool = True) -> str:
+    """Why a paused model is paused and what lifts it (one line, after the model's name);
+    `detail`: quoting the failure's text (for the operator)."""
+    if is_unusable(health):
+        said = health.last_error if detail else summary(health)
         return (
-            f"is paused: it {health.last_error}. Choose another model (or fix what makes it refuse),"
+            f"is paused: it {said}. Choose another model (or fix what makes it refuse),"
             " or run `om-mcp doctor --model` to try it again"
         )
+    error = f" ({health.last_error})" if detail else ""
     return (
-        f"is paused after a permanent error ({health.last_error}); fix the setting"
+        f"is paused after a permanent error{error}; fix the setting"
         " or run `om-mcp doctor --model` (a successful test call resumes it)"
     )
 

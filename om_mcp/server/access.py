@@ -16,13 +16,19 @@ hopeless).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
 from om_mcp.engine import NotFound
+from om_mcp.server import uris
 from om_mcp.server.errors import engine_error
-from om_mcp.server.http.auth import ResourceNotAllowed, allowed_resources, check_resource, default_resource
-from om_mcp.server.live import app_of
+from om_mcp.server.http.auth import ResourceNotAllowed, allowed_resources, check_resource, default_resource, is_admin
+from om_mcp.server.live import App, app_of
+
+if TYPE_CHECKING:
+    from om_mcp.engine import Status
 
 TAKEN = (
     "thread_id: {id!r} is already in use on this server (thread ids are shared by everyone who uses it);"
@@ -82,3 +88,30 @@ async def authorize_read(ctx: Context, thread_id: str | None = None, resource_id
         raise ResourceNotFoundError(str(error)) from None
     if thread_id is not None and await _hidden(ctx, thread_id, allowed):
         raise ResourceNotFoundError(str(unknown(thread_id)))
+
+
+def status_for_caller(status: Status) -> Status:
+    """A thread's status as the caller may see it: whole for an admin, else without what is the
+    server's (the model's failure text, which may quote another tenant; the spend of everyone)."""
+    return status if is_admin() else status.for_tenant()
+
+
+async def subscription_refusal(app: App, uri: str) -> str | None:
+    """Why the caller may not subscribe to `uri` (None: it may), in the words `resources/read`
+    uses, so another tenant's thread reads as one nobody holds. With a token, a thread that does
+    not exist yet is refused too: whoever creates it under that id would be heard."""
+    allowed = allowed_resources()
+    if allowed is None:
+        return None
+    parsed = uris.parse(uri)
+    if parsed is None:
+        return f"{uri!r} is not a resource of this server"
+    kind, ident, _ = parsed
+    if kind == "resource":
+        try:
+            check_resource(ident)
+        except ResourceNotAllowed as error:
+            return str(error)
+        return None
+    thread = await (await app.ready()).thread(ident)
+    return None if thread is not None and thread.resource_id in allowed else str(unknown(ident))

@@ -25,6 +25,7 @@ from om_mcp.config import Config
 from om_mcp.logs import one_line
 from om_mcp.server import descriptions as text
 from om_mcp.server import resources, tools
+from om_mcp.server.access import subscription_refusal
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.listen import install_scoped_listen
 from om_mcp.server.live import App
@@ -147,6 +148,7 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
     tools.register(server)
     resources.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
-    install_subscriptions(server, notifier.watch)  # and subscribe to the resources they want updates of
+    # and subscribe to the resources they want updates of (those their token may read)
+    install_subscriptions(server, notifier.watch, subscription_refusal)
     install_scoped_listen(server, notifier.bus)  # a token hears only the URIs it may read
     return server

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from om_mcp.engine import EngineError
-from om_mcp.server.access import authorize_read
+from om_mcp.server.access import authorize_read, status_for_caller
 from om_mcp.server.live import app_of
 from om_mcp.server.uris import OPAQUE_IDS, Kind, template
 
@@ -87,7 +87,7 @@ def register(server: MCPServer) -> None:
 
         async def read(m: Memory):
             await m.messages(thread_id, limit=1)  # unknown thread -> not found
-            return await m.status(thread_id)
+            return status_for_caller(await m.status(thread_id))
 
         return await _json(ctx, read)
 

@@ -4,16 +4,21 @@ MCPServer has no handler for it, so such clients could not subscribe and were se
 every update unasked. The URIs a client subscribes to are kept on its connection, the
 session is handed to the notifier (`watch`), and only those URIs are pushed to it, by
 requests and background cycles alike. (2026-07-28 clients use `subscriptions/listen`.)
+
+With a bearer token, a URI the token may not read is refused as `resources/read` refuses
+it (`access.subscription_refusal`, handed in by the app: access reaches the notifier
+through `live`), and nothing is kept: a token hears only its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
 from om_mcp.server.log_level import _connection_state
 from om_mcp.server.uris import canonical
@@ -33,13 +38,20 @@ def subscriptions_of(connection: Any) -> set[str]:
     return (getattr(connection, "state", None) or {}).get(STATE_KEY, set())
 
 
-def install_subscriptions(server: MCPServer, watch: Callable[[Any], None]) -> None:
+def install_subscriptions(
+    server: MCPServer, watch: Callable[[Any], None], refusal: Callable[[Any, str], Awaitable[str | None]]
+) -> None:
     """Answer subscribe/unsubscribe (which also advertises `resources.subscribe`); `watch` gets the
     connection of each subscription (the SDK makes a session per request; the connection lasts), so
-    changes made outside its requests reach it too."""
+    changes made outside its requests reach it too. `refusal(app, uri)`: why the caller may not
+    hear of `uri`, or None."""
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-        _subscriptions(ctx).add(canonical(str(params.uri)))
+        uri = canonical(str(params.uri))
+        refused = await refusal(ctx.lifespan_context, uri)
+        if refused is not None:
+            raise MCPError(INVALID_PARAMS, refused, data={"uri": str(params.uri)})
+        _subscriptions(ctx).add(uri)
         connection = getattr(ctx.session, "_connection", None)  # private in the SDK, as for the state
         if connection is not None:
             watch(connection)

@@ -270,11 +270,16 @@ class ObservationEngine:
         health = await self.health.get(targets[0].model) if targets and not self.injected_client else None
         budget = await self.budget.state()
         redactions = await self.store.redaction_counts(resource_id)
-        state = self.observation_state(health, budget)
-        return status_view.build(self.deps, self.worker, snap, thread_id, resource_id, state, budget, redactions)
+        state, tenant = self.observation_state(health, budget), self.observation_state(health, budget, detail=False)
+        return status_view.build(
+            self.deps, self.worker, snap, thread_id, resource_id, state, budget, redactions, tenant_observation=tenant
+        )
 
-    def observation_state(self, health: ModelHealth | None, budget: BudgetState | None = None) -> ObservationState:
-        """Can this engine observe now, and if not, why (readiness, the breaker, sampling, the caps)."""
+    def observation_state(
+        self, health: ModelHealth | None, budget: BudgetState | None = None, detail: bool = True
+    ) -> ObservationState:
+        """Can this engine observe now, and if not, why (readiness, the breaker, sampling, the caps);
+        `detail`: with the breaker's failure text, which only the operator may see."""
         return status_view.observation_state(
             self.om.enabled,
             self.readiness,
@@ -282,6 +287,7 @@ class ObservationEngine:
             self.sampling_only and not self.sampling_connected(),
             health,
             budget,
+            detail,
         )
 
     async def after_append(self, thread_id: str, resource_id: str, state: Any, turn_ended: bool) -> None:

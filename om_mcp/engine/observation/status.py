@@ -1,4 +1,9 @@
-"""Where a thread's memory stands (the reference's data-om-status), from one snapshot."""
+"""Where a thread's memory stands (the reference's data-om-status), from one snapshot.
+
+The status holds what the operator may see (the model's failure text, the server's
+spend) and, beside it, what any caller may (`Status.for_tenant()`): the model's state
+in our own words (`models/health.py: summary`), the caps without the spend of others.
+The server, which knows who asks, picks one."""
 
 from __future__ import annotations
 
@@ -36,7 +41,10 @@ def build(
     observation: ObservationState,
     budget: BudgetState | None = None,
     redactions: dict[str, int] | None = None,
+    *,
+    tenant_observation: ObservationState,
 ) -> Status:
+    """`tenant_observation`: `observation_state(..., detail=False)`, for `Status.for_tenant()`."""
     key = deps.record_key(thread_id, resource_id)
     limits = deps.limits
     if snap is None:
@@ -85,6 +93,7 @@ def build(
         generation_count=generation,
         last_observed_at=observed_at,
         observation=observation,
+        tenant_observation=tenant_observation,
         discarded_cycles=dict(deps.discards.get(key, {})),
         spend=budget.as_dict() if budget is not None else None,
         redactions=redactions or {},
@@ -98,25 +107,17 @@ def observation_state(
     sampling_missing: bool,
     health: ModelHealth | None,
     budget: BudgetState | None = None,
+    detail: bool = True,
 ) -> ObservationState:
-    """`sampling_missing`: only MCP sampling could observe, and no connected client offers it."""
+    """`sampling_missing`: only MCP sampling could observe, and no connected client offers it.
+    `detail`: the breaker's failure text is shown (the operator's); else only its state."""
     if not enabled:
         return ObservationState(enabled=False, model_ready=False, reason="observation is off in the configuration")
     state = ObservationState(
         model_ready=readiness.ready, model=router.describe(), reason=None if readiness.ready else readiness.reason
     )
     if health is not None and health.state != "ok":
-        state.last_failure = health.last_error
-        if health.state == "paused" and breaker.is_unusable(health):
-            state.model_ready = False
-            state.reason = f"{health.model} {breaker.pause_reason(health)}"
-        elif health.state == "paused":
-            state.model_ready = False
-            state.reason = f"paused after a permanent error: {health.last_error}; fix the setting, then restart"
-        else:
-            state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
-            what = health.last_error if breaker.is_unusable(health) else "is failing"
-            state.reason = f"the model {what}; next attempt at {state.next_attempt_at}"
+        _breaker_state(state, health, detail)
     elif readiness.ready and sampling_missing:
         state.model_ready = False
         state.reason = readiness.reason
@@ -129,3 +130,21 @@ def observation_state(
         state.reason = budget.reason
         state.next_attempt_at = budget.resumes_at.isoformat() if budget.resumes_at else None
     return state
+
+
+def _breaker_state(state: ObservationState, health: ModelHealth, detail: bool) -> None:
+    """What the breaker says; `detail`: with the failure's own text (the operator's), else in
+    our words only (a tenant's: the text may quote another tenant's messages)."""
+    said = health.last_error if detail else breaker.summary(health)
+    state.last_failure = said
+    if health.state == "paused" and breaker.is_unusable(health):
+        state.model_ready = False
+        state.reason = f"{health.model} {breaker.pause_reason(health, detail)}"
+    elif health.state == "paused":
+        state.model_ready = False
+        error = f": {health.last_error}" if detail else ""
+        state.reason = f"paused after a permanent error{error}; fix the setting, then restart"
+    else:
+        state.next_attempt_at = datetime.fromtimestamp(health.next_attempt_at, UTC).isoformat()
+        what = said if breaker.is_unusable(health) or not detail else "is failing"
+        state.reason = f"the model {what}; next attempt at {state.next_attempt_at}"

@@ -78,6 +78,13 @@ def allowed_resources() -> frozenset[str] | None:
     return None if ALL_RESOURCES in granted else frozenset(granted)
 
 
+def is_admin() -> bool:
+    """May the caller see what belongs to the server rather than to a resource (the model's
+    failure text, the spend of everyone, where the database lives)? Stdio, HTTP without auth,
+    and a token bound to "*": yes."""
+    return allowed_resources() is None
+
+
 def default_resource() -> str | None:
     """The one resource the caller's token is bound to, if it is bound to exactly one."""
     allowed = allowed_resources()

@@ -9,7 +9,9 @@ attempt of every pending connection (thousands a second). Here:
   `header_timeout_seconds` of opening (or of the first byte of its next request), and
   one whose request body stops arriving for `idle_timeout_seconds`; between requests
   uvicorn's keep-alive timeout (set to the same idle time) applies. A response being
-  streamed to the client (SSE) waits on no client bytes and has no deadline here.
+  streamed to the client (SSE) waits on no client bytes and has no deadline here. Each
+  connection holds a slot of the server's `Slots` (`slots.py`: fair shares, idle ones
+  closed first); one that finds no slot answers its first request 503 and is closed.
 * `calm_accept_failures` answers the loop's "out of system resource" reports: it sheds
   the pending connection (a spare descriptor makes room to accept and close it, so the
   client hears a reset instead of hanging in the backlog) and logs one line a minute
@@ -21,6 +23,7 @@ attempt of every pending connection (thousands a second). Here:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -28,6 +31,8 @@ from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from om_mcp.server.http.slots import Slots
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +45,41 @@ class GuardedH11(H11Protocol):
 
     header_seconds = 10.0
     idle_seconds = 30.0
+    slots: Slots | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._waiting_for = ""
         super().connection_made(transport)
+        refused = self.slots.open(self, self.client) if self.slots is not None else None
+        if refused is not None:
+            self.app = refused_app(refused)  # this connection's requests only; then it closes
         self._expect("head", self.header_seconds)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
+        if self.slots is not None:
+            self.slots.close(self)
         super().connection_lost(exc)
+
+    @property
+    def idle(self) -> bool:
+        """No request of this connection is being served (so closing it loses nothing)."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def shed(self) -> None:
+        """Closed to make room for a newer connection (`Slots`)."""
+        who = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+        log.debug("closing the idle connection from %s to make room", who)
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         self._follow()
 
     def on_response_complete(self) -> None:
+        if self.slots is not None:
+            self.slots.touch(self)
         super().on_response_complete()  # arms the keep-alive timeout, or reads a pipelined request
         self._follow()
 
@@ -89,9 +113,27 @@ class GuardedH11(H11Protocol):
             self.transport.close()
 
 
-def guarded_protocol(header_seconds: float, idle_seconds: float) -> type[GuardedH11]:
-    """The protocol class uvicorn should use, with these deadlines."""
-    return type("GuardedH11", (GuardedH11,), {"header_seconds": header_seconds, "idle_seconds": idle_seconds})
+def guarded_protocol(header_seconds: float, idle_seconds: float, slots: Slots | None = None) -> type[GuardedH11]:
+    """The protocol class uvicorn should use, with these deadlines and slots."""
+    attributes = {"header_seconds": header_seconds, "idle_seconds": idle_seconds, "slots": slots}
+    return type("GuardedH11", (GuardedH11,), attributes)
+
+
+def refused_app(message: str) -> Any:
+    """What a connection that found no slot answers: 503 saying which cap, then it closes."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+    ]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
 
 
 class AcceptFailures:

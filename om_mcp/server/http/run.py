@@ -45,20 +45,32 @@ def describe(config: Config) -> str:
     per = "token" if auth.mode == "bearer" else None if is_loopback(server.host) else "client address"
     limit = f"{server.http.rate_limit_per_minute}/min per {per}" if server.http.rate_limit_per_minute and per else "off"
     http = server.http
-    per_token = f", {http.max_sessions_per_token} per token" if auth.mode == "bearer" else ""
+    bearer, local = auth.mode == "bearer", is_loopback(server.host) and auth.mode != "bearer"
+    per_token = f", {http.max_sessions_per_token} per token" if bearer else ""
+    if not local and not bearer and http.max_sessions_per_address:
+        per_token += f", {http.max_sessions_per_address} per address"
+    shares = f", {http.max_connections_per_token} per token" if bearer else ""
+    if not local and http.max_connections_per_address:
+        shares += f", {http.max_connections_per_address} per address without a token"
+    if bearer:
+        shares += f", {http.unauthenticated_share:.0%} for all without a token"
     return (
         f"serving streamable HTTP on http://{server.host}:{server.port}{server.path}; {who};"
         f" Host check: {hosts}; sessions: at most {http.max_sessions}{per_token}, idle end after"
-        f" {http.session_idle_seconds:g} s; rate limit: {limit}; connections: at most {http.max_connections},"
-        f" {http.header_timeout_seconds:g} s for a request head, {http.idle_timeout_seconds:g} s idle"
+        f" {http.session_idle_seconds:g} s; rate limit: {limit}; connections: at most {http.max_connections}{shares}"
+        f" (idle ones closed first), {http.header_timeout_seconds:g} s for a request head,"
+        f" {http.idle_timeout_seconds:g} s idle"
     )
 
 
 def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
-    """uvicorn as om-mcp runs it: deadlines on what clients send, at most max_connections."""
+    """uvicorn as om-mcp runs it: deadlines on what clients send, and the app's connection slots
+    (`slots.py`, which keep max_connections fairly; uvicorn's own limit, which refuses every request
+    once that many connections are open, idle or not, is not used)."""
     import uvicorn
 
     http = config.server.http
+    slots = getattr(app, "slots", None)
     settings: dict[str, Any] = {
         "host": config.server.host,
         "port": config.server.port,
@@ -67,9 +79,9 @@ def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
         "access_log": config.log_level == "debug",
         "timeout_graceful_shutdown": SHUTDOWN_GRACE_SECONDS,
         "server_header": False,
-        "http": guarded_protocol(http.header_timeout_seconds, http.idle_timeout_seconds),
+        "http": guarded_protocol(http.header_timeout_seconds, http.idle_timeout_seconds, slots),
         "timeout_keep_alive": http.idle_timeout_seconds,
-        "limit_concurrency": http.max_connections,
+        "limit_concurrency": None if slots is not None else http.max_connections,
         **options,
     }
     return uvicorn.Config(app, **settings)

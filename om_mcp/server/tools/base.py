@@ -11,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from om_mcp.engine import EngineError, StoreUnavailable
+from om_mcp.server.access import status_for_caller
 from om_mcp.server.errors import engine_error
 from om_mcp.server.live import App, app_of
 
@@ -64,7 +65,8 @@ def progress_reporter(ctx: Context) -> Callable[[str], Awaitable[None]]:
 
 
 def status_view(status: Any) -> dict[str, Any]:
-    """The status a model can act on, in few tokens."""
+    """The status a model can act on, in few tokens (what the caller may see of it)."""
+    status = status_for_caller(status)
     windows = status.windows
     view = {
         "unobserved_tokens": windows.active.messages.tokens,
@@ -81,8 +83,11 @@ def status_view(status: Any) -> dict[str, Any]:
     spend = status.spend
     if spend and spend.get("caps"):
         view["spend"] = {
-            "today": {"usd": spend["today"]["usd"], "tokens": spend["today"]["tokens"]},
-            "month": {"usd": spend["this_month"]["usd"], "tokens": spend["this_month"]["tokens"]},
+            **{
+                name: {"usd": spend[key]["usd"], "tokens": spend[key]["tokens"]}
+                for name, key in (("today", "today"), ("month", "this_month"))
+                if key in spend  # a tenant is not shown the server's spend
+            },
             "caps": spend["caps"],
         }
     if status.redactions:

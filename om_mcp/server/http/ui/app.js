@@ -220,8 +220,10 @@ function spendLine(s) {
   const money = (v) => `$${v >= 0.01 || v === 0 ? v.toFixed(2) : v.toFixed(4)}`;
   const period = (p) => `${money(p.usd)} and ${fmt(p.tokens)} tokens in ${fmt(p.calls)} calls`;
   const caps = Object.entries(s.caps).map(([k, v]) => `${k.replace("_", " ")} ${k.endsWith("usd") ? money(v) : fmt(v)}`);
+  // a token bound to some resources is shown the caps, not what the whole server spent
+  const spent = s.today ? `Model spend today ${period(s.today)}; this month ${period(s.this_month)}` : "Model spend";
   return el("div", { class: `meta spend${s.reason ? " paused" : ""}`, id: "spend" },
-    `Model spend today ${period(s.today)}; this month ${period(s.this_month)}${caps.length ? ` · caps: ${caps.join(", ")}` : " · no caps"}`,
+    `${spent}${caps.length ? ` · caps: ${caps.join(", ")}` : " · no caps"}`,
     s.reason ? el("strong", { text: ` · paused: ${s.reason}` }) : null);
 }
 

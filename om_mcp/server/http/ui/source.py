@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
-from om_mcp.engine import InputError, NotFound, message_threshold, observation_lines
-from om_mcp.server.http.auth import allowed_resources
+from om_mcp.engine import InputError, NotFound, message_threshold, observation_lines, tenant_spend
+from om_mcp.server.http.auth import allowed_resources, is_admin
 from om_mcp.server.http.ui.contract import (
     Buffered,
     Corrected,
@@ -63,7 +63,7 @@ class MemorySource:
             version=__version__,
             # Where the file lives is the operator's business: only a caller unbounded by its
             # token (a token for "*", or no authentication) is told.
-            database=memory.overview.location if allowed_resources() is None else None,
+            database=memory.overview.location if is_admin() else None,
             scope=om.scope,
             message_threshold=limits.message_tokens,
             observation_threshold=limits.observation_tokens,
@@ -146,7 +146,7 @@ class MemorySource:
                 )
                 for n, groups in reversed(generations)
             ],
-            spend=(await overview.spend()).as_dict(),
+            spend=_spend_for_caller((await overview.spend()).as_dict()),
             redactions=await overview.redactions(state.thread.resource_id),
         )
 
@@ -224,6 +224,11 @@ class MemorySource:
         except InputError as error:
             raise Refused(str(error)) from None
         return Restored(restored=done.restored, generation=done.generation, groups=done.groups)
+
+
+def _spend_for_caller(spend: dict[str, Any]) -> dict[str, Any]:
+    """The server's spend is everyone's: a token bound to some resources sees the caps only."""
+    return spend if is_admin() else tenant_spend(spend)
 
 
 def _summary(state: ThreadState) -> ThreadSummary:
