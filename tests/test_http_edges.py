@@ -28,7 +28,9 @@ import httpx2
 import pytest
 from support.mcp import ok
 from support.processes import PYTHON, REPO, clean_env
-from test_http_security import ADMIN, ALICE, BOB, INIT, TOKENS, bearer, connect, free_port, note, post, serving
+from test_http_security import ADMIN, ALICE, BOB, INIT, TOKENS, bearer, connect, note, post, serving
+
+from om_mcp.testing.ports import free_port
 
 pytestmark = pytest.mark.anyio
 

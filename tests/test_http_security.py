@@ -8,7 +8,6 @@ Servers run in-process (uvicorn on a free loopback port); the bind refusal runs 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import warnings
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from om_mcp.server.http import bind_refusal, build_http_app
 from om_mcp.server.http.ratelimit import RateLimiter
 from om_mcp.server.http.run import uvicorn_config
 from om_mcp.server.http.tokens import create_token
+from om_mcp.testing.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -46,12 +46,6 @@ INIT = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @asynccontextmanager

@@ -251,7 +251,9 @@ def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
     """With server.http.stateless, a legacy client's requests may land on any replica."""
     import httpx2
     from support.processes import server_command
-    from test_transports import free_port, stop, wait_for_port
+    from test_transports import stop, wait_for_port
+
+    from om_mcp.testing.ports import free_port
 
     env = clean_env(
         tmp_path, OM_DB_URL=postgres_url, OM_SERVER__HTTP__STATELESS="true", OM_OBSERVATIONAL_MEMORY__ENABLED="false"

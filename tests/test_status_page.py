@@ -20,7 +20,8 @@ from support.processes import clean_env, server_command
 from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
 from om_mcp.server.http.ui.series import build_series
-from om_mcp.testing.headless import find_chromium, free_port, open_page, run_chromium, wait_for
+from om_mcp.testing.headless import find_chromium, open_page, run_chromium, wait_for
+from om_mcp.testing.ports import free_port
 from om_mcp.testing.status_demo import _config_file, fill
 
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"

@@ -16,6 +16,8 @@ from mcp import Client, StdioServerParameters
 from support.mcp import call, ok
 from support.processes import REPO, clean_env, server_command
 
+from om_mcp.testing.ports import free_port
+
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 START_TIMEOUT = 30.0
@@ -36,12 +38,6 @@ def search_hits(text: str) -> list[tuple[str, str]]:
         elif (hit := SEARCH_LINE.match(row)) and thread is not None:
             hits.append((hit.group(1), thread))
     return hits
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT) -> None:
