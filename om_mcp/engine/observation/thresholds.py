@@ -20,7 +20,7 @@ MAX_INPUT_THRESHOLDS = 2
 
 def message_threshold(limits: Limits, observation_tokens: int, share_token_budget: bool) -> int:
     """Unobserved tokens that trigger observation; with a shared budget, messages may
-    use the room the observations do not (OM-2 share_token_budget)."""
+    use the room the observations do not (share_token_budget)."""
     if not share_token_budget:
         return limits.message_tokens
     total = limits.message_tokens + limits.observation_tokens
