@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from support.hostile import ARGUMENTS, calls, sendable
 from support.mcp import connect
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -82,7 +83,7 @@ class Tally:
 
 def answer(portal, client, name: str, arguments: Any, tally: Tally) -> None:
     async def one() -> Any:
-        with anyio.fail_after(ANSWER_DEADLINE):
+        with anyio.fail_after(scaled(ANSWER_DEADLINE)):
             if name == "read":
                 template, thread = arguments
                 return await client.read_resource(template.format(thread))

@@ -22,6 +22,7 @@ import pytest
 from support.hooks import FAKE_CLAUDE, SESSION_ID, Box, decisions_observer
 from support.mcp import connect
 from support.processes import PYTHON
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -268,7 +269,7 @@ def test_the_hook_process_imports_no_model_mcp_or_pydantic_code(tmp_path: Path) 
             input=json.dumps(event).encode(),
             capture_output=True,
             env=box.env,
-            timeout=60,
+            timeout=scaled(60),
         )
         assert done.returncode == 0
         imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.timeouts import scaled
 
 from om_mcp.hosts.claude_code import INGEST_EVENTS, SESSION_START_SOURCES, HookInput, HookInputError, parse_hook_input
 from om_mcp.hosts.claude_code.hooks import (
@@ -299,7 +300,7 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=scaled(120),
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Validation passed" in done.stdout
@@ -311,7 +312,9 @@ def test_claude_counts_the_plugins_mcp_server_and_hooks(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
 
     def claude(*args: str) -> str:
-        done = subprocess.run(["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(120)
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -335,7 +338,7 @@ def _launcher(
         env={**base, **env},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
     )
 
 

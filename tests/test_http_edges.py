@@ -28,13 +28,14 @@ import httpx2
 import pytest
 from support.mcp import ok
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 from test_http_security import ADMIN, ALICE, BOB, INIT, TOKENS, bearer, connect, note, post, serving
 
 from om_mcp.testing.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
-SAFETY = 60.0  # seconds before a test gives up waiting for what it waits for
+SAFETY = scaled(60.0)  # seconds before a test gives up waiting for what it waits for
 
 
 @contextmanager
@@ -139,7 +140,7 @@ async def test_one_token_cannot_take_every_legacy_session(make_config):
         refused = await post(url, INIT, ALICE)
         assert refused.status_code == 503 and "max_sessions_per_token" in refused.text
         assert (await post(url, INIT, BOB)).status_code == 200  # another tenant is not affected
-        async with httpx2.AsyncClient(timeout=30) as http:  # alice ends one session, and may open another
+        async with httpx2.AsyncClient(timeout=scaled(30)) as http:  # alice ends one session, and may open another
             session = opened[0].headers["mcp-session-id"]
             headers = {
                 "Authorization": f"Bearer {ALICE}",
@@ -192,7 +193,7 @@ async def info_for(http: httpx2.AsyncClient, base: str, token: str) -> dict:
 async def test_server_info_names_the_database_only_for_an_admin_token(make_config):
     async with serving(make_config, **bearer()) as url:
         base = url.removesuffix("/mcp")
-        async with httpx2.AsyncClient(timeout=30) as http:
+        async with httpx2.AsyncClient(timeout=scaled(30)) as http:
             alice = await info_for(http, base, ALICE)
             admin = await info_for(http, base, ADMIN)
     assert alice["database"] is None and alice["version"]

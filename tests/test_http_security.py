@@ -22,6 +22,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from support.mcp import call, fail, ok
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import ConfigError, hash_token, load_config
 from om_mcp.server import build_server
@@ -58,7 +59,7 @@ async def serving(make_config, host: str = "127.0.0.1", **server: Any) -> AsyncI
     web = uvicorn.Server(uvicorn_config(app, config, host="127.0.0.1", lifespan="on"))  # as `serve` runs it
     async with anyio.create_task_group() as group:
         group.start_soon(web.serve)
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             while not web.started:
                 await anyio.sleep(0.01)
         try:
@@ -74,7 +75,7 @@ def bearer(server: Any = None, **extra: Any) -> dict[str, Any]:
 @asynccontextmanager
 async def connect(url: str, token: str | None, mode: str = "auto") -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=scaled(30)) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             yield client
 
@@ -88,7 +89,7 @@ async def post(
     if session:
         sent["Mcp-Session-Id"] = session
         sent["Mcp-Protocol-Version"] = "2025-11-25"
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=scaled(30)) as http:
         return await http.post(url, content=body if isinstance(body, bytes) else json.dumps(body), headers=sent)
 
 
@@ -362,7 +363,7 @@ def test_non_loopback_bind_without_auth_is_refused(tmp_path):
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "--insecure" in result.stderr, result.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 from pydantic import BaseModel, ValidationError
+from support.timeouts import scaled
 
 from om_mcp.models import (
     AUTO,
@@ -76,7 +77,7 @@ def models_requested(server: FakeLLMServer) -> list[str]:
 
 def test_importing_the_package_does_not_import_litellm():
     code = "import sys, om_mcp.models; assert 'litellm' not in sys.modules, 'litellm imported'"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=30, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=scaled(30), cwd=ROOT)
 
 
 # --- litellm through the fake server ---------------------------------------
@@ -422,7 +423,7 @@ def test_fake_server_runs_as_a_process(tmp_path):
         assert body["usage"]["prompt_tokens"] > 0
     finally:
         proc.terminate()
-        proc.wait(timeout=5)
+        proc.wait(timeout=scaled(5))
 
 
 # --- which failures are worth retrying ----------------------------------------

@@ -20,6 +20,7 @@ import anyio
 import pytest
 from support.engine import Memory, Script, at, config, msg
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.models import ModelError
 from om_mcp.store.interface import Overview
@@ -145,7 +146,7 @@ def om(*args: str, db: str, tmp: Path, **env: str) -> Any:
         [PYTHON, "-m", "om_mcp", *args, "--json", "--db", db],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(tmp), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread", **env},
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -233,7 +234,7 @@ def _om_text(*args: str, db: str, tmp: Path) -> subprocess.CompletedProcess:
         [PYTHON, "-m", "om_mcp", *args, "--db", db],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(tmp), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
         cwd=REPO,
         stdin=subprocess.DEVNULL,

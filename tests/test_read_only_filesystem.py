@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 from test_commands import EXPORTS, om
 
 
@@ -33,7 +34,7 @@ def read_only(folder: Path, *command: str) -> subprocess.CompletedProcess:
         ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env=clean_env(folder.parent),
         cwd=REPO,
     )

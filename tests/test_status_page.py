@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.processes import clean_env, server_command
+from support.timeouts import scaled
 
 from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
@@ -57,7 +58,7 @@ def site(tmp_path_factory):
 
 
 def get(url: str, path: str, token: str | None = ADMIN) -> httpx.Response:
-    return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+    return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=scaled(30))
 
 
 @pytest.mark.slow
@@ -251,7 +252,7 @@ def own_site(tmp_path):
 
 def _until_ready(url: str, timeout: float = 60) -> None:
     """Until the API answers (it says 503 while the memory opens)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while get(url, "/api/info").status_code == 503:
         assert time.monotonic() < deadline, "the status page API never became ready"
         time.sleep(0.05)

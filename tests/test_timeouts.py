@@ -107,3 +107,10 @@ def test_the_calibration_measures_this_machine() -> None:
     machine = Machine.measure()
     assert machine.cpu_seconds > 0 and machine.spawn_seconds > 0 and machine.cores >= 1
     assert 1.0 <= machine.factor(load=0.0) <= timeouts.MAX_FACTOR
+
+
+def test_a_tests_own_waits_stretch_by_the_same_factor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(timeouts.FACTOR_VARIABLE, "3")
+    assert timeouts.scaled(10.0) == 30.0
+    monkeypatch.setenv(timeouts.FACTOR_VARIABLE, "1")
+    assert timeouts.scaled(10.0) == 10.0

@@ -109,8 +109,10 @@ class PostgresServer:
         *,
         settings: dict[str, str] | None = None,
         parent_dir: str | Path | None = None,
+        start_timeout: float = START_TIMEOUT,
     ):
         self.install = install
+        self.start_timeout = start_timeout  # a loaded machine's tests give it longer
         self.settings = {**FAST_SETTINGS, **(settings or {})}
         self.parent_dir = Path(parent_dir or tempfile.gettempdir())
         self.root: Path | None = None
@@ -309,7 +311,7 @@ class PostgresServer:
                 preexec_fn=_die_with_parent,
                 **self._as_service(),
             )
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         status = root / "data" / "postmaster.pid"
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -323,7 +325,7 @@ class PostgresServer:
             except OSError:
                 pass
             time.sleep(0.02)
-        raise PostgresUnavailable(f"postgres not ready after {START_TIMEOUT:.0f} s: {self.log_tail()}")
+        raise PostgresUnavailable(f"postgres not ready after {self.start_timeout:.0f} s: {self.log_tail()}")
 
 
 def main() -> None:

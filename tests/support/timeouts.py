@@ -11,6 +11,7 @@ fails within minutes. Under pytest-xdist the controller calibrates once and hand
 
 `OM_TEST_TIMEOUT` (seconds) is every test's limit as given, not scaled; 0 turns the limits off (a debugger
 session). `OM_TEST_TIMEOUT_FACTOR` fixes the factor instead of measuring it (1: the limits as written).
+`scaled(seconds)` stretches a test's own waits (a server to start, an answer to come) by the same factor.
 
 Past the limit, SIGALRM dumps every thread's stack to the test's captured stderr and fails the test, naming
 it; if the test is stuck where Python cannot raise (a C call that never returns), faulthandler ends the run
@@ -124,15 +125,30 @@ def fixed_factor(env: Mapping[str, str]) -> float | None:
     return float(given) if given else None
 
 
+_machine: list[Machine | None] = [None]  # this process's calibration, for `scaled`
+
+
+def scaled(seconds: float) -> float:
+    """A test's own wait for something that takes machine time (a server to start, an answer to come back),
+    stretched by the machine factor now, as the limits are: the wait ends as soon as the thing happens, so
+    a longer one only delays a real failure, and a loaded machine no longer fails a test that would pass."""
+    fixed = fixed_factor(os.environ)
+    if fixed is not None:
+        return seconds * fixed
+    machine = _machine[0]
+    return seconds * (1.0 if machine is None else machine.factor(_load()))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "timeout(seconds): this test's own time limit on the reference machine")
     given = getattr(config, "workerinput", {}).get(WORKER_INPUT)
     if given is not None:  # an xdist worker: the controller measured
         config.stash[MACHINE] = Machine(**given)
-    elif fixed_factor(os.environ) is None and not os.environ.get(LIMIT_VARIABLE, "").strip():
+    elif fixed_factor(os.environ) is None:
         config.stash[MACHINE] = Machine.measure()
     else:
         config.stash[MACHINE] = None
+    _machine[0] = config.stash[MACHINE]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -142,14 +158,6 @@ def pytest_configure_node(node) -> None:
     machine = node.config.stash.get(MACHINE, None)
     if machine is not None:
         node.workerinput[WORKER_INPUT] = asdict(machine)
-
-
-def current_factor(config: pytest.Config) -> float:
-    fixed = fixed_factor(os.environ)
-    if fixed is not None:
-        return fixed
-    machine = config.stash.get(MACHINE, None)
-    return 1.0 if machine is None else machine.factor(_load())
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -177,7 +185,7 @@ def limit_for(item: pytest.Item) -> Limit:
     marked = None
     if marker is not None:
         marked = float(marker.args[0] if marker.args else marker.kwargs["seconds"])
-    return limit(marked, os.environ, current_factor(item.config))
+    return limit(marked, os.environ, scaled(1.0))
 
 
 @contextmanager
