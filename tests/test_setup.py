@@ -246,6 +246,9 @@ def test_the_command_written_is_the_running_om_mcp(tmp_path: Path) -> None:
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = env_for(home)
     env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env["PATH"]])
+    # How long `claude mcp list` gives a server to start (30 s by default; it honours up to 60): a loaded
+    # machine's start takes longer.
+    env["MCP_TIMEOUT"] = str(int(min(scaled(30.0), 60.0) * 1000))
     return subprocess.run(
         args, capture_output=True, text=True, timeout=scaled(180), env=env, cwd=home, stdin=subprocess.DEVNULL
     )
