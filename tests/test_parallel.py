@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.parallel import WORKERS_VARIABLE
+from support.parallel import WORKERS_VARIABLE, default_workers, workers
 from support.processes import REPO
 
 from om_mcp.testing import ports
@@ -103,3 +103,11 @@ def test_a_port_held_by_another_process_is_not_handed_out(tmp_path: Path) -> Non
         holder.wait(timeout=60)
     assert ports._reserve(held)  # its process ended, and its reservation with it
     ports.release(held)
+
+
+def test_the_worker_count_comes_from_the_variable_or_the_cores() -> None:
+    assert 2 <= default_workers() <= 6
+    assert workers({WORKERS_VARIABLE: "3"}) == 3 and workers({WORKERS_VARIABLE: "0"}) == 0
+    assert workers({}) == default_workers()
+    with pytest.raises(pytest.UsageError, match=WORKERS_VARIABLE):
+        workers({WORKERS_VARIABLE: "many"})
