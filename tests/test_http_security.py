@@ -270,11 +270,14 @@ async def test_sessions_without_auth_are_unguessable(make_config):
 
 
 async def test_idle_sessions_expire(make_config):
-    async with serving(make_config, http={"session_idle_seconds": 0.3}) as url:
+    # Idle for less than this between two requests stays open, even on a loaded machine (at 0.3 s, a loaded
+    # machine's first ping came after the session had already expired).
+    idle = scaled(0.5)
+    async with serving(make_config, http={"session_idle_seconds": idle}) as url:
         session = await open_session(url)
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
         assert (await post(url, ping, session=session)).status_code == 200
-        await anyio.sleep(1.0)  # a request in flight (even a ping) would keep it alive
+        await anyio.sleep(3 * idle)  # a request in flight (even a ping) would keep it alive
         assert (await post(url, ping, session=session)).status_code == 404
 
 
