@@ -140,6 +140,7 @@ async def test_dollars_are_counted_where_a_price_is_known(tmp_path):
         await memory.close()
 
 
+@pytest.mark.slow
 def test_a_cap_holds_for_processes_that_share_the_database(tmp_path: Path):
     """`om-mcp observe` in its own process, through litellm to the scripted server, spends the
     month's tokens; the status another process reads says observation is paused, and why."""

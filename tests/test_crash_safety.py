@@ -526,6 +526,7 @@ def _seen(path: Path) -> int:
 
 
 @pytest.mark.timeout(300)  # two server starts and two litellm imports, on a loaded machine
+@pytest.mark.slow
 def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
     db = tmp_path / "om.db"
     seen = tmp_path / "llm-requests.txt"

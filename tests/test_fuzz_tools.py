@@ -112,6 +112,7 @@ def answer(portal, client, name: str, arguments: Any, tally: Tally) -> None:
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
+@pytest.mark.slow
 def test_hostile_arguments_to_every_tool_get_a_clear_answer(tmp_path: Path, setup: str) -> None:
     om, working_memory, background = SETUPS[setup]
     config = Config.model_validate(

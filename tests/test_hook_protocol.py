@@ -291,6 +291,7 @@ def test_settings_snippet_matches_the_plugin() -> None:
 
 
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+@pytest.mark.slow
 def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
     for target in (".", ".claude-plugin/plugin.json"):
@@ -307,6 +308,7 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+@pytest.mark.slow
 def test_claude_counts_the_plugins_mcp_server_and_hooks(tmp_path: Path) -> None:
     """Installed from this checkout as a local marketplace (no network), the plugin has 1 server, 6 hooks."""
     env = {**os.environ, "HOME": str(tmp_path)}

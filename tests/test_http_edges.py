@@ -87,6 +87,7 @@ def closed_by_server(sock: socket.socket) -> bytes:
     return received
 
 
+@pytest.mark.slow
 def test_a_connection_that_never_finishes_its_request_is_closed(tmp_path):
     with real_server(tmp_path, header_timeout_seconds=0.5, idle_timeout_seconds=0.5) as (port, _):
         silent = socket.create_connection(("127.0.0.1", port))
@@ -109,6 +110,7 @@ def test_a_connection_that_never_finishes_its_request_is_closed(tmp_path):
                 )
 
 
+@pytest.mark.slow
 def test_at_the_open_file_limit_the_log_says_so_once(tmp_path):
     with real_server(tmp_path, nofile=96) as (port, stderr):
         held = []
@@ -200,6 +202,7 @@ async def test_server_info_names_the_database_only_for_an_admin_token(make_confi
     assert admin["database"].endswith(".db") or admin["database"].startswith("postgresql")
 
 
+@pytest.mark.slow
 def test_the_concurrency_limit_answers_503_and_logs_once(tmp_path):
     with real_server(tmp_path, max_connections=4, header_timeout_seconds=30) as (port, stderr):
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]

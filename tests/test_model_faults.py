@@ -124,6 +124,7 @@ async def play(client, turns: int = TURNS) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["hung", "times out", "HTTP 500", "unreachable", "no key"])
+@pytest.mark.slow
 async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatch, waits, scenario):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     # "hung": the call outlives the test (its timeout and budget above it); "times out": they cut it.

@@ -112,6 +112,7 @@ async def test_the_background_drain_reads_work_on_both_backends(store_location):
         await store.close()
 
 
+@pytest.mark.slow
 async def test_concurrent_appends_and_observations_never_skip_a_message(postgres_url):
     """Eight writers on one thread while a ninth keeps observing up to the newest committed seq.
     If a lower seq could commit after the cursor passed it, its tokens would stay counted as

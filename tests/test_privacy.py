@@ -322,6 +322,7 @@ async def test_mcp_appends_store_no_secret_and_count_each_rule(tmp_path: Path):
         assert secret.encode() not in raw_bytes(db), secret
 
 
+@pytest.mark.slow
 def test_the_host_hook_and_ingest_store_no_secret(tmp_path: Path):
     box = Box(tmp_path)
     transcript = ClaudeTranscript(tmp_path / f"{SESSION_ID}.jsonl", SESSION_ID, str(box.project))
@@ -356,6 +357,7 @@ def test_the_host_hook_and_ingest_store_no_secret(tmp_path: Path):
         assert secret.encode() not in raw_bytes(box.db), secret
 
 
+@pytest.mark.slow
 def test_imports_store_no_secret(tmp_path: Path):
     """A Claude export (through append_messages) and an om-mcp JSONL export (its own intake)."""
     env = clean_env(tmp_path, OM_DB_PATH=str(tmp_path / "om.db"))

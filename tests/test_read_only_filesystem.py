@@ -56,6 +56,7 @@ def om_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
     return read_only(folder, PYTHON, "-m", "om_mcp", *args, "--db", str(folder / "memory.db"))
 
 
+@pytest.mark.slow
 def test_reading_commands_work_and_a_write_says_why_not(mounted):
     db = mounted / "memory.db"
     assert om("import", str(EXPORTS / "claude" / "conversations.json"), db=db).returncode == 0
@@ -77,6 +78,7 @@ def test_reading_commands_work_and_a_write_says_why_not(mounted):
     ]
 
 
+@pytest.mark.slow
 def test_changes_left_in_a_wal_file_are_not_silently_missed(mounted):
     db = mounted / "memory.db"
     assert om("import", str(EXPORTS / "claude" / "conversations.json"), db=db).returncode == 0

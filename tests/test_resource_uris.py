@@ -98,6 +98,7 @@ async def test_every_resource_reads_every_id(make_server):
         check(await read_everything(client))
 
 
+@pytest.mark.slow
 async def test_every_resource_reads_every_id_over_stdio(tmp_path):
     params = StdioServerParameters(
         command=PYTHON,

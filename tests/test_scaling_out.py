@@ -173,6 +173,7 @@ async def test_a_postgresql_memory_backs_up_into_a_sqlite_file(tmp_path, postgre
         await restored.close()
 
 
+@pytest.mark.slow
 def test_the_migrate_command_prints_what_it_did(tmp_path, postgres_url):
     source = tmp_path / "memory.db"
 

@@ -64,6 +64,7 @@ def run_hangs(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_a_hung_test_fails_by_name_and_the_run_goes_on(tmp_path: Path) -> None:
     done = run_hangs(tmp_path, **{timeouts.FACTOR_VARIABLE: "1"})
     out = done.stdout

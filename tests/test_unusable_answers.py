@@ -67,6 +67,7 @@ async def turns(client: Any, n: int, thread: str = "t", start: int = 0) -> None:
 
 
 @pytest.mark.parametrize("reply", list(REPLIES))
+@pytest.mark.slow
 async def test_an_unusable_answer_opens_the_breaker_like_an_error(tmp_path, reply):
     """Before: every turn past the interval re-sent the window (1,954 calls for 2,000 appends)."""
     with FakeLLMServer(lambda request: REPLIES[reply]) as fake:
@@ -84,6 +85,7 @@ async def test_an_unusable_answer_opens_the_breaker_like_an_error(tmp_path, repl
         assert "‹/observations>" in observation["reason"]
 
 
+@pytest.mark.slow
 async def test_repeated_refusals_pause_the_model_and_the_status_says_what_it_answered(tmp_path):
     with FakeLLMServer(lambda request: REFUSAL) as fake:
         async with connect(build_server(config(tmp_path, fake.base_url))) as client:
