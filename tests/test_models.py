@@ -37,7 +37,13 @@ from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = CallPolicy(timeout_seconds=3.0, total_budget_seconds=6.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.05)
+# A real call through litellm to the fake server: quick, but it is the machine's time (scaled by its factor).
+FAST = CallPolicy(
+    timeout_seconds=scaled(3.0),
+    total_budget_seconds=scaled(6.0),
+    backoff_initial_seconds=0.01,
+    backoff_max_seconds=0.05,
+)
 MESSAGES = [
     {"role": "system", "content": "You are the Observer."},
     {"role": "user", "content": "[id:m1] hello\n[id:m2] I moved to Lisbon"},
