@@ -134,6 +134,7 @@ def test_locomo_runs_end_to_end_and_resumes(answer_quality, tmp_path):
     assert arms["om"]["answer_model"]["calls"] == 4  # a recall round, then the answer, per question
 
 
+@pytest.mark.slow
 def test_longmemeval_format(answer_quality, tmp_path):
     entry = {
         "question_id": "q1_abs",

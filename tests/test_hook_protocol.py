@@ -237,6 +237,7 @@ def test_working_memory_cannot_crowd_out_the_log() -> None:
     reply=st.one_of(st.none(), st.text(max_size=500)),
     max_chars=st.integers(0, 9000),
 )
+@pytest.mark.slow
 def test_context_never_exceeds_max_chars(
     log: str, wm: str | None, task: str | None, reply: str | None, max_chars: int
 ) -> None:

@@ -135,6 +135,7 @@ def test_at_the_open_file_limit_the_log_says_so_once(tmp_path):
     assert len(text.splitlines()) < 15, text[-3000:]
 
 
+@pytest.mark.slow
 async def test_one_token_cannot_take_every_legacy_session(make_config):
     async with serving(make_config, **bearer({"max_sessions": 10, "max_sessions_per_token": 3})) as url:
         opened = [await post(url, INIT, ALICE) for _ in range(3)]

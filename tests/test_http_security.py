@@ -141,6 +141,7 @@ async def test_metadata_names_the_configured_url_and_authorization_servers(make_
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.slow
 async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
     """alice's token: her own threads work; bob's threads and resource are refused, for reads,
     writes and resources, in the 2026-07-28 (sessionless) and the legacy era."""
@@ -269,6 +270,7 @@ async def test_sessions_without_auth_are_unguessable(make_config):
         assert (await post(url, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, session="0" * 32)).status_code == 404
 
 
+@pytest.mark.slow
 async def test_idle_sessions_expire(make_config):
     # Idle for less than this between two requests stays open, even on a loaded machine (at 0.3 s, a loaded
     # machine's first ping came after the session had already expired).
@@ -281,6 +283,7 @@ async def test_idle_sessions_expire(make_config):
         assert (await post(url, ping, session=session)).status_code == 404
 
 
+@pytest.mark.slow
 async def test_session_cap_refuses_with_503_and_says_so(make_config):
     async with serving(make_config, http={"max_sessions": 2}) as url:
         first = await open_session(url)
@@ -310,6 +313,7 @@ async def test_rate_limit_per_token_answers_429_with_retry_after(make_config):
         assert other.status_code != 429  # a bucket per token
 
 
+@pytest.mark.slow
 async def test_without_auth_the_limit_is_per_address_on_a_public_bind_and_off_on_loopback(make_config):
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     modern = {"Mcp-Protocol-Version": "2026-07-28"}

@@ -157,6 +157,7 @@ async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatc
     assert "failing" in observation["reason"]
 
 
+@pytest.mark.slow
 async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch, waits):
     """block_after is crossed while the breaker is open; when its backoff ends, the next
     turn must not wait on the retry (a model that failed is failing until a call succeeds)."""

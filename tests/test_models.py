@@ -90,6 +90,7 @@ def test_importing_the_package_does_not_import_litellm():
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_litellm_call_through_fake_server(server):
     server.responder = lambda req: FakeReply(default_responder(req), usage={"prompt_tokens": 7, "completion_tokens": 4})
     router = ModelRouter(

@@ -83,6 +83,7 @@ async def reads(store: Overview, scope: str) -> dict[str, Any]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("scope", ["thread", "resource"])
+@pytest.mark.slow
 async def test_the_overview_reads_agree_on_both_backends(store_location, scope):
     mem = await play(store_location, scope)
     reference = await play(":memory:", scope)

@@ -109,6 +109,7 @@ async def test_repeated_refusals_pause_the_model_and_the_status_says_what_it_ans
     assert "<system-reminder>" not in str(text)
 
 
+@pytest.mark.slow
 async def test_another_model_or_a_success_lifts_the_refusal_pause(tmp_path):
     replies = {"text": REFUSAL}
     with FakeLLMServer(lambda request: FakeReply(replies["text"])) as fake:
@@ -126,6 +127,7 @@ async def test_another_model_or_a_success_lifts_the_refusal_pause(tmp_path):
 
 
 @pytest.mark.usefixtures("store_location")
+@pytest.mark.slow
 async def test_the_same_window_is_not_sent_again_until_it_grew_by_an_interval():
     """One conversation is refused (a content filter), another observed: the successes close
     the breaker, yet the refused window waits for new tokens (or its own backoff)."""
