@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from support.backends import on_postgres, postgres_template, store_location  # noqa: F401
 from support.postgres import postgres_server, postgres_url  # noqa: F401
-from support.timeouts import pytest_runtest_call, pytest_runtest_setup, pytest_runtest_teardown  # noqa: F401
 
 from om_mcp.config import Config
 from om_mcp.server import build_server
+
+# The per-test time limit scaled by the machine's speed, and the run shared out on workers by default.
+pytest_plugins = ["support.timeouts", "support.parallel"]
+
+# Hypothesis keeps no example database, and its other files (a cache of constants) go to this process's own
+# temporary folder: not into the checkout, not shared with another worker. No health check fails a test for
+# generating data slowly on a loaded machine.
+settings.register_profile("om-mcp", database=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("om-mcp")
+_hypothesis_home = tempfile.mkdtemp(prefix="om-hypothesis-")
+set_hypothesis_home_dir(_hypothesis_home)
+atexit.register(shutil.rmtree, _hypothesis_home, True)
 
 # The test PostgreSQL listens on loopback without TLS: skip asyncpg's TLS probe, whose
 # unawaited future, when a connection is cut during it, surfaced as an error in a later test.

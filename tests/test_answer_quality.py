@@ -90,6 +90,7 @@ def answers(work: Path) -> list[dict]:
     return [json.loads(line) for line in (work / "progress.jsonl").read_text().splitlines() if '"answer"' in line]
 
 
+@pytest.mark.slow
 def test_locomo_runs_end_to_end_and_resumes(answer_quality, tmp_path):
     data, work = locomo_file(tmp_path), tmp_path / "work"
     common = ["--scripted", "--data", str(data), "--work", str(work), "--message-tokens", "40", "--quiet"]
@@ -133,6 +134,7 @@ def test_locomo_runs_end_to_end_and_resumes(answer_quality, tmp_path):
     assert arms["om"]["answer_model"]["calls"] == 4  # a recall round, then the answer, per question
 
 
+@pytest.mark.slow
 def test_longmemeval_format(answer_quality, tmp_path):
     entry = {
         "question_id": "q1_abs",

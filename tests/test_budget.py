@@ -14,6 +14,7 @@ import pytest
 from support.engine import config, msg, observer_reply
 from support.mcp import connect, ok
 from support.processes import PYTHON, clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import BudgetConfig, Config, ConfigError, load_config
 from om_mcp.engine import Memory
@@ -78,7 +79,7 @@ def test_a_budget_that_is_not_a_positive_number_is_refused_at_start_naming_the_k
         [PYTHON, "-m", "om_mcp", "serve"],
         env={**clean_env(tmp_path), "OM_OBSERVATIONAL_MEMORY__BUDGET__DAILY_USD": "0"},
         capture_output=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert done.returncode == 2 and b"observational_memory.budget.daily_usd" in done.stderr
 
@@ -139,6 +140,7 @@ async def test_dollars_are_counted_where_a_price_is_known(tmp_path):
         await memory.close()
 
 
+@pytest.mark.slow
 def test_a_cap_holds_for_processes_that_share_the_database(tmp_path: Path):
     """`om-mcp observe` in its own process, through litellm to the scripted server, spends the
     month's tokens; the status another process reads says observation is paused, and why."""
@@ -157,7 +159,7 @@ def test_a_cap_holds_for_processes_that_share_the_database(tmp_path: Path):
         "            await m.append_messages('t', [{'id': f'm{n}', 'role': 'user' if n % 2 == 0 else 'assistant',"
         " 'content': f'message {n} ' + 'words ' * 80}])\nanyio.run(main)\n"
     )
-    assert subprocess.run([PYTHON, "-c", append], env=env, capture_output=True, timeout=120).returncode == 0
+    assert subprocess.run([PYTHON, "-c", append], env=env, capture_output=True, timeout=scaled(120)).returncode == 0
     with FakeLLMServer() as server:
         server.responder = lambda request: FakeReply(
             observer_reply(["a fact"]), usage={"prompt_tokens": 590, "completion_tokens": 10}
@@ -168,7 +170,7 @@ def test_a_cap_holds_for_processes_that_share_the_database(tmp_path: Path):
             env={**env, "OM_MODEL": model},
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=scaled(180),
         )
         assert observed.returncode == 0, observed.stderr
         assert len(server.requests) == 2  # 600 tokens, then 1,200: the third call is never made
@@ -177,7 +179,7 @@ def test_a_cap_holds_for_processes_that_share_the_database(tmp_path: Path):
                 [PYTHON, "-m", "om_mcp", "status", "--json"],
                 env={**env, "OM_MODEL": model},
                 capture_output=True,
-                timeout=60,
+                timeout=scaled(60),
             ).stdout
         )
     spend = status["spend"]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.testing.fake_server import FakeLLMServer
 from om_mcp.testing.status_demo import _config_file, fill
@@ -53,7 +54,7 @@ def om(
         [PYTHON, "-m", "om_mcp", *args, *where],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(folder), **(env or {})},
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -381,7 +382,7 @@ def test_import_draws_a_progress_bar_on_a_terminal(tmp_path):
         if not chunk:
             break
         drawn += chunk
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=scaled(60))
     os.close(main)
     assert proc.returncode == 0 and out.startswith("imported 7 messages, 2 threads")
     text = drawn.decode(errors="replace")

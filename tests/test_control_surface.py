@@ -15,6 +15,7 @@ import pytest
 from support.engine import config
 from support.files import digest, raw_bytes
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import PrivacyConfig
 from om_mcp.engine import Memory
@@ -62,7 +63,7 @@ def om(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:
         [PYTHON, "-m", "om_mcp", *args, "--db", str(db)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(db.parent), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread", **env},
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -154,7 +155,7 @@ def test_bad_input_changes_nothing_and_names_what_is_unknown(db: Path):
     ]
     running = [(argv, code, message, start(*argv, db=db)) for argv, code, message in cases]  # side by side
     for argv, code, message, proc in running:
-        _, err = proc.communicate(timeout=180)
+        _, err = proc.communicate(timeout=scaled(180))
         assert (proc.returncode, message in err) == (code, True), (argv, err)
     assert digest(db) == before
 
@@ -190,5 +191,7 @@ def test_the_readme_section_names_commands_that_answer_help():
     commands = sorted(set(re.findall(r"om-mcp ([a-z]+)", section)))
     assert {"forget", "edit", "restore", "doctor", "show", "status", "ingest", "import"} <= set(commands)
     for command in commands:
-        done = subprocess.run([PYTHON, "-m", "om_mcp", command, "--help"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [PYTHON, "-m", "om_mcp", command, "--help"], capture_output=True, text=True, timeout=scaled(60)
+        )
         assert done.returncode == 0 and "usage: om-mcp" in done.stdout, command

@@ -488,13 +488,15 @@ class RpcServer:
 
 
 _FAKE_LLM = """
-import sys, threading, signal
-from om_mcp.testing.fake_server import FakeLLMServer, default_responder
+import itertools, sys, threading, signal
+from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
 seen = open(sys.argv[2], "a", buffering=1)
+calls = itertools.count(1)
 def responder(request):
     seen.write("request\\n")  # on arrival, before the delay
-    return default_responder(request)
-server = FakeLLMServer(responder, delay=float(sys.argv[1])).start()
+    first = next(calls) == 1
+    return FakeReply(default_responder(request), delay_seconds=float(sys.argv[1]) if first else 0.0)
+server = FakeLLMServer(responder).start()
 print(f"fake LLM server listening on {server.base_url}", flush=True)
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -505,7 +507,8 @@ server.close()
 
 def _start_fake_llm(delay: float, seen: Path, log: Path) -> tuple[subprocess.Popen, int]:
     """The fake OpenAI-compatible server as its own process; it writes one line to
-    `seen` per chat request it receives."""
+    `seen` per chat request it receives, holds the first one `delay` seconds and answers
+    the others at once."""
     proc = subprocess.Popen(
         [sys.executable, "-u", "-c", _FAKE_LLM, str(delay), str(seen)],
         stdout=subprocess.PIPE,
@@ -523,10 +526,13 @@ def _seen(path: Path) -> int:
 
 
 @pytest.mark.timeout(300)  # two server starts and two litellm imports, on a loaded machine
+@pytest.mark.slow
 def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
     db = tmp_path / "om.db"
     seen = tmp_path / "llm-requests.txt"
-    llm, port = _start_fake_llm(5.0, seen, tmp_path / "llm.log")
+    # The first model call is held far longer than the test takes to kill the server while it waits; the
+    # restarted server's calls are answered at once.
+    llm, port = _start_fake_llm(LEASE_SECONDS, seen, tmp_path / "llm.log")
     try:
         env = _env(tmp_path, port)
         server = RpcServer(db, env, tmp_path / "server1.log")
@@ -546,7 +552,7 @@ def test_kill_server_mid_cycle_and_restart(tmp_path: Path) -> None:
             # get_context over the threshold starts a sync observation and waits for it
             # (at most 10 s; the cycle goes on in the background after that). The first
             # model call of a process also imports litellm (seconds on a busy machine),
-            # so wait for the request to reach the fake model, which holds it 5 s, and
+            # so wait for the request to reach the fake model, which holds it, and
             # kill the server then.
             pending = server.send_request(
                 "tools/call", {"name": "get_context", "arguments": {"thread_id": THREAD, "resource_id": RESOURCE}}

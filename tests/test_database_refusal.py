@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.files import digest, make_database, read_only
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,7 @@ def serve(tmp_path: Path, db: Path) -> subprocess.CompletedProcess:
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 

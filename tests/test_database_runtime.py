@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from support.files import read_only
 from support.mcp import call, connect, fail, ok
 from support.processes import REPO, clean_env, server_command
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -109,7 +110,7 @@ async def test_a_file_that_turns_read_only_under_the_server_gets_a_clear_error(t
     params = StdioServerParameters(
         command=command, args=args, cwd=str(REPO), env=clean_env(tmp_path, OM_OBSERVATIONAL_MEMORY__ENABLED="false")
     )
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with Client(params) as client:
             await ok(client, "append_messages", thread_id="t", user="hello")
             wal = Path(f"{db}-wal")

@@ -67,6 +67,7 @@ def discarded(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["type"].endswith("-failed") and e.get("discarded")]
 
 
+@pytest.mark.slow
 async def test_messages_appended_during_a_cycle_leave_it_valid():
     gate = Gate()
     mem = await Memory.open(config(), db_path=location(), client=Script(observer=gate).model)

@@ -274,6 +274,7 @@ async def test_a_buffered_reflection_made_before_the_forget_is_never_swapped_in(
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_forgetting_a_phrase_removes_it_from_everything_derived(tmp_path):
     memory = await open_memory(tmp_path, script(copy_everywhere=True), extractor=True, scope="resource")
     try:

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.hostile import calls
 from support.processes import REPO, clean_env, server_command
+from support.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,7 @@ class Peer:
 
     def answer(self) -> dict[str, Any] | None:
         """The next response (notifications skipped), or None after the deadline."""
-        deadline = time.monotonic() + ANSWER_DEADLINE
+        deadline = time.monotonic() + scaled(ANSWER_DEADLINE)
         while True:
             line, newline, rest = self.buffer.partition(b"\n")
             if newline:
@@ -73,7 +74,7 @@ class Peer:
     def close(self) -> str:
         self.process.stdin.close()
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=scaled(30))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

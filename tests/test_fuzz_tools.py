@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from support.hostile import ARGUMENTS, calls, sendable
 from support.mcp import connect
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import Memory
@@ -82,7 +83,7 @@ class Tally:
 
 def answer(portal, client, name: str, arguments: Any, tally: Tally) -> None:
     async def one() -> Any:
-        with anyio.fail_after(ANSWER_DEADLINE):
+        with anyio.fail_after(scaled(ANSWER_DEADLINE)):
             if name == "read":
                 template, thread = arguments
                 return await client.read_resource(template.format(thread))
@@ -111,6 +112,7 @@ def answer(portal, client, name: str, arguments: Any, tally: Tally) -> None:
 
 
 @pytest.mark.parametrize("setup", sorted(SETUPS))
+@pytest.mark.slow
 def test_hostile_arguments_to_every_tool_get_a_clear_answer(tmp_path: Path, setup: str) -> None:
     om, working_memory, background = SETUPS[setup]
     config = Config.model_validate(

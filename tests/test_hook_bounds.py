@@ -39,6 +39,7 @@ def prompt(box: Box, transcript: Path | str):
     return done
 
 
+@pytest.mark.slow
 def test_a_line_too_long_is_skipped_and_the_rest_is_stored(tmp_path):
     box = Box(tmp_path)
     transcript = tmp_path / "session.jsonl"
@@ -48,6 +49,7 @@ def test_a_line_too_long_is_skipped_and_the_rest_is_stored(tmp_path):
     assert any("skipped a" in line and "transcript line" in line for line in box.log_lines()), box.log_lines()
 
 
+@pytest.mark.slow
 def test_an_unterminated_huge_line_costs_each_run_a_bounded_read_and_reading_resumes(tmp_path):
     box = Box(tmp_path)
     transcript = tmp_path / "session.jsonl"
@@ -69,6 +71,7 @@ def test_an_unterminated_huge_line_costs_each_run_a_bounded_read_and_reading_res
 
 
 @pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+@pytest.mark.slow
 def test_a_transcript_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
     box = Box(tmp_path)
     path = {"device": Path("/dev/zero"), "directory": tmp_path}.get(kind, tmp_path / "fifo")

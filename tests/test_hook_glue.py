@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.engine import Memory, Script, config
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import intake
@@ -158,7 +159,7 @@ def test_the_hook_applies_the_engines_rules_without_pydantic_or_an_event_loop() 
         "import om_mcp.engine.intake, om_mcp.engine.observation.thresholds, om_mcp.store.sqlite.direct;"
         "print(sorted(m for m in ('pydantic', 'anyio', 'asyncio') if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60), check=True)
     assert done.stdout.strip() == "[]"
     assert background.background_work_due is thresholds.background_work_due  # the engine's rule, not a copy
 

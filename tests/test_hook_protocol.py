@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.timeouts import scaled
 
 from om_mcp.hosts.claude_code import INGEST_EVENTS, SESSION_START_SOURCES, HookInput, HookInputError, parse_hook_input
 from om_mcp.hosts.claude_code.hooks import (
@@ -243,6 +244,7 @@ def test_working_memory_cannot_crowd_out_the_log() -> None:
     reply=st.one_of(st.none(), st.text(max_size=500)),
     max_chars=st.integers(0, 9000),
 )
+@pytest.mark.slow
 def test_context_never_exceeds_max_chars(
     log: str, wm: str | None, task: str | None, reply: str | None, max_chars: int
 ) -> None:
@@ -297,6 +299,7 @@ def test_settings_snippet_matches_the_plugin() -> None:
 
 
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+@pytest.mark.slow
 def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
     for target in (".", ".claude-plugin/plugin.json"):
@@ -306,19 +309,22 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=scaled(120),
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "Validation passed" in done.stdout
 
 
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+@pytest.mark.slow
 def test_claude_counts_the_plugins_mcp_server_and_hooks(tmp_path: Path) -> None:
     """Installed from this checkout as a local marketplace (no network), the plugin has 1 server, 6 hooks."""
     env = {**os.environ, "HOME": str(tmp_path)}
 
     def claude(*args: str) -> str:
-        done = subprocess.run(["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(120)
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -342,7 +348,7 @@ def _launcher(
         env={**base, **env},
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=scaled(30),
     )
 
 

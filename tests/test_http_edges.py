@@ -27,11 +27,14 @@ import httpx2
 import pytest
 from support.mcp import ok
 from support.processes import PYTHON, REPO, clean_env
-from test_http_security import ADMIN, ALICE, BOB, INIT, TOKENS, bearer, connect, free_port, note, post, serving
+from support.timeouts import scaled
+from test_http_security import ADMIN, ALICE, BOB, INIT, TOKENS, bearer, connect, note, post, serving
+
+from om_mcp.testing.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
-SAFETY = 60.0  # seconds before a test gives up waiting for what it waits for
+SAFETY = scaled(60.0)  # seconds before a test gives up waiting for what it waits for
 
 
 @contextmanager
@@ -85,6 +88,7 @@ def closed_by_server(sock: socket.socket) -> bytes:
     return received
 
 
+@pytest.mark.slow
 def test_a_connection_that_never_finishes_its_request_is_closed(tmp_path):
     with real_server(tmp_path, header_timeout_seconds=0.5, idle_timeout_seconds=0.5) as (port, _):
         silent = socket.create_connection(("127.0.0.1", port))
@@ -107,6 +111,7 @@ def test_a_connection_that_never_finishes_its_request_is_closed(tmp_path):
                 )
 
 
+@pytest.mark.slow
 def test_at_the_open_file_limit_the_log_says_so_once(tmp_path):
     with real_server(tmp_path, nofile=96) as (port, stderr):
         held = []
@@ -170,7 +175,7 @@ async def info_for(http: httpx2.AsyncClient, base: str, token: str) -> dict:
 async def test_server_info_names_the_database_only_for_an_admin_token(make_config):
     async with serving(make_config, **bearer()) as url:
         base = url.removesuffix("/mcp")
-        async with httpx2.AsyncClient(timeout=30) as http:
+        async with httpx2.AsyncClient(timeout=scaled(30)) as http:
             alice = await info_for(http, base, ALICE)
             admin = await info_for(http, base, ADMIN)
     assert alice["database"] is None and alice["version"]

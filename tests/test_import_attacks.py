@@ -63,6 +63,7 @@ def one_line(done) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_message_over_the_limit_is_cut_and_every_conversation_imports(tmp_path):
     path = tmp_path / "conversations.json"
     export = [conversation(i, text="x" * 1_200_000 if i == 321 else None) for i in range(500)]
@@ -84,6 +85,7 @@ def test_a_message_over_the_limit_is_cut_and_every_conversation_imports(tmp_path
     assert len(text) < 1_000_000 and text.endswith("the message was over the size limit]")
 
 
+@pytest.mark.slow
 def test_a_repeated_message_uuid_keeps_both_messages(tmp_path):
     export = [conversation(0)]
     export[0]["chat_messages"][2]["uuid"] = "m-0-1"  # the same uuid twice, different text
@@ -96,6 +98,7 @@ def test_a_repeated_message_uuid_keeps_both_messages(tmp_path):
     assert len(stored(tmp_path / "m.db", "SELECT id FROM messages")) == 3
 
 
+@pytest.mark.slow
 def test_a_conversation_too_big_to_read_is_named_and_a_second_run_finishes_it(tmp_path):
     export = [conversation(0), conversation(1, text="y" * 300_000), conversation(2)]
     archive = tmp_path / "export.zip"
@@ -117,6 +120,7 @@ def test_a_conversation_too_big_to_read_is_named_and_a_second_run_finishes_it(tm
     assert len(stored(db, "SELECT id FROM threads")) == 3
 
 
+@pytest.mark.slow
 def test_a_file_cut_short_keeps_what_came_before_and_a_rerun_adds_the_rest(tmp_path):
     whole = json.dumps([conversation(i) for i in range(20)])
     cut = tmp_path / "cut.json"
@@ -169,6 +173,7 @@ def test_a_member_damaged_inside_a_whole_archive_is_one_line(tmp_path):
     assert "the archive is damaged or cut short" in one_line(done)
 
 
+@pytest.mark.slow
 def test_deep_nesting_and_wrong_types_skip_one_conversation_each(tmp_path):
     deep = '{"uuid": "deep", "name": "Deep", "chat_messages": ' + "[" * 100_000 + "]" * 100_000 + "}"
     path = tmp_path / "conversations.json"
@@ -183,6 +188,7 @@ def test_deep_nesting_and_wrong_types_skip_one_conversation_each(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_chatgpt_fields_of_the_wrong_type_import_what_is_usable(tmp_path):
     def node(message: Any, parent: Any = None, children: Any = ()) -> dict:
         return {"id": "a", "parent": parent, "children": list(children), "message": message}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import PYTHON, clean_env
+from support.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def ingest(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PYTHON, "-m", "om_mcp", "ingest", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+        [PYTHON, "-m", "om_mcp", "ingest", *args], capture_output=True, text=True, env=env, timeout=scaled(120), cwd=cwd
     )
 
 
@@ -52,7 +53,7 @@ def test_a_claude_code_transcript_twice_and_after_the_hook(tmp_path: Path, env) 
         text=True,
         env=env,
         check=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     first = ingest(env, str(transcript), "--json", "--no-worker")
     assert first.returncode == 0, first.stderr

@@ -272,6 +272,7 @@ async def test_sync_mode_never_loses_or_duplicates(seed, scope):
 
 @pytest.mark.parametrize("scope", ["thread", "resource"])
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow
 async def test_buffered_mode_never_loses_or_duplicates(seed, scope):
     stats = await run(seed, buffering=True, scope=scope)
     # Every scripted failure (an unusable answer too) backs background calls off for 30 s, until a

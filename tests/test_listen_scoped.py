@@ -31,6 +31,7 @@ async def heard_within(stream, seconds: float) -> list[str]:
     return heard
 
 
+@pytest.mark.slow
 async def test_a_token_listens_only_to_what_it_may_read(make_config):
     async with serving(make_config, **bearer()) as url:
         async with connect(url, BOB) as bob:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support.timeouts import scaled
 
 from om_mcp.config import load_config
 from om_mcp.engine import Memory
@@ -51,7 +52,13 @@ def server():
         yield s
 
 
-def write_config(tmp_path: Path, model_toml: str, *, timeout: float = 5, budget: float = 10, extra: str = "") -> Path:
+def write_config(
+    tmp_path: Path, model_toml: str, *, timeout: float | None = None, budget: float | None = None, extra: str = ""
+) -> Path:
+    """A config on the fake server; a call that should succeed gets 5 s an attempt and 10 s in all on a quiet
+    machine (scaled by the machine factor); a test of the limits gives its own."""
+    timeout = scaled(5.0) if timeout is None else timeout
+    budget = scaled(10.0) if budget is None else budget
     path = tmp_path / "om.toml"
     path.write_text(
         "[observational_memory]\n" + model_toml + "\n"

@@ -124,6 +124,7 @@ async def play(client, turns: int = TURNS) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["hung", "times out", "HTTP 500", "unreachable", "no key"])
+@pytest.mark.slow
 async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatch, waits, scenario):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     # "hung": the call outlives the test (its timeout and budget above it); "times out": they cut it.
@@ -156,6 +157,7 @@ async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatc
     assert "failing" in observation["reason"]
 
 
+@pytest.mark.slow
 async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch, waits):
     """block_after is crossed while the breaker is open; when its backoff ends, the next
     turn must not wait on the retry (a model that failed is failing until a call succeeds)."""

@@ -245,6 +245,7 @@ def test_key_variables():
     assert readiness.key_variables(ModelTarget(model="noprovider")) == ()
 
 
+@pytest.mark.slow
 def test_check_by_key_endpoint_and_provider():
     env = {
         "ANTHROPIC_API_KEY": "sk-ant-api03-realkey123",

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 from pydantic import BaseModel, ValidationError
+from support.timeouts import scaled
 
 from om_mcp.models import (
     AUTO,
@@ -36,7 +37,13 @@ from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = CallPolicy(timeout_seconds=3.0, total_budget_seconds=6.0, backoff_initial_seconds=0.01, backoff_max_seconds=0.05)
+# A real call through litellm to the fake server: quick, but it is the machine's time (scaled by its factor).
+FAST = CallPolicy(
+    timeout_seconds=scaled(3.0),
+    total_budget_seconds=scaled(6.0),
+    backoff_initial_seconds=0.01,
+    backoff_max_seconds=0.05,
+)
 MESSAGES = [
     {"role": "system", "content": "You are the Observer."},
     {"role": "user", "content": "[id:m1] hello\n[id:m2] I moved to Lisbon"},
@@ -76,13 +83,14 @@ def models_requested(server: FakeLLMServer) -> list[str]:
 
 def test_importing_the_package_does_not_import_litellm():
     code = "import sys, om_mcp.models; assert 'litellm' not in sys.modules, 'litellm imported'"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=30, cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=scaled(30), cwd=ROOT)
 
 
 # --- litellm through the fake server ---------------------------------------
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_litellm_call_through_fake_server(server):
     server.responder = lambda req: FakeReply(default_responder(req), usage={"prompt_tokens": 7, "completion_tokens": 4})
     router = ModelRouter(
@@ -422,7 +430,7 @@ def test_fake_server_runs_as_a_process(tmp_path):
         assert body["usage"]["prompt_tokens"] > 0
     finally:
         proc.terminate()
-        proc.wait(timeout=5)
+        proc.wait(timeout=scaled(5))
 
 
 # --- which failures are worth retrying ----------------------------------------

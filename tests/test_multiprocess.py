@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -107,12 +108,12 @@ def test_three_processes_append_concurrently(tmp_path):
         for process in processes:
             process.stdin.write("go\n")
             process.stdin.flush()
-        outputs = [process.communicate(timeout=120) for process in processes]
+        outputs = [process.communicate(timeout=scaled(120)) for process in processes]
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
-                process.wait(timeout=10)
+                process.wait(timeout=scaled(10))
 
     reports = []
     for process, (stdout, stderr) in zip(processes, outputs):

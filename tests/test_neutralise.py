@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from support.hooks import Box
 
 from om_mcp.engine.context.escape import neutralise
@@ -33,6 +34,7 @@ def test_the_one_step_neutralises_our_tags_anywhere_and_any_tag_that_starts_a_li
     assert neutralise(out) == out  # idempotent
 
 
+@pytest.mark.slow
 def test_a_hostile_project_folder_name_cannot_open_a_block_in_session_start(tmp_path: Path):
     box = Box(tmp_path)
     project = tmp_path / HOSTILE

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 
@@ -25,7 +26,7 @@ SESSION = "0f9e8d7c-6b5a-4321-9876-fedcba987654"
 
 def om(tmp: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PYTHON, "-m", "om_mcp", *args], capture_output=True, text=True, timeout=180, env=clean_env(tmp), **kw
+        [PYTHON, "-m", "om_mcp", *args], capture_output=True, text=True, timeout=scaled(180), env=clean_env(tmp), **kw
     )
 
 
@@ -46,7 +47,7 @@ def hooked(tmp_path: Path) -> Path:
         text=True,
         capture_output=True,
         env=clean_env(tmp_path),
-        timeout=60,
+        timeout=scaled(60),
     )
     assert done.returncode == 0
     return db
@@ -214,13 +215,17 @@ def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_pa
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=scaled(120),
     )
     model = json.loads(status.stdout)["model"]
     assert (
         model["model_ready"] is False and "claude is installed but not logged in: run `claude login`" in model["reason"]
     )
     doctor = subprocess.run(
-        [PYTHON, "-m", "om_mcp", "doctor", "--db", str(hooked)], capture_output=True, text=True, env=env, timeout=120
+        [PYTHON, "-m", "om_mcp", "doctor", "--db", str(hooked)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=scaled(120),
     )
     assert doctor.returncode == 0 and "run `claude login`" in doctor.stdout and "warn" in doctor.stdout

@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from support.mcp import call, ok, read_json
 from support.processes import REPO, clean_env, server_command
+from support.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -59,7 +60,7 @@ async def run_turns(client: Client, thread_id: str) -> list[str]:
 )
 async def test_thirty_turns_past_block_after_with_no_key(tmp_path, model, reason):
     params, stderr = no_key_server(tmp_path, model, GEMINI_API_KEY="your-key-here")  # a placeholder is no key
-    with anyio.fail_after(120):
+    with anyio.fail_after(scaled(120)):
         async with Client(params) as client:
             results = await run_turns(client, "t")
             context = await ok(client, "get_context", thread_id="t", include_status=True)
@@ -85,7 +86,7 @@ async def test_thirty_turns_past_block_after_with_no_key(tmp_path, model, reason
 
 async def test_observation_off_is_quiet_and_says_so(tmp_path):
     params, stderr = no_key_server(tmp_path, "gemini/gemini-2.5-flash", OM_OBSERVATIONAL_MEMORY__ENABLED="false")
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with Client(params) as client:
             await run_turns(client, "t")
             status = await read_json(client, "om://threads/t/status")

@@ -59,6 +59,7 @@ def corpus() -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 def test_counts_are_tiktokens(table, encoding):
     for text in corpus():
         fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
@@ -90,6 +91,7 @@ def test_a_damaged_table_is_refused(tmp_path):
         o200k.O200k(bad)
 
 
+@pytest.mark.slow
 def test_ascii_text_splits_as_the_unicode_pattern_splits_it(table, encoding):
     rng = random.Random(11)
     pieces = ["'s", "'S", "'LL", "'ll", "'Re", " ", "\t", "\n", "\r\n", "\x1c", "\x1f", "\x0b", "\x0c", "ab", "AB"]

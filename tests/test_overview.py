@@ -20,6 +20,7 @@ import anyio
 import pytest
 from support.engine import Memory, Script, at, config, msg
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.models import ModelError
 from om_mcp.store.interface import Overview
@@ -82,6 +83,7 @@ async def reads(store: Overview, scope: str) -> dict[str, Any]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("scope", ["thread", "resource"])
+@pytest.mark.slow
 async def test_the_overview_reads_agree_on_both_backends(store_location, scope):
     mem = await play(store_location, scope)
     reference = await play(":memory:", scope)
@@ -145,7 +147,7 @@ def om(*args: str, db: str, tmp: Path, **env: str) -> Any:
         [PYTHON, "-m", "om_mcp", *args, "--json", "--db", db],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(tmp), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread", **env},
         cwd=REPO,
         stdin=subprocess.DEVNULL,
@@ -233,7 +235,7 @@ def _om_text(*args: str, db: str, tmp: Path) -> subprocess.CompletedProcess:
         [PYTHON, "-m", "om_mcp", *args, "--db", db],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env={**clean_env(tmp), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
         cwd=REPO,
         stdin=subprocess.DEVNULL,

@@ -71,6 +71,7 @@ def test_each_test_gets_its_own_database(postgres_server, postgres_url):
     assert postgres_server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 't'", name) == "1"
 
 
+@pytest.mark.slow
 def test_stop_ends_every_process_and_a_second_start_works(install, parent_dir):
     server = PostgresServer(install, parent_dir=parent_dir)
     for _ in range(2):
@@ -93,6 +94,7 @@ def test_stop_ends_every_process_and_a_second_start_works(install, parent_dir):
     server.stop()  # twice is harmless
 
 
+@pytest.mark.slow
 def test_server_dies_with_a_killed_owner_and_its_directory_is_swept(install, parent_dir):
     script = textwrap.dedent(f"""
         import time

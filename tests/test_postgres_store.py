@@ -21,6 +21,7 @@ import textwrap
 import anyio
 import pytest
 from support.backends import location
+from support.timeouts import scaled
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import NewGroup, NewMessage, Store, open_store
@@ -111,6 +112,7 @@ async def test_the_background_drain_reads_work_on_both_backends(store_location):
         await store.close()
 
 
+@pytest.mark.slow
 async def test_concurrent_appends_and_observations_never_skip_a_message(postgres_url):
     """Eight writers on one thread while a ninth keeps observing up to the newest committed seq.
     If a lower seq could commit after the cursor passed it, its tokens would stay counted as
@@ -342,7 +344,7 @@ async def test_broadcasts_reach_the_other_processes_not_the_sender(postgres_url)
     stop_a, stop_b = await a.listen(on_a), await b.listen(on_b)
     try:
         await a.broadcast({"uris": ["om://threads/t1/messages"]})
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await got.wait()
         await anyio.sleep(0.2)
         assert heard == {"a": [], "b": [{"uris": ["om://threads/t1/messages"]}]}

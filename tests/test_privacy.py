@@ -16,6 +16,7 @@ from support.files import raw_bytes
 from support.hooks import SESSION_ID, Box
 from support.mcp import connect, ok
 from support.processes import PYTHON, clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import Memory
@@ -223,7 +224,7 @@ def test_a_rule_that_does_not_compile_is_refused_at_start_naming_it(tmp_path: Pa
         [PYTHON, "-m", "om_mcp", "serve"],
         env={**clean_env(tmp_path), "OM_PRIVACY__EXTRA": '{"bad": "(("}'},
         capture_output=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert done.returncode == 2 and b"rule 'bad' does not compile" in done.stderr
 
@@ -321,6 +322,7 @@ async def test_mcp_appends_store_no_secret_and_count_each_rule(tmp_path: Path):
         assert secret.encode() not in raw_bytes(db), secret
 
 
+@pytest.mark.slow
 def test_the_host_hook_and_ingest_store_no_secret(tmp_path: Path):
     box = Box(tmp_path)
     transcript = ClaudeTranscript(tmp_path / f"{SESSION_ID}.jsonl", SESSION_ID, str(box.project))
@@ -344,7 +346,10 @@ def test_the_host_hook_and_ingest_store_no_secret(tmp_path: Path):
     other = ClaudeTranscript(tmp_path / "other.jsonl", "other-session", str(box.project))
     other.turn(f"the JWT is {JWT}", "noted")
     ingested = subprocess.run(
-        [PYTHON, "-m", "om_mcp", "ingest", str(other.path), "--no-worker"], env=box.env, capture_output=True, timeout=60
+        [PYTHON, "-m", "om_mcp", "ingest", str(other.path), "--no-worker"],
+        env=box.env,
+        capture_output=True,
+        timeout=scaled(60),
     )
     assert ingested.returncode == 0, ingested.stderr
     assert box.query("SELECT count FROM om_redactions WHERE rule = 'jwt'") == [(1,)]
@@ -352,6 +357,7 @@ def test_the_host_hook_and_ingest_store_no_secret(tmp_path: Path):
         assert secret.encode() not in raw_bytes(box.db), secret
 
 
+@pytest.mark.slow
 def test_imports_store_no_secret(tmp_path: Path):
     """A Claude export (through append_messages) and an om-mcp JSONL export (its own intake)."""
     env = clean_env(tmp_path, OM_DB_PATH=str(tmp_path / "om.db"))
@@ -376,16 +382,18 @@ def test_imports_store_no_secret(tmp_path: Path):
     old = clean_env(tmp_path, OM_DB_PATH=str(tmp_path / "old.db"), OM_PRIVACY__ENABLED="false")
     own = tmp_path / "memory.jsonl"
     for argv in (["ingest", str(_openai_file(tmp_path, f"token {GITHUB}")), "--no-worker"], ["export", "-o", str(own)]):
-        done = subprocess.run([PYTHON, "-m", "om_mcp", *argv], env=old, capture_output=True, timeout=120)
+        done = subprocess.run([PYTHON, "-m", "om_mcp", *argv], env=old, capture_output=True, timeout=scaled(120))
         assert done.returncode == 0, done.stderr.decode()
     assert GITHUB in own.read_text()
     for source in (claude, own):
         done = subprocess.run(
-            [PYTHON, "-m", "om_mcp", "import", str(source)], env=env, capture_output=True, timeout=120
+            [PYTHON, "-m", "om_mcp", "import", str(source)], env=env, capture_output=True, timeout=scaled(120)
         )
         assert done.returncode == 0, done.stderr.decode()
     status = json.loads(
-        subprocess.run([PYTHON, "-m", "om_mcp", "status", "--json"], env=env, capture_output=True, timeout=60).stdout
+        subprocess.run(
+            [PYTHON, "-m", "om_mcp", "status", "--json"], env=env, capture_output=True, timeout=scaled(60)
+        ).stdout
     )
     assert status["redactions"] == {"aws-access-key": 1, "github-token": 1}
     for secret in (AWS, GITHUB):

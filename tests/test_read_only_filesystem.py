@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 from test_commands import EXPORTS, om
 
 
@@ -33,7 +34,7 @@ def read_only(folder: Path, *command: str) -> subprocess.CompletedProcess:
         ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=scaled(180),
         env=clean_env(folder.parent),
         cwd=REPO,
     )
@@ -55,6 +56,7 @@ def om_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess:
     return read_only(folder, PYTHON, "-m", "om_mcp", *args, "--db", str(folder / "memory.db"))
 
 
+@pytest.mark.slow
 def test_reading_commands_work_and_a_write_says_why_not(mounted):
     db = mounted / "memory.db"
     assert om("import", str(EXPORTS / "claude" / "conversations.json"), db=db).returncode == 0
@@ -76,6 +78,7 @@ def test_reading_commands_work_and_a_write_says_why_not(mounted):
     ]
 
 
+@pytest.mark.slow
 def test_changes_left_in_a_wal_file_are_not_silently_missed(mounted):
     db = mounted / "memory.db"
     assert om("import", str(EXPORTS / "claude" / "conversations.json"), db=db).returncode == 0

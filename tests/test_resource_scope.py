@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from support.backends import location, rows, scalar
 from support.engine import Memory, prompts, role_of, text_of
+from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import InputError, NotFound, RecallQuery
@@ -988,7 +989,7 @@ async def test_indexing_stops_on_an_embedder_that_answers_short():
     try:
         await memory.append_messages("t1", [say("a", "one"), say("b", "two")], "u1")
         retrieval = Retrieval(memory.store, memory.config.observational_memory.retrieval_config, Short())
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             with pytest.raises(RuntimeError, match="returned 1 vectors for 2 texts"):
                 await retrieval.index("u1")
     finally:

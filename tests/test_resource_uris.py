@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.uri_template import UriTemplate
 from support.mcp import connect, ok, read_json
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.server.uris import canonical, parse, resource_uri, thread_uri
 
@@ -97,6 +98,7 @@ async def test_every_resource_reads_every_id(make_server):
         check(await read_everything(client))
 
 
+@pytest.mark.slow
 async def test_every_resource_reads_every_id_over_stdio(tmp_path):
     params = StdioServerParameters(
         command=PYTHON,
@@ -120,7 +122,7 @@ async def test_updates_are_published_under_the_encoded_uri(make_server):
             await ok(
                 client, "append_messages", thread_id="/home/me/project", messages=[{"role": "user", "content": "again"}]
             )
-            with anyio.fail_after(30):  # a safety net: the condition is hearing it
+            with anyio.fail_after(scaled(30)):  # a safety net: the condition is hearing it
                 async for event in stream:
                     if event.uri == wanted:
                         break

@@ -11,6 +11,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceUpdatedNotification
 from support.mcp import connect, ok, read_json
+from support.timeouts import scaled
 
 from om_mcp.config.working_memory import DEFAULT_TEMPLATE
 
@@ -148,7 +149,7 @@ class Heard:
             self._arrived.set()
 
     async def wait_for(self, uri: str) -> None:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while uri not in self.uris:
                 self._arrived = anyio.Event()
                 if uri in self.uris:
@@ -203,7 +204,7 @@ async def test_listen_hears_status_after_append(server):
             assert sorted(stream.honored.resource_subscriptions) == sorted(watched)
             await ok(client, "append_messages", thread_id="t1", user="hello")
             heard: set[str] = set()
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 async for event in stream:
                     heard.add(event.uri)
                     if {"om://threads/t1/status", "om://threads/t1/messages"} <= heard:
@@ -223,7 +224,7 @@ async def test_listen_hears_working_memory_and_thread_changes(server):
         heard: list[str] = []
 
         async def until(*uris: str) -> None:
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 async for event in stream:
                     heard.append(event.uri)
                     if set(uris) <= set(heard):

@@ -13,6 +13,7 @@ import pytest
 from support.engine import Memory, Script, config, msg
 from support.mcp import connect, ok
 from support.processes import clean_env
+from support.timeouts import scaled
 
 from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import RecallQuery
@@ -46,7 +47,7 @@ def test_serve_refuses_an_unreachable_database_in_one_line(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 3
@@ -172,6 +173,7 @@ async def test_a_postgresql_memory_backs_up_into_a_sqlite_file(tmp_path, postgre
         await restored.close()
 
 
+@pytest.mark.slow
 def test_the_migrate_command_prints_what_it_did(tmp_path, postgres_url):
     source = tmp_path / "memory.db"
 
@@ -192,18 +194,18 @@ def test_the_migrate_command_prints_what_it_did(tmp_path, postgres_url):
         postgres_url,
         "--json",
     ]
-    first = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    first = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=scaled(120))
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)
     assert result["rows"]["messages"] == 5 and result["resumed"] is False
-    second = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    second = subprocess.run(command, env=clean_env(tmp_path), capture_output=True, text=True, timeout=scaled(120))
     assert json.loads(second.stdout)["resumed"] is True and json.loads(second.stdout)["rows"]["messages"] == 0
     missing = subprocess.run(
         [*command[:5], f"sqlite://{tmp_path}/nope.db", *command[6:]],
         env=clean_env(tmp_path),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert missing.returncode == 3 and "no database at" in missing.stderr and not os.path.exists(tmp_path / "nope.db")
 
@@ -222,7 +224,7 @@ async def test_a_change_through_one_replica_reaches_subscribers_of_another(postg
                 await ok(writer, "append_messages", thread_id="t1", user="hello from the other replica")
                 await ok(writer, "update_working_memory", thread_id="t1", memory="# Notes\n- from two")
                 heard: set[str] = set()
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     async for event in stream:
                         heard.add(event.uri)
                         if set(watched) <= heard:
@@ -251,7 +253,9 @@ def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
     """With server.http.stateless, a legacy client's requests may land on any replica."""
     import httpx2
     from support.processes import server_command
-    from test_transports import free_port, stop, wait_for_port
+    from test_transports import stop, wait_for_port
+
+    from om_mcp.testing.ports import free_port
 
     env = clean_env(
         tmp_path, OM_DB_URL=postgres_url, OM_SERVER__HTTP__STATELESS="true", OM_OBSERVATIONAL_MEMORY__ENABLED="false"
@@ -272,7 +276,7 @@ def test_stateless_legacy_requests_go_to_any_replica(tmp_path, postgres_url):
         for port, process in zip(ports, replicas):
             wait_for_port(port, process)
         a, b = (f"http://127.0.0.1:{port}/mcp" for port in ports)
-        with httpx2.Client(timeout=30) as http:
+        with httpx2.Client(timeout=scaled(30)) as http:
             hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
             assert _rpc(http, a, "initialize", hello, 1)["result"]["protocolVersion"] == "2025-11-25"
             appended = _rpc(

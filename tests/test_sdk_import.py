@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -15,6 +17,7 @@ def run(code: str) -> list[str]:
     return out.stdout.split()
 
 
+@pytest.mark.slow
 def test_the_server_side_loads_without_the_client_package_and_the_rest_on_demand():
     code = (
         "import sys; from om_mcp.server import sdk; sdk.import_server_side();"
@@ -25,6 +28,7 @@ def test_the_server_side_loads_without_the_client_package_and_the_rest_on_demand
     assert run(code) == ["False", "True", "Client"]
 
 
+@pytest.mark.slow
 def test_serve_builds_its_server_without_importing_rich():
     code = (
         "import sys, logging; logging.basicConfig(); from om_mcp.server import sdk; sdk.import_server_side();"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.hosts.setup.entries import is_our_hook
 from om_mcp.hosts.setup.files import blank_jsonc
@@ -29,7 +30,7 @@ def setup(home: Path, *args: str, cwd: Path | None = None) -> subprocess.Complet
         [PYTHON, "-m", "om_mcp", "setup", *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=scaled(240),
         env=env_for(home),
         cwd=cwd or home,
         stdin=subprocess.DEVNULL,
@@ -245,8 +246,11 @@ def test_the_command_written_is_the_running_om_mcp(tmp_path: Path) -> None:
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = env_for(home)
     env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env["PATH"]])
+    # How long `claude mcp list` gives a server to start (30 s by default; it honours up to 60): a loaded
+    # machine's start takes longer.
+    env["MCP_TIMEOUT"] = str(int(min(scaled(30.0), 60.0) * 1000))
     return subprocess.run(
-        args, capture_output=True, text=True, timeout=180, env=env, cwd=home, stdin=subprocess.DEVNULL
+        args, capture_output=True, text=True, timeout=scaled(180), env=env, cwd=home, stdin=subprocess.DEVNULL
     )
 
 
@@ -296,7 +300,7 @@ def test_setup_answers_help_and_needs_no_claude(tmp_path: Path) -> None:
         text=True,
         env=env,
         cwd=REPO,
-        timeout=240,
+        timeout=scaled(240),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check: ok" in done.stdout

@@ -16,11 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 from support.processes import clean_env, server_command
+from support.timeouts import scaled
 
 from om_mcp.config import hash_token
 from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
 from om_mcp.server.http.ui.series import build_series
-from om_mcp.testing.headless import find_chromium, free_port, open_page, run_chromium, wait_for
+from om_mcp.testing.headless import find_chromium, open_page, run_chromium, wait_for
+from om_mcp.testing.ports import free_port
 from om_mcp.testing.status_demo import _config_file, fill
 
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
@@ -56,7 +58,7 @@ def site(tmp_path_factory):
 
 
 def get(url: str, path: str, token: str | None = ADMIN) -> httpx.Response:
-    return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+    return httpx.get(url + path, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=scaled(30))
 
 
 @pytest.mark.slow
@@ -250,7 +252,7 @@ def own_site(tmp_path):
 
 def _until_ready(url: str, timeout: float = 60) -> None:
     """Until the API answers (it says 503 while the memory opens)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while get(url, "/api/info").status_code == 503:
         assert time.monotonic() < deadline, "the status page API never became ready"
         time.sleep(0.05)

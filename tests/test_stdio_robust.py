@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from support.processes import PYTHON, REPO, clean_env
+from support.timeouts import scaled
 
 from om_mcp.server.stdio import TooLong, parse_line, serve_stdio, split_lines
 
@@ -41,7 +42,7 @@ class Pipe:
         self.raw = b""
 
     def message(self, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while b"\n" not in self.buffer:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no message within {timeout} s")
@@ -148,7 +149,7 @@ async def test_serving_answers_bad_lines_and_goes_on(make_server):
                 if answers[-1].get("id") == 9:
                     return
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         async with anyio.create_task_group() as group:
             group.start_soon(
                 lambda: serve_stdio(server, read_fd=to_server_r, write_fd=from_server_w, max_line_bytes=4096)
@@ -180,7 +181,7 @@ def test_stdio_process_answers_every_bad_line_and_keeps_serving(tmp_path):
         answers = [pipe.message() for _ in range(6)]
     finally:
         process.stdin.close()
-        process.wait(timeout=30)
+        process.wait(timeout=scaled(30))
     errors = [(a.get("id"), a["error"]["code"]) for a in answers if "error" in a]
     assert errors == [(2, -32600), (3, -32600), (None, -32700), (None, -32600), ("five", -32600)]
     assert "append_messages" in {t["name"] for t in answers[-1]["result"]["tools"]}
@@ -214,7 +215,7 @@ def test_ctrl_c_stops_the_server_at_once_without_a_traceback(tmp_path, busy):
                 },
             )
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=10)  # it used to ignore two Ctrl-C presses for over 20 s
+        process.wait(timeout=scaled(10))  # it used to ignore two Ctrl-C presses for over 20 s
     finally:
         if process.poll() is None:
             process.kill()
@@ -234,7 +235,7 @@ def test_a_failure_to_start_is_one_line_without_a_traceback(tmp_path):
         input=json.dumps(INIT) + "\n",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     # Refused before the transport opens: its own exit code, one line that says what to do.
     assert result.returncode == 3 and result.stdout == ""
@@ -266,7 +267,7 @@ def test_the_real_server_answers_unreadable_lines_with_their_ids(tmp_path):
         answers = [pipe.message(timeout=120) for _ in range(5)]
     finally:
         process.stdin.close()
-        process.wait(timeout=60)
+        process.wait(timeout=scaled(60))
     assert [(a["id"], a["error"]["code"]) for a in answers[:4]] == [
         (21, -32700),
         (22, -32700),

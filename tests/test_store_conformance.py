@@ -103,6 +103,7 @@ def chunk(cid: str, thread: str, first: int, last: int, tokens: int = 20) -> Chu
 # -- threads, resources, working memory ----------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_store_and_its_overview_satisfy_their_protocols():
     async with opened() as store:
         assert isinstance(store, Store) and isinstance(store, Overview)

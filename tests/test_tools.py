@@ -1158,6 +1158,7 @@ async def test_update_thread(server, mode):
 
 
 @ERAS
+@pytest.mark.slow
 async def test_delete_thread_leaves_nothing_findable(observing, db_path, store_location, mode):
     server, model = await observing(working_memory={"scope": "thread"})
     async with connect(server, mode) as client:

@@ -15,6 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from support.mcp import call, ok
 from support.processes import REPO, clean_env, server_command
+from support.timeouts import scaled
+
+from om_mcp.testing.ports import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -38,14 +41,8 @@ def search_hits(text: str) -> list[tuple[str, str]]:
     return hits
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"server exited early with code {process.returncode}")
@@ -61,10 +58,10 @@ def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             process.kill()
-            process.wait(timeout=10)
+            process.wait(timeout=scaled(10))
 
 
 async def stored(client: Client, thread_id: str, messages: list[dict]) -> tuple[int, int]:
@@ -131,7 +128,7 @@ async def test_stdio_servers_share_the_default_database(tmp_path):
             together = await ok(client, "get_context", thread_id="together")
             assert len(together["messages"]) == 2 * per_server
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         async with anyio.create_task_group() as group:
             group.start_soon(session, "explicit", "default")
             group.start_soon(session, "default", "explicit")
@@ -144,7 +141,7 @@ async def test_stdio_servers_share_the_default_database(tmp_path):
 async def test_stdio_server_in_both_eras(tmp_path, mode):
     command, *args = server_command("--db", str(tmp_path / "stdio.db"))
     params = StdioServerParameters(command=command, args=args, env=clean_env(tmp_path, **NO_MODEL), cwd=str(REPO))
-    with anyio.fail_after(START_TIMEOUT):
+    with anyio.fail_after(scaled(START_TIMEOUT)):
         async with Client(params, mode=mode) as client:
             assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
             await exercise(client, mode)
@@ -176,7 +173,7 @@ async def test_http_server_in_both_eras(tmp_path):
     try:
         await anyio.to_thread.run_sync(wait_for_port, port, process)
         url = f"http://127.0.0.1:{port}/mcp"
-        with anyio.fail_after(START_TIMEOUT):
+        with anyio.fail_after(scaled(START_TIMEOUT)):
             async with Client(url) as client:
                 assert client.protocol_version == "2026-07-28"
                 await exercise(client, "modern")
@@ -223,7 +220,7 @@ def test_default_db_path_is_under_xdg_data_home_and_logged(tmp_path):
         text=True,
     )
     try:
-        log = _read_stderr_until(process, "database:", START_TIMEOUT)
+        log = _read_stderr_until(process, "database:", scaled(START_TIMEOUT))
     finally:
         stop(process)
     assert f"database: {expected}" in log, log
@@ -238,7 +235,7 @@ def _start_and_fail(tmp_path, *args: str, **env_extra: str) -> subprocess.Comple
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 from support.backends import location
 from support.engine import Memory, Script, config, msg, stored_events, tracing_observer
+from support.timeouts import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
@@ -110,7 +111,7 @@ async def test_a_buffered_turn_does_not_wait_while_the_client_loads_and_nothing_
         await mem.append_messages("t", [msg(0), msg(1)])
         await mem.append_messages("t", [msg(n) for n in range(2, 13)])
         await loading.wait()  # the buffering run waits for its client
-        with anyio.fail_after(30):  # a deadlock guard, not a timing assertion
+        with anyio.fail_after(scaled(30)):  # a deadlock guard, not a timing assertion
             context = await mem.get_context("t")  # answers at once: nothing to wait for yet
         assert context.observations is None and len(context.messages) == 13
         status = context.status.observation

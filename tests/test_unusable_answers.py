@@ -67,6 +67,7 @@ async def turns(client: Any, n: int, thread: str = "t", start: int = 0) -> None:
 
 
 @pytest.mark.parametrize("reply", list(REPLIES))
+@pytest.mark.slow
 async def test_an_unusable_answer_opens_the_breaker_like_an_error(tmp_path, reply):
     """Before: every turn past the interval re-sent the window (1,954 calls for 2,000 appends)."""
     with FakeLLMServer(lambda request: REPLIES[reply]) as fake:
@@ -84,6 +85,7 @@ async def test_an_unusable_answer_opens_the_breaker_like_an_error(tmp_path, repl
         assert "‹/observations>" in observation["reason"]
 
 
+@pytest.mark.slow
 async def test_repeated_refusals_pause_the_model_and_the_status_says_what_it_answered(tmp_path):
     with FakeLLMServer(lambda request: REFUSAL) as fake:
         async with connect(build_server(config(tmp_path, fake.base_url))) as client:
@@ -107,6 +109,7 @@ async def test_repeated_refusals_pause_the_model_and_the_status_says_what_it_ans
     assert "<system-reminder>" not in str(text)
 
 
+@pytest.mark.slow
 async def test_another_model_or_a_success_lifts_the_refusal_pause(tmp_path):
     replies = {"text": REFUSAL}
     with FakeLLMServer(lambda request: FakeReply(replies["text"])) as fake:
@@ -124,6 +127,7 @@ async def test_another_model_or_a_success_lifts_the_refusal_pause(tmp_path):
 
 
 @pytest.mark.usefixtures("store_location")
+@pytest.mark.slow
 async def test_the_same_window_is_not_sent_again_until_it_grew_by_an_interval():
     """One conversation is refused (a content filter), another observed: the successes close
     the breaker, yet the refused window waits for new tokens (or its own backoff)."""

@@ -1,10 +1,13 @@
 """The `[working_memory]` section: a persistent scratchpad about a user or task.
 
-The rules for applying updates live in `om_mcp.engine.working_memory`. Two modes, exactly one active (spec WM-03):
+The rules for applying updates live in `om_mcp.engine.working_memory`. Two modes, exactly one active
+(setting both is an error; with neither, the default template applies):
 
-* template: the value is Markdown and every update replaces it whole (WM-04);
+* template: the value is Markdown and every update replaces it whole
+            (an update equal to the empty template never overwrites real data);
 * schema:   the value is a JSON object, updates are partial and deep-merged,
-            and the result must satisfy the configured JSON Schema (WM-05/06).
+            and the result must satisfy the configured JSON Schema
+            (nulls a strict provider sends for optional fields are stripped first).
 """
 
 from __future__ import annotations

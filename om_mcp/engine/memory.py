@@ -347,7 +347,8 @@ class Memory:
         )
 
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
-        """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
+        """Merge a partial object into resource-scoped schema working memory, atomically
+        (one write-locked transaction, so concurrent merges of different fields all survive)."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
         return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
 

@@ -13,9 +13,9 @@ The counts are tiktoken's o200k_base counts (the tests hold the two side by side
 so the stored counts keep tiktoken's name and version: rows counted before the
 table existed stay valid, and nothing is recounted for the change.
 
-Message arithmetic follows the reference study (TK-03/TK-04): a message is its
+Message arithmetic follows the reference study: a message is its
 role, its parts and 3.8 overhead, rounded per message; a list adds 24 once. Parts
-counts are cached with the message; the overheads are always recomputed (TK-10).
+counts are cached with the message; the overheads are always recomputed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ CACHE_VERSION = 1
 
 PER_MESSAGE = 3.8
 PER_CONVERSATION = 24
-# The study trims JSON-encoded tool args/results by 12 (TK-04); the JSON share never goes below 0.
+# The study trims JSON-encoded tool args/results by 12; the JSON share never goes below 0.
 JSON_DISCOUNT = 12
 
 # Images: OpenAI's high-detail rule (fit in 2048x2048, shortest side down to 768,
@@ -172,7 +172,7 @@ class TokenCounter:
         return known
 
     def count_observations(self, text: str) -> int:
-        """Observation tokens are the plain text count of the observation string (TK-06)."""
+        """Observation tokens are the plain text count of the observation string."""
         return self.count_text(text)
 
     def count_part(self, part: Part) -> int:
@@ -197,7 +197,7 @@ class TokenCounter:
 
     @staticmethod
     def part_overhead(part: Part) -> float:
-        """Overhead a part adds to its message beyond its content (TK-04)."""
+        """Overhead a part adds to its message beyond its content."""
         return PER_MESSAGE if part.get("type") == "tool-result" else 0.0
 
     def _count_value(self, value: Any) -> int:
@@ -211,7 +211,7 @@ class TokenCounter:
     def _file_tokens(self, part: Part) -> int:
         mime = (part.get("mime_type") or "").lower()
         if mime.startswith("image/"):
-            # uploads often arrive as files; they still cost what an image costs (TK-05)
+            # uploads often arrive as files; they still cost what an image costs
             return _image_tokens(part)
         if _is_textual(mime) and part.get("data"):
             raw = _decode_base64(part["data"])

@@ -16,7 +16,7 @@ from om_mcp.models.settings import ModelSettings, ModelTarget
 
 
 class Usage(BaseModel):
-    """Token usage and provider metadata of one model call (MD-13)."""
+    """Token usage and provider metadata of one model call, for the end hooks and events."""
 
     input_tokens: int = 0
     output_tokens: int = 0

@@ -63,7 +63,8 @@ class UnusableAnswer(ModelError):
 class ModelSelectionError(ModelError):
     """No model fits the request (input above the largest by-size threshold).
 
-    Raised before any model call; the engine treats it like a tripwire (MD-07).
+    Raised before any model call; the engine treats it like a tripwire: the cycle stops and a failed event
+    is recorded.
     """
 
 

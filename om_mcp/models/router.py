@@ -59,7 +59,7 @@ class ModelRouter:
         self.choice = normalize_choice(choice)
         self.policy = policy or CallPolicy()
         base = settings or ModelSettings()
-        # Resolved once: MD-11 depends on the choice, not on the tier picked.
+        # Resolved once: the default max_output_tokens depends on the choice, not on the tier picked.
         self.settings = base.model_copy(update={"max_output_tokens": effective_max_output_tokens(choice, base)})
         # One client for every target (tests pass a scripted one), else one per kind of target.
         self.client = client

@@ -1,4 +1,5 @@
-"""Config types for choosing and calling models (spec section E, MD-01..12).
+"""Config types for choosing and calling models (a provider/model string,
+a fallback list, or a by-input-size table).
 
 These are used inside the project's config model, so TOML keys are snake_case
 and unknown keys are errors that name the key (extra="forbid").
@@ -79,7 +80,8 @@ class _Config(BaseModel):
 
 
 class ModelTarget(_Config):
-    """One model to call, with its endpoint, key and retry count (MD-09)."""
+    """One model to call, with its endpoint, key and retry count; a fallback list tries
+    each enabled entry with its own retries before the next."""
 
     model: ModelName = Field(description="litellm 'provider/model'; 'google/' becomes 'gemini/'")
     api_base: str | None = Field(default=None, description="endpoint URL, e.g. http://127.0.0.1:8080/v1")
@@ -99,7 +101,7 @@ ModelEntry = ModelName | ModelTarget
 
 
 class ByInputSize(_Config):
-    """Pick a model by the call's input token count (MD-05/06/08).
+    """Pick a model by the call's input token count.
 
     `up_to` maps a threshold to a model; an input goes to the smallest
     threshold that is >= its size. TOML table keys are strings, so "8000" and
@@ -195,7 +197,8 @@ def as_target(entry: str | ModelTarget) -> ModelTarget:
 def normalize_choice(choice: Any) -> list[ModelTarget] | ByInputSize:
     """The uniform internal form: an ordered fallback list of targets, or a by-size selector.
 
-    `None` means the default model (MD-02/04 are resolved by the caller's config).
+    `None` means the default model (an unset role falls back to the other role's model,
+    then to the default, in the caller's config).
     """
     if choice is None:
         return [ModelTarget(model=DEFAULT_MODEL)]
@@ -217,7 +220,7 @@ def targets_for(choice: Any, input_tokens: int) -> list[ModelTarget]:
 
 
 class ModelSettings(_Config):
-    """Per-role generation settings (MD-10)."""
+    """Per-role generation settings: temperature, max_output_tokens, provider options."""
 
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -235,7 +238,7 @@ class ModelSettings(_Config):
 
 
 def is_default_selection(choice: Any) -> bool:
-    """True for the default model selection of MD-11: unset, "default", the
+    """True for the default model selection (which gets a default max_output_tokens): unset, "default", the
     default model itself, or a by-input-size selector."""
     if choice is None:
         return True
@@ -247,7 +250,7 @@ def is_default_selection(choice: Any) -> bool:
 
 
 def effective_max_output_tokens(choice: Any, settings: ModelSettings | None) -> int | None:
-    """max_output_tokens for a call (MD-11): the configured value, else 100000
+    """max_output_tokens for a call: the configured value, else 100000
     for the default selection, else None (the provider's own default)."""
     if settings is not None and settings.max_output_tokens is not None:
         return settings.max_output_tokens
@@ -255,7 +258,7 @@ def effective_max_output_tokens(choice: Any, settings: ModelSettings | None) -> 
 
 
 class CallPolicy(_Config):
-    """Timeouts and retry pacing shared by every call (MD-12).
+    """Timeouts and retry pacing shared by every call: only transient errors are retried.
 
     Each attempt gets `timeout_seconds` (less if the budget is nearly spent);
     transient failures are retried with exponential backoff and jitter; no new

@@ -1,5 +1,5 @@
 """Telling clients what changed: resource-updated notifications for every resource an
-operation or a background cycle touches (OM-09, EV-14), and the request's lifecycle
+operation or a background cycle touches, and the request's lifecycle
 events as log notifications. Best effort: the events resource keeps everything.
 
 Both eras hear the same changes, whoever caused them: 2026-07-28 clients through their

@@ -220,7 +220,7 @@ async def append_chunks(
     )
     if buffered_at_tokens is not None:
         await tx.execute("UPDATE om_records SET last_buffered_at_tokens = $1 WHERE key = $2", buffered_at_tokens, key)
-    # A chunk's extracted values count at once (OM-25); its hints wait for activation.
+    # A chunk's extracted values count at once; its hints wait for activation.
     await _touch_record(tx, key, extracted=extracted)
     await add_events(tx, events)
     return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -18,6 +17,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from om_mcp.testing.ports import free_port
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = (
@@ -43,12 +44,6 @@ def find_chromium() -> str | None:
     if explicit and Path(explicit).exists():
         return explicit
     return next((found for name in CANDIDATES if (found := shutil.which(name))), None)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def wait_for(url: str, timeout: float = 60) -> None:

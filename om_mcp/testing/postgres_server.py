@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from om_mcp.testing.ports import free_port
 from om_mcp.testing.postgres_install import Install, PostgresUnavailable, find_install, reachable, service_account
 
 if TYPE_CHECKING:
@@ -55,12 +55,6 @@ SUPERUSER = "postgres"
 
 # Throwaway data: nothing needs to reach the disk.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "jit": "off"}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _alive(pid: int) -> bool:
@@ -115,8 +109,10 @@ class PostgresServer:
         *,
         settings: dict[str, str] | None = None,
         parent_dir: str | Path | None = None,
+        start_timeout: float = START_TIMEOUT,
     ):
         self.install = install
+        self.start_timeout = start_timeout  # a loaded machine's tests give it longer
         self.settings = {**FAST_SETTINGS, **(settings or {})}
         self.parent_dir = Path(parent_dir or tempfile.gettempdir())
         self.root: Path | None = None
@@ -146,7 +142,7 @@ class PostgresServer:
                 os.chown(root, self._account.pw_uid, self._account.pw_gid)
             self._initdb(install, root)
             for attempt in range(1, PORT_ATTEMPTS + 1):
-                if self._launch(install, root, _free_port()):
+                if self._launch(install, root, free_port()):
                     return self
                 if "could not bind" not in self.log_tail() or attempt == PORT_ATTEMPTS:
                     raise PostgresUnavailable(f"postgres did not start: {self.log_tail()}")
@@ -315,7 +311,7 @@ class PostgresServer:
                 preexec_fn=_die_with_parent,
                 **self._as_service(),
             )
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         status = root / "data" / "postmaster.pid"
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -329,7 +325,7 @@ class PostgresServer:
             except OSError:
                 pass
             time.sleep(0.02)
-        raise PostgresUnavailable(f"postgres not ready after {START_TIMEOUT:.0f} s: {self.log_tail()}")
+        raise PostgresUnavailable(f"postgres not ready after {self.start_timeout:.0f} s: {self.log_tail()}")
 
 
 def main() -> None:

@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     import subprocess
     import tempfile
 
-    from om_mcp.testing.headless import free_port, run_chromium, wait_for
+    from om_mcp.testing.headless import run_chromium, wait_for
+    from om_mcp.testing.ports import free_port
 
     parser = argparse.ArgumentParser(prog="python -m om_mcp.testing.status_demo")
     parser.add_argument("--db", type=Path, help="the database to fill (default: a temporary file)")

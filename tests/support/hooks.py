@@ -15,6 +15,7 @@ from pathlib import Path
 from om_mcp.store.sessions import WORKER_LEASE
 from om_mcp.testing.fake_server import request_text
 from support.processes import PYTHON, clean_env
+from support.timeouts import scaled
 
 DECISION = re.compile(r"Decision: ([^.\n\"\\]+)")
 SESSION_ID = "cc9270be-2e3e-4e60-aa7f-4af09db5ee17"
@@ -43,7 +44,7 @@ class Box:
             input=data.encode(),
             capture_output=True,
             env=self.env,
-            timeout=60,
+            timeout=scaled(60),
         )
 
     def event(self, name: str, transcript: Path | None, session: str = SESSION_ID, **extra: str) -> dict:
@@ -67,7 +68,7 @@ class Box:
 
     def wait_for_worker(self, timeout: float = 120.0) -> None:
         """Until the worker the hook started has released the lease and exited."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             if not self.query("SELECT owner FROM om_leases WHERE key = ? AND op = ?", *WORKER_LEASE):
                 pid = self.worker_pid()
@@ -83,7 +84,7 @@ class Box:
         )
 
     def wait_for_worker_log(self, text: str, timeout: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             log = self.worker_log.read_text() if self.worker_log.exists() else ""
             if text in log:

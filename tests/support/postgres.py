@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from om_mcp.testing.postgres_server import PostgresServer, PostgresUnavailable
+from om_mcp.testing.postgres_server import START_TIMEOUT, PostgresServer, PostgresUnavailable
 
 
 def _unavailable(error: PostgresUnavailable) -> None:
@@ -29,7 +29,9 @@ def _unavailable(error: PostgresUnavailable) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
+    from support.timeouts import scaled  # a plugin of conftest's: imported once it is registered
+
+    server = PostgresServer(start_timeout=scaled(START_TIMEOUT))  # this worker's own server
     try:
         server.start()
     except PostgresUnavailable as error:

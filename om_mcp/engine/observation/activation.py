@@ -4,7 +4,7 @@ Chunks activate when the window reaches the threshold, after the agent has been
 idle long enough (`activate_after_idle`), or when the actor's model changed
 (`activate_on_provider_change`); a buffered reflection replaces the lines it
 covered when the log reaches its threshold (or on the same idle/model rules,
-when reflection sets them explicitly, OM-38).
+when reflection sets them explicitly: it never inherits them).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def idle_ms(value: Any, actor_model: str | None) -> int | None:
 
 
 def actor_model(thread: Thread | None, given: str | None) -> str | None:
-    """The actor's model: as given to the call, else from its last assistant message (OM-33)."""
+    """The actor's model: as given to the call, else from its last assistant message."""
     return given or (thread.last_model if thread else None)
 
 
@@ -146,7 +146,7 @@ def reflection_trigger(deps: CycleDeps, snap: Snapshot, given_model: str | None)
         return None
     if snap.state.observation_tokens >= deps.limits.observation_tokens:
         return "threshold"
-    refl = deps.om.reflection  # never inherits the top-level settings (OM-38)
+    refl = deps.om.reflection  # never inherits the top-level settings
     return trigger_for(snap.thread, refl.activate_after_idle, refl.activate_on_provider_change, given_model)
 
 

@@ -150,7 +150,8 @@ async def run_cycle(
             "trigger": step.trigger,
             **(base_extra or {}),
         }
-        # Events anchor to the turn's last assistant message, never a user message (EV-02).
+        # Events anchor to the turn's last assistant message, never a user message,
+        # so a message's last observation-end event marks where its unobserved parts begin.
         thread = await store.get_thread(step.thread_id)
         if thread is not None and thread.last_assistant_id:
             base["anchor_message_id"] = thread.last_assistant_id

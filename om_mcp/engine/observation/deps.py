@@ -95,7 +95,7 @@ class CycleDeps:
     async def on_extracted(
         self, values: dict[str, Any], failures: list[dict[str, str]], base: dict[str, Any]
     ) -> dict[str, Any]:
-        """The on_extracted hook sees each value before it is stored (OM-66): a value it
+        """The on_extracted hook sees each value before it is stored: a value it
         returns replaces the extracted one; an exception records a failure for that slug."""
         hook = self.events.hooks.on_extracted
         if hook is None:

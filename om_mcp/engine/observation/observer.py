@@ -53,7 +53,7 @@ class AgentResult:
 
 def truncate_previous(text: str, budget: int | bool, count: Callable[[str], int]) -> str:
     """Fit the previous observations into `budget` tokens for the Observer: keep
-    the newest lines, and older 🔴 lines while room remains (OM-21)."""
+    the newest lines, and older 🔴 lines while room remains."""
     if budget is False or not text:
         return text
     if budget == 0:
@@ -101,7 +101,7 @@ TEXT_ATTACHMENT_CHARS = 20_000
 
 
 def attachment_items(messages: Sequence[Message], policy: bool | str | list[str]) -> list[dict[str, Any]]:
-    """Content items for the attachments the policy allows (OM-72): images as image_url,
+    """Content items for the attachments the policy allows: images as image_url,
     text files as text (clipped), other files as data URLs."""
     items = []
     for message in messages:

@@ -1,5 +1,5 @@
 """The Reflector: the whole log in, a condensed log out, compressing harder while the
-result is not below its target (OM-39..41). It touches no storage."""
+result is not below its target (levels 0 to 4, rising only while the output misses it). It touches no storage."""
 
 from __future__ import annotations
 

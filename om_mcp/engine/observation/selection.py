@@ -18,7 +18,7 @@ def leave_turn_raw(messages: list[Message]) -> list[Message]:
 
 def safe_prefix(messages: list[Message]) -> list[Message]:
     """Drop a trailing tool call still waiting for its result, so a cycle never
-    separates a call from its result (OM-18)."""
+    separates a call from its result."""
     answered = {p.get("tool_call_id") for m in messages for p in m.parts if p.get("type") == "tool-result"}
     while messages:
         last = messages[-1]

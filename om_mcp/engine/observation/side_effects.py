@@ -27,7 +27,7 @@ TITLE_CHARS = 120
 
 
 def working_memory_extractor(whole: Config) -> list[tuple[str, str]]:
-    """The inline extractor that lets the Observer keep working memory (WM-14), if configured."""
+    """The inline extractor that lets the Observer keep working memory, if configured."""
     config = whole.working_memory
     if not (whole.observational_memory.observation.manage_working_memory and config.enabled):
         return []

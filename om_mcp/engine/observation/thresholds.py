@@ -20,7 +20,7 @@ MAX_INPUT_THRESHOLDS = 2
 
 def message_threshold(limits: Limits, observation_tokens: int, share_token_budget: bool) -> int:
     """Unobserved tokens that trigger observation; with a shared budget, messages may
-    use the room the observations do not (OM-2 share_token_budget)."""
+    use the room the observations do not (share_token_budget)."""
     if not share_token_budget:
         return limits.message_tokens
     total = limits.message_tokens + limits.observation_tokens
@@ -33,7 +33,7 @@ def max_input_tokens(limits: Limits) -> int:
 
 def should_buffer(limits: Limits, pending: int, last_buffered_at: int, threshold: int) -> bool:
     """A buffering run is due when pending tokens cross a new multiple of the interval;
-    the interval halves near the threshold so the last stretch is covered too (OM-24)."""
+    the interval halves near the threshold so the last stretch is covered too."""
     interval = limits.buffer_tokens
     if not interval or pending <= 0:
         return False
@@ -42,15 +42,15 @@ def should_buffer(limits: Limits, pending: int, last_buffered_at: int, threshold
 
 
 def enough_to_buffer(limits: Limits, new_tokens: int, on_idle: bool) -> bool:
-    """A run with less than half an interval of new content is not worth a call (OM-24),
-    unless the agent went idle (buffer_on_idle, OM-27)."""
+    """A run with less than half an interval of new content is not worth a call,
+    unless the agent went idle (buffer_on_idle)."""
     return on_idle or new_tokens >= (limits.buffer_tokens or 0) / 2
 
 
 def activation_prefix(
     limits: Limits, chunks: Sequence[Chunk], pending: int, threshold: int, force: bool = False
 ) -> list[Chunk]:
-    """The prefix of chunks an activation takes now (OM-29): the smallest prefix that
+    """The prefix of chunks an activation takes now: the smallest prefix that
     brings the window down to the kept floor without overshooting it by much, keeping
     at least min(1000, floor) tokens raw; at least one chunk."""
     if not chunks:
@@ -90,7 +90,7 @@ def past_block_after(limits: Limits, pending: int, threshold: int) -> bool:
 
 def reflection_due(limits: Limits, observation_tokens: int, blocked_at: int | None) -> bool:
     """The log is over its threshold, and the last sync reflection did not already fail
-    to get below it at this very size (OM-41)."""
+    to get below it at this very size."""
     return observation_tokens >= limits.observation_tokens and blocked_at != observation_tokens
 
 
@@ -111,7 +111,7 @@ def reflection_target(limits: Limits, input_tokens: int, buffered: bool) -> int:
 
 
 def start_level(manual: bool, reflector_models: str) -> int:
-    """Compression level of the first attempt (OM-40): manual runs start gentle; models
+    """Compression level of the first attempt: manual runs start gentle; models
     known to under-compress start higher."""
     if manual:
         return 0

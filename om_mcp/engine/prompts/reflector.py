@@ -1,7 +1,7 @@
 """The Reflector's prompt: it rewrites the observation log into a shorter one.
 
 It quotes the Observer's own rules and log format, so it knows how the memory
-was made, then adds its rewriting rules and the compression levels (OM-39/40).
+was made, then adds its rewriting rules and the compression levels.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def reflector_system_prompt(instruction: str | None = None, extractors: Sequence
 REFLECTOR_SYSTEM = reflector_system_prompt()
 
 # Each level asks for more compression than the one before; the level only rises
-# while the output is still over the size target (OM-39/OM-40).
+# while the output is still over the size target.
 COMPRESSION_KEEP_ALWAYS = """\
 At every level keep names, dates, people, events, decisions and ✅ outcomes."""
 

@@ -105,13 +105,14 @@ class WorkingMemory:
     async def merge(
         self, thread_id: str, resource_id: str, partial: dict[str, Any], *, exists: bool
     ) -> WorkingMemoryOut:
-        """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
+        """Merge a partial object into resource-scoped schema working memory, atomically
+        (one write-locked transaction, so concurrent merges of different fields all survive)."""
         if self.config.mode != "schema" or self.config.scope != "resource":
             raise InputError("merge_working_memory needs schema mode and resource scope", field="working_memory")
         return await self.update(thread_id, resource_id, partial, exists=exists)
 
     def seed(self, initial: Any) -> Seed | None:
-        """The working memory a new thread brings in its metadata (WM-10), as a store seed."""
+        """The working memory a new thread brings in its metadata (`metadata.working_memory`), as a store seed."""
         config = self.config
         if initial is None or not config.enabled:
             return None

@@ -4,9 +4,9 @@ The engine loads the stored value, calls `apply_update`, and writes back
 `UpdateResult.value` only when `changed` is true, all inside one store
 transaction so concurrent updates serialise.
 
-* template mode: the value is Markdown and every update replaces it whole (WM-04);
+* template mode: the value is Markdown and every update replaces it whole;
 * schema mode: the value is a JSON object, updates are partial and deep-merged,
-  and the result must satisfy the configured JSON Schema (WM-05/06).
+  and the result must satisfy the configured JSON Schema.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def apply_update(
     Raises WorkingMemoryError when the update is refused; `current` is never
     modified in place, so a refused update changes nothing.
     """
-    # Per spec WM-11 writes are rejected, not just hidden, in read-only mode;
+    # In read-only mode writes are rejected, not just hidden;
     # checking here covers every caller, not only the MCP tool.
     if config.read_only:
         raise WorkingMemoryError("working memory is read-only; updates are not allowed")
