@@ -15,6 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from om_mcp.server import sdk
 from om_mcp.server.log_level import _connection_state
 from om_mcp.server.uris import canonical
 
@@ -40,7 +41,7 @@ def install_subscriptions(server: MCPServer, watch: Callable[[Any], None]) -> No
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
         _subscriptions(ctx).add(canonical(str(params.uri)))
-        connection = getattr(ctx.session, "_connection", None)  # private in the SDK, as for the state
+        connection = sdk.connection_of(ctx.session)
         if connection is not None:
             watch(connection)
         return EmptyResult()
@@ -49,5 +50,5 @@ def install_subscriptions(server: MCPServer, watch: Callable[[Any], None]) -> No
         _subscriptions(ctx).discard(canonical(str(params.uri)))
         return EmptyResult()
 
-    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    server._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, subscribe)
+    sdk.add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)

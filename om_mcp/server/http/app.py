@@ -36,6 +36,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from om_mcp.config import Config
+from om_mcp.server import sdk
 from om_mcp.server.http.auth import TokenTable, bearer_required
 from om_mcp.server.http.ratelimit import RateLimiter
 from om_mcp.server.http.ui.mount import WithStatusPage, is_public
@@ -181,7 +182,7 @@ class Gate:
 
     def _sessions_of(self, user: AuthenticatedUser) -> int:
         # The SDK keeps each legacy session's owner; it has no per-owner cap of its own.
-        owners = getattr(self.sessions, "_session_owners", {})
+        owners = sdk.session_owners(self.sessions)
         me = authorization_context(user)
         return sum(1 for owner in list(owners.values()) if owner == me)
 
