@@ -64,6 +64,10 @@ def __getattr__(name: str):
         from om_mcp.store.sqlite.store import SQLiteStore
 
         return SQLiteStore
+    if name == "copy_memory":  # `om-mcp migrate`: both drivers' copy code, loaded when it runs
+        from om_mcp.store.copy import copy_memory
+
+        return copy_memory
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -72,6 +76,7 @@ __all__ = [
     "BufferedReflection",
     "Chunk",
     "ContextRead",
+    "copy_memory",
     "DatabaseRefused",
     "DueWork",
     "Event",
