@@ -29,6 +29,7 @@ from om_mcp.models.errors import (
     UnusableAnswer,
     is_transient,
 )
+from om_mcp.models.sampler import NO_CLIENT, NoSampler, Sampler
 
 
 def __getattr__(name: str):
@@ -42,6 +43,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "NO_CLIENT",
     "AUTO",
     "DEFAULT_MAX_OUTPUT_TOKENS",
     "DEFAULT_MODEL",
@@ -56,6 +58,8 @@ __all__ = [
     "ModelSettings",
     "ModelTarget",
     "ModelUnavailable",
+    "NoSampler",
+    "Sampler",
     "TransientModelError",
     "UnusableAnswer",
     "Usage",

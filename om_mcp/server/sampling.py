@@ -39,8 +39,7 @@ from mcp.types import (
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from om_mcp.models import Completion, ModelError, ModelSettings, ModelTarget, ModelUnavailable, Usage
-from om_mcp.models.sampler import NO_CLIENT
+from om_mcp.models import NO_CLIENT, Completion, ModelError, ModelSettings, ModelTarget, ModelUnavailable, Usage
 from om_mcp.server.sdk import connection_of
 
 PREFIX = "sampling"
