@@ -323,3 +323,28 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def test_the_concept_table_names_files_that_exist():
+    """CONTRIBUTING's "where each concept lives" stays true: every file or folder it names is there
+    (a short name is read beside the row's previous path, as a person reads it)."""
+    text = CONTRIBUTING.read_text()
+    section = text[text.index("\n## Where each concept lives\n") :]
+    section = section[: section.index("\n## ", 1)]
+    missing = []
+    for row in section.splitlines():
+        near = PACKAGE
+        for token in re.findall(r"`([^`]+)`", row.partition("|")[2].partition("|")[2]):
+            if "<" in token or " " in token or not ("/" in token or token.endswith(".py")):
+                continue
+            head, brace, rest = token.partition("{")
+            names, _, tail = rest.partition("}")
+            for path in [head + name + tail for name in names.split(",")] if brace else [token]:
+                bases = [ROOT] if path.startswith(("om_mcp/", "tests/", "benchmarks/", "docs/")) else [PACKAGE]
+                bases += [near, *near.parents]
+                found = next((base / path for base in bases if (base / path).exists()), None)
+                if found is None:
+                    missing.append(f"{path} (in: {row[:60]}...)")
+                else:
+                    near = found if found.is_dir() else found.parent
+    assert not missing, "\n".join(missing)
