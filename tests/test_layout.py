@@ -348,3 +348,38 @@ def test_the_concept_table_names_files_that_exist():
                 else:
                     near = found if found.is_dir() else found.parent
     assert not missing, "\n".join(missing)
+
+
+# `Memory`'s parts that are the engine's insides: the server asks Memory for what they do.
+ENGINE_INSIDES = frozenset({"observation", "worker", "store", "retrieval", "working_memory"})
+
+
+def _facade() -> frozenset[str]:
+    """What `Memory` offers: its methods and properties, and the parts `__init__` keeps, less its insides."""
+    tree = ast.parse((PACKAGE / "engine" / "memory.py").read_text())
+    memory = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Memory")
+    names = {n.name for n in memory.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for node in ast.walk(memory):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            if isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    return frozenset(n for n in names if not n.startswith("_")) - ENGINE_INSIDES
+
+
+def _is_memory(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ("memory", "opened")) or (
+        isinstance(node, ast.Attribute) and node.attr == "memory"
+    )
+
+
+def test_the_server_reaches_the_engine_only_through_its_facade():
+    facade = _facade()
+    assert {"append_messages", "get_context", "events", "overview", "start_upkeep", "sampler"} <= facade
+    problems = []
+    for path in sources():
+        if not module_name(path).startswith("om_mcp.server"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _is_memory(node.value) and node.attr not in facade:
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno} reaches Memory.{node.attr}")
+    assert not problems, "\n".join(problems)

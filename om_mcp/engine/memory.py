@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from om_mcp.config import Config
+from om_mcp.config import Config, Limits
 from om_mcp.engine import intake
 from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
@@ -254,6 +254,20 @@ class Memory:
         """(can observation call its model now, why not): no network, no thread needed."""
         state = self.observation.observation_state(None)
         return state.model_ready, None if state.model_ready else state.reason
+
+    def models(self) -> tuple[str, str, str]:
+        """(the Observer's models, the Reflector's, how they were chosen), as logs and pages name them."""
+        observation = self.observation
+        return (
+            observation.observer.router.describe(),
+            observation.reflector.router.describe(),
+            observation.readiness.reason,
+        )
+
+    @property
+    def limits(self) -> Limits:
+        """The thresholds as token counts (observe, reflect, buffer, block), resolved once from the config."""
+        return self.observation.limits
 
     async def get_context(
         self,

@@ -89,12 +89,11 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
         task_status.started()
         return
     opened.events.listeners.append(app.notifier.on_event)
-    readiness = opened.observation.readiness
     log.info(
         "om-mcp %s ready; database %s; observation: %s",
         __version__,
         opened.overview.location,
-        readiness.reason if opened.config.observational_memory.enabled else "off",
+        opened.models()[2] if opened.config.observational_memory.enabled else "off",
     )
     try:
         async with opened.running(), app.notifier.relaying(opened):
