@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.engine.messages import MessageIn
 from om_mcp.hosts.claude_code import (
     ConvertOptions,
     TranscriptState,
@@ -25,6 +24,7 @@ from om_mcp.hosts.claude_code import (
     to_messages,
 )
 from om_mcp.hosts.common import TRIM_MARKER, TrimRule, trim_text, trim_value
+from om_mcp.messages import MessageIn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 SESSION = FIXTURES / "session.jsonl"

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.engine.messages import MessageIn
 from om_mcp.hosts.common import HookInputError, TrimRule
 from om_mcp.hosts.gemini_cli import (
     GeminiAfterAgent,
@@ -25,6 +24,7 @@ from om_mcp.hosts.gemini_cli import (
     parse_hook_input,
     read_messages,
 )
+from om_mcp.messages import MessageIn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini_cli"
 SESSION = FIXTURES / "session.jsonl"

@@ -27,8 +27,8 @@ from support.timeouts import scaled
 from om_mcp.config import Config
 from om_mcp.engine import Memory
 from om_mcp.hook.run import HookOptions, run_hook
-from om_mcp.models.sampling import SamplingBroker
 from om_mcp.server import build_server
+from om_mcp.server.sampling import SamplingBroker
 from om_mcp.store import observations
 from om_mcp.store.keys import resource_key
 from om_mcp.store.sessions import WORKER_LEASE

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.engine.messages import MessageIn
 from om_mcp.importers import (
     ExportError,
     ImportedThread,
@@ -21,6 +20,7 @@ from om_mcp.importers import (
     detect_source,
     iter_export,
 )
+from om_mcp.messages import MessageIn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"
 CLAUDE = FIXTURES / "claude" / "conversations.json"

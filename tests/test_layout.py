@@ -1,34 +1,103 @@
-"""The layers stay visible: what each package may import, and no import cycles.
+"""The layers stay visible: the ordered layer contract in CONTRIBUTING.md ("## Layers"), read from
+there, held against every import in the source, and no import cycles, and no SQL outside the store.
 
-Read from the source (ast), so a violation names the file and the import.
+Read from the source (ast), so a violation names the file, the line and the import.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "om_mcp"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "om_mcp"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
-# package -> imports it must never make (prefix match on the module name)
-FORBIDDEN = {
-    "om_mcp.store": ("om_mcp.engine", "om_mcp.server", "om_mcp.models", "om_mcp.commands", "mcp"),
-    "om_mcp.models": ("om_mcp.engine", "om_mcp.server", "om_mcp.commands"),
-    # Each backend is its driver and its own SQL; what they share lives in om_mcp.store itself.
-    "om_mcp.store.postgres": ("om_mcp.store.sqlite",),
-    "om_mcp.store.sqlite": ("om_mcp.store.postgres",),
-    # Above the store, a backend is reached through `om_mcp.store` (the SQLite file opened directly:
-    # `om_mcp.store.local`), never by its own modules.
-    "om_mcp.engine": ("om_mcp.server", "om_mcp.commands", "mcp", "om_mcp.store.sqlite", "om_mcp.store.postgres"),
-    "om_mcp.hook": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
-    "om_mcp.hosts": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
-    "om_mcp.commands": ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
-    # The host hook loads it on every prompt: plain `re`, nothing heavy, nothing above it.
-    "om_mcp.privacy": ("om_mcp.engine", "om_mcp.server", "om_mcp.store", "om_mcp.config", "om_mcp.models", "pydantic"),
+# ---- removed when the pipeline lands (issue 28 item 1, branch `pipeline`): the integrator deletes this ----
+# The hooks and `om-mcp ingest` still run the store's rule modules themselves (each append written
+# again outside the engine); the pipeline branch moves them onto the engine's one append pipeline.
+# Any entry still needed after that merge is a break of the contract, not a reason to keep the list.
+PENDING_PIPELINE = {
+    "om_mcp/hook/ingest.py",
+    "om_mcp/commands/ingest.py",
+    # The hook's reads and lease for SessionStart and the worker spawn, in SQLite's synchronous mode:
+    # the same way in (`store.local` running a rule) that the pipeline gives the hook's writes.
+    "om_mcp/hook/context.py",
+    "om_mcp/hook/background.py",
+    "om_mcp/hook/run.py",
 }
-# The MCP adapter sees the engine through its facade only (and the process-wide logs and heap).
-SERVER_MAY_IMPORT = ("om_mcp.server", "om_mcp.config", "om_mcp.logs", "om_mcp.heap")
-SERVER_EXACT = ("om_mcp", "om_mcp.engine")
+# ---- end of what the pipeline removes ----
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a layer may import of another: all of it, only some modules, or all but some."""
+
+    layer: str
+    only: tuple[str, ...] = ()
+    not_: tuple[str, ...] = ()
+
+    def allows(self, module: str) -> bool:
+        if self.only:
+            return module in self.only
+        return not any(_within(module, m) for m in self.not_)
+
+
+@dataclass(frozen=True)
+class Layer:
+    number: int
+    name: str
+    modules: tuple[str, ...]  # "store/" (a folder), "limits.py" (a module), "__init__.py" (the package)
+    may_import: tuple[Reach, ...]
+    third_party: frozenset[str]
+
+    def holds(self, path: Path) -> int:
+        """How specifically this layer claims the file (0: not at all): the longest entry wins."""
+        rel = path.relative_to(PACKAGE).as_posix()
+        return max((len(m) for m in self.modules if rel == m or (m.endswith("/") and rel.startswith(m))), default=0)
+
+
+def contract() -> list[Layer]:
+    """The table under "## Layers" in CONTRIBUTING.md, in its order."""
+    text = CONTRIBUTING.read_text()
+    section = text[text.index("\n## Layers\n") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = [line for line in section.splitlines() if re.match(r"\|\s*\d+\s*\|", line)]
+    layers = []
+    for row in rows:
+        number, name, modules, _job, may, third = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        layers.append(
+            Layer(
+                int(number),
+                _plain(name),
+                tuple(_plain(m) for m in modules.split(",")),
+                tuple(_reaches(may)),
+                frozenset(_plain(p) for p in third.split(",") if _plain(p) not in ("", "—")),
+            )
+        )
+    return layers
+
+
+def _plain(cell: str) -> str:
+    return cell.replace("`", "").strip()
+
+
+def _reaches(cell: str) -> list[Reach]:
+    cell = _plain(cell)
+    out = []
+    for match in re.finditer(r"([a-z_]+)(?:\s*\((only|not) ([^)]*)\))?", cell):
+        name, kind, listed = match.groups()
+        modules = tuple(_plain(m) for m in (listed or "").split(",") if m.strip())
+        out.append(Reach(name, only=modules if kind == "only" else (), not_=modules if kind == "not" else ()))
+    return out
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def module_name(path: Path) -> str:
@@ -68,22 +137,144 @@ def sources() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def test_each_layer_imports_only_what_it_may():
+def layer_of(path: Path, layers: list[Layer]) -> Layer | None:
+    claims = [(layer.holds(path), layer) for layer in layers]
+    best = max(claims, key=lambda c: c[0])
+    return best[1] if best[0] else None
+
+
+def _module_path(module: str) -> Path:
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    return path / "__init__.py" if (path / "__init__.py").exists() else path.with_suffix(".py")
+
+
+def breaks(layers: list[Layer]) -> tuple[list[str], set[tuple[str, str]], set[tuple[str, str]]]:
+    """The contract's breaks, and what the code uses of it: (layer, layer) and (layer, package)."""
+    by_name = {layer.name: layer for layer in layers}
+    problems: list[str] = []
+    used_layers: set[tuple[str, str]] = set()
+    used_packages: set[tuple[str, str]] = set()
+    for path in sources():
+        here = layer_of(path, layers)
+        where = path.relative_to(ROOT).as_posix()
+        if here is None:
+            problems.append(f"{where}: in no layer of CONTRIBUTING.md's table")
+            continue
+        for line, target in imports(path):
+            top = target.split(".")[0]
+            if top != "om_mcp":
+                if top in STDLIB:
+                    continue
+                used_packages.add((here.name, top))
+                if top not in here.third_party:
+                    problems.append(f"{where}:{line} imports {target}: {here.name} may not load {top}")
+                continue
+            there = layer_of(_module_path(target), layers)
+            if there is None or there is here:
+                continue
+            reach = next((r for r in here.may_import if r.layer == there.name), None)
+            used_layers.add((here.name, there.name))
+            if reach is not None and reach.allows(target):
+                continue
+            if where in PENDING_PIPELINE and there.name == "store":
+                continue
+            why = f"{here.name} may not import {there.name}" if reach is None else f"{here.name} may not import it"
+            problems.append(f"{where}:{line} imports {target}: {why}")
+    for layer in layers:
+        for reach in layer.may_import:
+            if reach.layer not in by_name:
+                problems.append(f"layer {layer.name} names {reach.layer!r}, which is no layer")
+            elif by_name[reach.layer].number >= layer.number:
+                problems.append(f"layer {layer.name} may import {reach.layer}, which is not below it")
+    return problems, used_layers, used_packages
+
+
+def test_the_layer_contract_is_an_order():
+    layers = contract()
+    assert [layer.number for layer in layers] == list(range(1, len(layers) + 1))
+    assert len({layer.name for layer in layers}) == len(layers)
+    problems, _, _ = breaks(layers)
+    assert not [p for p in problems if p.startswith("layer ")], "\n".join(problems)
+
+
+def test_each_layer_imports_only_what_the_contract_lets_it():
+    problems, _, _ = breaks(contract())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_contract_names_nothing_the_code_does_not_use():
+    """A row that grants what no module takes says less than the truth: keep the table the graph."""
+    layers = contract()
+    _, used_layers, used_packages = breaks(layers)
+    stale = [
+        f"{layer.name} may import {reach.layer}"
+        for layer in layers
+        for reach in layer.may_import
+        if (layer.name, reach.layer) not in used_layers
+    ]
+    stale += [
+        f"{layer.name} may load {package}"
+        for layer in layers
+        for package in sorted(layer.third_party)
+        if (layer.name, package) not in used_packages
+    ]
+    assert not stale, "\n".join(stale)
+
+
+def test_the_pipeline_allow_list_holds_only_files_that_need_it():
+    """Each file of the marked allow-list still imports a store module the contract refuses it:
+    one that no longer does leaves the list at once."""
+    layers = contract()
+    store = next(layer for layer in layers if layer.name == "store")
+    needed = set()
+    for path in sources():
+        where = path.relative_to(ROOT).as_posix()
+        if where not in PENDING_PIPELINE:
+            continue
+        here = layer_of(path, layers)
+        assert here is not None
+        reach = next(r for r in here.may_import if r.layer == "store")
+        for _, target in imports(path):
+            if target.startswith("om_mcp.") and layer_of(_module_path(target), layers) is store:
+                if not reach.allows(target):
+                    needed.add(where)
+    assert needed == PENDING_PIPELINE, sorted(PENDING_PIPELINE - needed)
+
+
+def test_the_backends_share_only_what_the_store_package_holds():
     problems = []
     for path in sources():
         name = module_name(path)
-        for line, target in imports(path):
-            for layer, banned in FORBIDDEN.items():
-                if (name == layer or name.startswith(layer + ".")) and any(
-                    target == b or target.startswith(b + ".") for b in banned
-                ):
-                    problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
-            if name.startswith("om_mcp.server") and target.startswith("om_mcp"):
-                allowed = target in SERVER_EXACT or any(
-                    target == p or target.startswith(p + ".") for p in SERVER_MAY_IMPORT
-                )
-                if not allowed:
-                    problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+        for mine, theirs in (
+            ("om_mcp.store.sqlite", "om_mcp.store.postgres"),
+            ("om_mcp.store.postgres", "om_mcp.store.sqlite"),
+        ):
+            if _within(name, mine):
+                problems += [
+                    f"{path.relative_to(ROOT)}:{line} imports {t}" for line, t in imports(path) if _within(t, theirs)
+                ]
+    assert not problems, "\n".join(problems)
+
+
+# SQL as it is written here: a statement keyword opening a string (or an f-string's first part).
+SQL = re.compile(
+    r"^\s*(SELECT|INSERT|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA|CREATE|ALTER|DROP|WITH\s+\w+\s+AS|BEGIN|COMMIT|ROLLBACK|VACUUM|ATTACH)\b"
+)
+DRIVER_CALLS = {"execute", "executemany", "executescript", "fetch", "fetchrow", "fetchval"}
+
+
+def test_no_sql_outside_the_store():
+    """SQL statements and driver calls live in `store/` (and `testing/`'s throwaway PostgreSQL)."""
+    problems = []
+    for path in sources():
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith(("store/", "testing/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL.match(node.value):
+                problems.append(f"om_mcp/{rel}:{node.lineno} SQL: {node.value.strip()[:60]!r}")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DRIVER_CALLS:
+                problems.append(f"om_mcp/{rel}:{node.lineno} calls .{node.func.attr}(): a driver's call")
     assert not problems, "\n".join(problems)
 
 
@@ -132,3 +323,63 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def test_the_concept_table_names_files_that_exist():
+    """CONTRIBUTING's "where each concept lives" stays true: every file or folder it names is there
+    (a short name is read beside the row's previous path, as a person reads it)."""
+    text = CONTRIBUTING.read_text()
+    section = text[text.index("\n## Where each concept lives\n") :]
+    section = section[: section.index("\n## ", 1)]
+    missing = []
+    for row in section.splitlines():
+        near = PACKAGE
+        for token in re.findall(r"`([^`]+)`", row.partition("|")[2].partition("|")[2]):
+            if "<" in token or " " in token or not ("/" in token or token.endswith(".py")):
+                continue
+            head, brace, rest = token.partition("{")
+            names, _, tail = rest.partition("}")
+            for path in [head + name + tail for name in names.split(",")] if brace else [token]:
+                bases = [ROOT] if path.startswith(("om_mcp/", "tests/", "benchmarks/", "docs/")) else [PACKAGE]
+                bases += [near, *near.parents]
+                found = next((base / path for base in bases if (base / path).exists()), None)
+                if found is None:
+                    missing.append(f"{path} (in: {row[:60]}...)")
+                else:
+                    near = found if found.is_dir() else found.parent
+    assert not missing, "\n".join(missing)
+
+
+# `Memory`'s parts that are the engine's insides: the server asks Memory for what they do.
+ENGINE_INSIDES = frozenset({"observation", "worker", "store", "retrieval", "working_memory"})
+
+
+def _facade() -> frozenset[str]:
+    """What `Memory` offers: its methods and properties, and the parts `__init__` keeps, less its insides."""
+    tree = ast.parse((PACKAGE / "engine" / "memory.py").read_text())
+    memory = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Memory")
+    names = {n.name for n in memory.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for node in ast.walk(memory):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            if isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    return frozenset(n for n in names if not n.startswith("_")) - ENGINE_INSIDES
+
+
+def _is_memory(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in ("memory", "opened")) or (
+        isinstance(node, ast.Attribute) and node.attr == "memory"
+    )
+
+
+def test_the_server_reaches_the_engine_only_through_its_facade():
+    facade = _facade()
+    assert {"append_messages", "get_context", "events", "overview", "start_upkeep", "sampler"} <= facade
+    problems = []
+    for path in sources():
+        if not module_name(path).startswith("om_mcp.server"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _is_memory(node.value) and node.attr not in facade:
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno} reaches Memory.{node.attr}")
+    assert not problems, "\n".join(problems)

@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CreateMessageResult, ErrorData, TextContent
 
+from om_mcp.config.models import CallPolicy, ModelSettings, ModelTarget
 from om_mcp.hosts.common import HOOKS_ENV
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, is_real_key, resolve_auto
 from om_mcp.models.claude_cli import HOOKS_ENV as CLI_HOOKS_ENV
@@ -26,8 +27,9 @@ from om_mcp.models.claude_login import Login
 from om_mcp.models.clients import Clients, backend_of
 from om_mcp.models.errors import ModelError
 from om_mcp.models.router import ModelRouter, probe
-from om_mcp.models.sampling import NO_CLIENT, SamplingBroker, SamplingClient
-from om_mcp.models.settings import CallPolicy, ModelSettings, ModelTarget
+from om_mcp.models.sampler import NO_CLIENT, NoSampler
+from om_mcp.models.sampler import Sampler as SamplerProtocol
+from om_mcp.server.sampling import SamplingBroker
 from om_mcp.testing import ScriptedModel
 
 
@@ -297,6 +299,19 @@ async def test_clients_route_by_model_string() -> None:
         await ask("sampling")
 
 
+@pytest.mark.anyio
+async def test_without_a_server_the_sampling_target_says_what_to_do() -> None:
+    """Models know sampling only as the `Sampler` protocol: the MCP server's broker is one, and a
+    process that serves no client (the CLI, the hooks' worker) gets `NoSampler`."""
+    assert isinstance(SamplingBroker(), SamplerProtocol) and isinstance(NoSampler(), SamplerProtocol)
+    clients = Clients()
+    assert isinstance(clients.sampler, NoSampler) and not clients.sampler.available
+    target = ModelTarget(model="sampling/fast")
+    with pytest.raises(ModelError) as caught:
+        await clients.for_target(target).complete(PROMPT, target, ModelSettings(), 5)
+    assert caught.value.message == NO_CLIENT and not caught.value.transient and caught.value.model == "sampling/fast"
+
+
 # --------------------------------------------------------------------------------------
 # MCP sampling
 # --------------------------------------------------------------------------------------
@@ -330,7 +345,7 @@ class Sampler:
 async def test_sampling_outside_a_request_on_a_legacy_connection() -> None:
     broker = SamplingBroker()
     sampler = Sampler()
-    client = SamplingClient(broker)
+    client = broker
     async with Client(_server(broker), mode="legacy", sampling_callback=sampler) as mcp_client:
         assert (await mcp_client.call_tool("hello", {})).content[0].text == "registered"
         await mcp_client.call_tool("hello", {})  # a second request of the same client is one entry
@@ -368,7 +383,7 @@ async def test_sampling_is_not_offered_by_modern_or_incapable_clients() -> None:
     async with Client(_server(broker), mode="legacy") as plain:  # no sampling capability
         assert (await plain.call_tool("hello", {})).content[0].text == "not registered"
         with pytest.raises(ModelError, match="no connected client offers sampling"):
-            await SamplingClient(broker).complete(PROMPT, ModelTarget(model="sampling"), ModelSettings(), 5)
+            await broker.complete(PROMPT, ModelTarget(model="sampling"), ModelSettings(), 5)
 
 
 @pytest.mark.anyio
@@ -377,7 +392,7 @@ async def test_a_refused_sampling_request_is_retried_later() -> None:
     async with Client(_server(broker), mode="legacy", sampling_callback=Sampler(error=True)) as mcp_client:
         await mcp_client.call_tool("hello", {})
         with pytest.raises(ModelError) as caught:
-            await SamplingClient(broker).complete(PROMPT, ModelTarget(model="sampling"), ModelSettings(), 10)
+            await broker.complete(PROMPT, ModelTarget(model="sampling"), ModelSettings(), 10)
     # One refusal (a person declined) backs off; it does not pause sampling for good.
     assert caught.value.transient and "User rejected" in caught.value.message
 

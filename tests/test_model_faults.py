@@ -23,11 +23,11 @@ import pytest
 from support.mcp import connect, ok, read_json
 
 from om_mcp.config import Config
+from om_mcp.config.models import CallPolicy
 from om_mcp.engine import Memory
 from om_mcp.models import ModelError, ModelRouter, ModelTarget, health
 from om_mcp.models.litellm_client import load_litellm
 from om_mcp.models.router import probe
-from om_mcp.models.settings import CallPolicy
 from om_mcp.server import build_server
 from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply

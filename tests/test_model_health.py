@@ -25,8 +25,9 @@ from om_mcp.models import health as breaker
 from om_mcp.models.auto import CLAUDE_CLI_MODEL, NO_MODEL_REASON, SAMPLING_MODEL, resolve_auto
 from om_mcp.models.claude_login import NOT_LOGGED_IN, Login, claude_login
 from om_mcp.models.clients import Clients
+from om_mcp.models.health import ModelHealth
 from om_mcp.models.router import probe
-from om_mcp.store.rows import ModelHealth
+from om_mcp.store import ModelHealth as StoredHealth
 from om_mcp.testing import ScriptedModel
 
 NOW = 1_800_000_000.0
@@ -372,7 +373,7 @@ def test_auto_with_nothing_falls_back_to_sampling_and_says_how_to_fix_it():
 
 def test_clients_by_kind_of_target():
     clients = Clients()
-    assert type(clients.for_target(ModelTarget(model="sampling"))).__name__ == "SamplingClient"
+    assert type(clients.for_target(ModelTarget(model="sampling"))).__name__ == "NoSampler"  # no server here
     litellm_client = clients.for_target(ModelTarget(model="openai/x"))
     assert type(litellm_client).__name__ == "LiteLLMClient"
     assert clients.for_target(ModelTarget(model="gemini/y")) is litellm_client  # made once
@@ -491,3 +492,12 @@ async def test_an_explicit_probe_tries_a_model_whose_breaker_is_open():
         probe.reset(token)
     assert result.text == "back" and len(model.calls) == 1
     assert book.rows["openai/a"].state == "ok"
+
+
+def test_the_breaker_state_and_the_stored_row_have_the_same_fields():
+    """The breaker's state is the models' own type, the database row the store's; the engine maps
+    one onto the other field by field, so a field added to one is added to both."""
+    from dataclasses import fields
+
+    assert [f.name for f in fields(ModelHealth)] == [f.name for f in fields(StoredHealth)]
+    assert [f.default for f in fields(ModelHealth)] == [f.default for f in fields(StoredHealth)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.engine.messages import MessageIn
 from om_mcp.importers import ImportFormatError, parse_openai_messages, read_openai_messages
+from om_mcp.messages import MessageIn
 
 CHAT = [
     {"role": "system", "content": "You are helpful."},

@@ -114,10 +114,10 @@ async def test_migrate_copies_a_memory_that_answers_the_same(tmp_path, postgres_
 
     monkeypatch.setattr(copying, "_pg_write", failing_write)
     with pytest.raises(OSError):
-        await copying.copy(f"sqlite://{source}", postgres_url)
+        await copying.copy_memory(f"sqlite://{source}", postgres_url)
     monkeypatch.setattr(copying, "_pg_write", real_write)
     # ... and the next one continues, adding only what is missing
-    report = await copying.copy(f"sqlite://{source}", postgres_url)
+    report = await copying.copy_memory(f"sqlite://{source}", postgres_url)
     assert report.resumed and report.rows["resources"] == 0 and report.rows["messages"] > 0
     assert {name: report.totals[name] for name in report.totals} == await _counts(postgres_url)
 
@@ -132,7 +132,7 @@ async def test_migrate_copies_a_memory_that_answers_the_same(tmp_path, postgres_
         await migrated.close()
 
     # once done, running it again adds nothing
-    again = await copying.copy(f"sqlite://{source}", postgres_url)
+    again = await copying.copy_memory(f"sqlite://{source}", postgres_url)
     assert again.resumed and set(again.rows.values()) == {0}
 
 
@@ -155,7 +155,7 @@ async def test_migrate_refuses_a_target_holding_another_memory(tmp_path, postgre
     await memory.append_messages("t", [msg(1)])
     await memory.close()
     with pytest.raises(DatabaseRefused, match="already holds a memory"):
-        await copying.copy(str(source), postgres_url)
+        await copying.copy_memory(str(source), postgres_url)
 
 
 async def test_a_postgresql_memory_backs_up_into_a_sqlite_file(tmp_path, postgres_url):

@@ -35,6 +35,6 @@ def test_serve_builds_its_server_without_importing_rich():
         " from om_mcp.config import Config; from om_mcp.server import build_server;"
         " import mcp.server.mcpserver.server as s; before = s.configure_logging;"
         " exec('with sdk.constructing(): server = build_server(Config())');"
-        " print('rich' in sys.modules, s.configure_logging is before, len(server._tool_manager.list_tools()))"
+        " import anyio; print('rich' in sys.modules, s.configure_logging is before, len(anyio.run(server.list_tools)))"
     )
     assert run(code) == ["False", "True", "9"]

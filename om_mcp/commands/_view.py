@@ -6,8 +6,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from om_mcp.engine import ThreadState
     from om_mcp.store import Event
-    from om_mcp.store.summaries import ThreadState
 
 ENDED = {
     "data-om-observation-end": "observed",

@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
             partial.unlink(missing_ok=True)
             reason = getattr(error, "strerror", None) or error
             return fail(f"cannot write {target}: {reason}", EXIT_FAILED)
-        threads, messages = _counts(target)
+        from om_mcp.store.local import admin
+
+        threads, messages = admin.thread_and_message_counts(target)
         report = {"file": str(target), "bytes": size, "threads": threads, "messages": messages}
         if args.json:
             print_json(report)
@@ -72,12 +74,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return run_memory(config, main)
-
-
-def _counts(path: Path) -> tuple[int, int]:
-    """What the copy holds, read from the copy itself."""
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute("SELECT COUNT(*), COALESCE(SUM(message_count), 0) FROM threads").fetchone()
-    finally:
-        conn.close()

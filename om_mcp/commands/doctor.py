@@ -16,7 +16,6 @@ out (engine/stored_secrets.py) and says how to forget each one.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 import time
 from typing import Any
@@ -92,26 +91,19 @@ def _database(config: Any, check: Any) -> int:
         conn = connect(path)
     except DatabaseRefused as error:
         check("database", False, str(error))
-        for problem in _raw_integrity(str(path)):
+        for problem in admin.raw_integrity(str(path)):
             check("integrity", False, problem)
         return EXIT_DATABASE
     try:
-        schema = conn.execute("PRAGMA user_version").fetchone()[0]
+        schema = admin.schema_version(conn)
         if on_read_only_filesystem(path):
             check("database", True, f"{path}: ours, schema {schema}, on a read-only filesystem (opened read-only)")
+        elif (refusal := admin.write_refusal(conn)) is not None:
+            check("database", False, f"{path} cannot be written now: {refusal}")
         else:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-                check("database", True, f"{path}: ours, schema {schema}, writable")
-            except sqlite3.OperationalError as error:
-                check("database", False, f"{path} cannot be written now: {error}")
+            check("database", True, f"{path}: ours, schema {schema}, writable")
         started = time.monotonic()
-        conn.execute("BEGIN")
-        try:
-            problems = admin.integrity(conn)
-        finally:
-            conn.execute("ROLLBACK")
+        problems = admin.snapshot_integrity(conn)
         took = time.monotonic() - started
         index = [p for p in problems if "search index" in p or "fts" in p.lower()]
         totals = [p for p in problems if "totals" in p]
@@ -150,19 +142,6 @@ async def _postgres(url: str, check: Any) -> int:
     return EXIT_OK
 
 
-def _raw_integrity(path: str) -> list[str]:
-    """SQLite's findings on a file the store refused (it may not even be SQLite)."""
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("PRAGMA integrity_check(10)").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as error:
-        return [f"SQLite cannot check it: {error}"]
-    return [r[0] for r in rows if r[0] != "ok"]
-
-
 async def _model(memory: Any, call: bool, check: Any) -> int:
     from om_mcp.commands._view import model_state
 
@@ -187,7 +166,7 @@ async def _model(memory: Any, call: bool, check: Any) -> int:
 
 def _candidates(router: Any) -> list[Any]:
     """Every target the Observer may call: the fallback list, or each size tier."""
-    from om_mcp.models.settings import ModelTarget
+    from om_mcp.config.models import ModelTarget
 
     if not router.by_size:
         return list(router.choice)

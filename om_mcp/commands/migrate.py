@@ -40,8 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from om_mcp import logs
-    from om_mcp.store.copy import copy, describe
+    from om_mcp.store import copy_memory
     from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
+    from om_mcp.store.urls import describe
 
     logs.configure("warning")
     with ExitStack() as bars:
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             return bars.enter_context(progress(total, description))
 
         try:
-            report = run_async(lambda: copy(args.source, args.target, progress=bar))
+            report = run_async(lambda: copy_memory(args.source, args.target, progress=bar))
         except (DatabaseRefused, StoreUnavailable) as error:
             print(f"om-mcp: {error}", file=sys.stderr)
             return EXIT_DATABASE

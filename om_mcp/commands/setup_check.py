@@ -24,17 +24,11 @@ HOOK_TIMEOUT = 60.0
 def check_server(command: str, args: list[str], env: dict[str, str] | None = None) -> tuple[bool, str]:
     import anyio
 
-    async def listed() -> int:
-        from mcp import Client, StdioServerParameters
+    from om_mcp.server.handshake import tools_over_stdio
 
-        with anyio.fail_after(SERVER_TIMEOUT):
-            quiet = {**(env or os.environ), "OM_LOG_LEVEL": "warning"}  # its start-up lines are not ours to show
-            params = StdioServerParameters(command=command, args=args, env=quiet)
-            async with Client(params) as client:
-                return len((await client.list_tools()).tools)
-
+    quiet = {**(env or os.environ), "OM_LOG_LEVEL": "warning"}  # its start-up lines are not ours to show
     try:
-        count = anyio.run(listed)
+        count = anyio.run(tools_over_stdio, command, args, quiet, SERVER_TIMEOUT)
     except Exception as error:  # noqa: BLE001 - reported in one line
         cause: BaseException = error
         while isinstance(cause, BaseExceptionGroup) and cause.exceptions:

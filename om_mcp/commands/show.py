@@ -85,7 +85,7 @@ def _generations(log: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 def show(r: dict[str, Any]) -> None:
     from om_mcp.commands._view import one_line, when
-    from om_mcp.engine.messages import message_text
+    from om_mcp.engine.text import message_text
 
     out = sys.stdout
     title = f" “{r['title']}”" if r["title"] else ""

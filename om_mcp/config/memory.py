@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from om_mcp.config.budget import BudgetConfig
 from om_mcp.config.durations import parse_idle
 from om_mcp.config.extractors import Extractor, check_extractors
+from om_mcp.config.models import CallPolicy, ModelChoice, ModelSettings
 from om_mcp.limits import Limits
-from om_mcp.models.settings import CallPolicy, ModelChoice, ModelSettings
 
 
 class _Section(BaseModel):

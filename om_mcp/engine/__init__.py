@@ -28,10 +28,9 @@ _HOMES = {
     "StoreUnavailable": "errors",
     "Memory": "memory",
     "ThreadState": "overview",
-    "MessageIn": "messages",
+    "MessageIn": "om_mcp.messages",  # the shape every way in speaks, below the engine
     "RecallOut": "recall.query",
     "RecallQuery": "recall.query",
-    "SamplingBroker": "_sampling",
     "message_threshold": "observation.thresholds",
     "observation_lines": "observation.lines",
     "tenant_spend": "results",
@@ -51,7 +50,6 @@ __all__ = [
     "NotFound",
     "RecallOut",
     "RecallQuery",
-    "SamplingBroker",
     "Status",
     "StoreUnavailable",
     "ThreadOut",
@@ -66,7 +64,6 @@ __all__ = [
 if TYPE_CHECKING:
     from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable
     from om_mcp.engine.memory import Memory
-    from om_mcp.engine.messages import MessageIn
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
     from om_mcp.engine.observation.lines import observation_lines
@@ -82,13 +79,11 @@ if TYPE_CHECKING:
         WorkingMemoryOut,
         tenant_spend,
     )
-    from om_mcp.models.sampling import SamplingBroker
+    from om_mcp.messages import MessageIn
 
 
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if home == "_sampling":  # the broker is part of the facade: the server registers its clients with it
-        return importlib.import_module("om_mcp.models.sampling").SamplingBroker
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    return getattr(importlib.import_module(home if home.startswith("om_mcp.") else f"{__name__}.{home}"), name)

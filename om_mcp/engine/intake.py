@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from om_mcp.config import Config
-    from om_mcp.engine.messages import MessageIn
+    from om_mcp.messages import MessageIn
 
 TEMPORAL_GAP = timedelta(minutes=10)
 MAX_ID_CHARS = 200
@@ -117,7 +117,7 @@ def check_thread_metadata(value: Any) -> dict[str, Any]:
 def _validator() -> TypeAdapter[list[MessageIn]]:
     from pydantic import TypeAdapter
 
-    from om_mcp.engine.messages import MessageIn
+    from om_mcp.messages import MessageIn
 
     return TypeAdapter(list[MessageIn])
 
@@ -126,7 +126,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
     """Validate a batch and turn it into rows to insert."""
     from pydantic import ValidationError
 
-    from om_mcp.engine.messages import MessageIn, derived_id
+    from om_mcp.messages import MessageIn, derived_id
 
     if not isinstance(messages, list) or not messages:
         raise InputError("messages must be a non-empty list", field="messages")
@@ -219,7 +219,7 @@ def message_row(
     )
 
 
-# Fields a part may carry (engine/messages.py's part models).
+# Fields a part may carry (om_mcp/messages.py's part models).
 _PART_FIELDS = {
     "text": ("type", "text"),
     "reasoning": ("type", "text"),

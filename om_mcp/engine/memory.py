@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from om_mcp.config import Config
+from om_mcp.config import Config, Limits
 from om_mcp.engine import intake
 from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget
@@ -25,7 +25,6 @@ from om_mcp.engine.context.build import observation_log
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
 from om_mcp.engine.errors import InputError, NotFound, translated
-from om_mcp.engine.messages import MessageIn
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
 from om_mcp.engine.observation.events import Hooks
@@ -48,8 +47,9 @@ from om_mcp.engine.search import Retrieval
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
 from om_mcp.engine.worker import Worker
 from om_mcp.engine.working_memory.service import WorkingMemory
+from om_mcp.messages import MessageIn
 from om_mcp.models import ModelClient
-from om_mcp.models.sampling import SamplingBroker
+from om_mcp.models.sampler import Sampler
 from om_mcp.store import Store, Thread, open_store, resource_key
 
 POLL_SECONDS = 5.0
@@ -66,7 +66,7 @@ class Memory:
         *,
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
-        sampling: SamplingBroker | None = None,
+        sampling: Sampler | None = None,
         clock: Clock | None = None,
     ):
         self.store = store
@@ -92,12 +92,12 @@ class Memory:
         *,
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
-        sampling: SamplingBroker | None = None,
+        sampling: Sampler | None = None,
         clock: Clock | None = None,
     ) -> Memory:
         """Open the database (`db_path`: a file or a postgresql:// URL; default: the config's). Without
-        `running()`, model work runs inline. `sampling` lets the `sampling` model reach the MCP clients
-        the server registers with it; `clock` (UTC now) is what the spend caps read."""
+        `running()`, model work runs inline. `sampling` runs the `sampling` model's prompts (the MCP
+        server's broker, which reaches the clients that offer it); `clock` (UTC now) is what the spend caps read."""
         # Every field has a default; mypy without pydantic's plugin reads Field(default, ...) as required.
         config = config or Config()  # type: ignore[call-arg]
         database = db_path or config.database()
@@ -147,6 +147,17 @@ class Memory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    @property
+    def sampler(self) -> Sampler:
+        """What runs the `sampling` model's prompts: what `open(sampling=...)` was given, else nothing."""
+        return self.observation.clients.sampler
+
+    async def start_upkeep(self) -> None:
+        """Queue a long-lived process's start-up work on the worker (inside `running()`): the
+        token recount after a tokenizer change, then the counter's warm-up for non-ASCII text."""
+        await self.worker.submit("tokens", "recount", self.recount_tokens)
+        await self.worker.submit("tokens", "unicode", self.counter.warm)
 
     @property
     def events(self):
@@ -243,6 +254,20 @@ class Memory:
         """(can observation call its model now, why not): no network, no thread needed."""
         state = self.observation.observation_state(None)
         return state.model_ready, None if state.model_ready else state.reason
+
+    def models(self) -> tuple[str, str, str]:
+        """(the Observer's models, the Reflector's, how they were chosen), as logs and pages name them."""
+        observation = self.observation
+        return (
+            observation.observer.router.describe(),
+            observation.reflector.router.describe(),
+            observation.readiness.reason,
+        )
+
+    @property
+    def limits(self) -> Limits:
+        """The thresholds as token counts (observe, reflect, buffer, block), resolved once from the config."""
+        return self.observation.limits
 
     async def get_context(
         self,

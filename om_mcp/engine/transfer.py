@@ -25,7 +25,7 @@ from om_mcp import __version__
 from om_mcp.engine import intake
 from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
 from om_mcp.importers.thread import ImportedThread, Refused, fit
-from om_mcp.store.copy import copy
+from om_mcp.store.copy import copy_memory
 from om_mcp.store.summaries import ImportResult
 
 BATCH = 500  # messages per append (under max_batch_messages) and per prepared import batch
@@ -38,7 +38,7 @@ async def backup(memory: Any, target: str) -> int:
     a PostgreSQL memory is read from one snapshot into a new SQLite file (as `om-mcp migrate` does)."""
     if memory.store.backend == "sqlite":
         return await memory.store.backup(target)
-    await copy(str(memory.database or memory.config.database()), target)
+    await copy_memory(str(memory.database or memory.config.database()), target)
     return os.path.getsize(target)
 
 

@@ -20,7 +20,7 @@ from om_mcp.engine.intake import message_row, normalise_parts
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.privacy import Redactor, redactor_for
-from om_mcp.store.rows import NewMessage
+from om_mcp.store import NewMessage
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
 
-from om_mcp.engine.messages import Part, Role
+from om_mcp.messages import Part, Role
 
 FORMAT = "om-mcp-export"
 VERSION = 1  # the major version: a reader refuses a newer one

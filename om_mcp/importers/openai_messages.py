@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from om_mcp.engine.messages import MessageIn
+from om_mcp.messages import MessageIn
 
 ROLES = {
     "user": "user",

@@ -1,7 +1,7 @@
 """What every importer yields: one conversation as a thread with its messages.
 
 `messages` are plain dicts that validate as the `append_messages` input model
-(`om_mcp.engine.messages.MessageIn`): id, role, content (a list of parts),
+(`om_mcp.messages.MessageIn`): id, role, content (a list of parts),
 created_at (ISO-8601 with a time zone) and metadata. Ids come from the export,
 so importing the same export twice finds the same thread and message ids and
 adds nothing (the store dedups by (thread_id, id)).

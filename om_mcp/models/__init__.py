@@ -1,19 +1,11 @@
 """Models: the only place in om_mcp that calls an LLM.
 
 Importing this package does not import litellm (a ~2.5 s import); that
-happens on the first real call, in `litellm_client.load_litellm`.
+happens on the first real call, in `litellm_client.load_litellm`. The config
+types of a model choice live in `om_mcp.config.models` and are re-exported here.
 """
 
-from om_mcp.models.base import Completion, ModelClient, Usage
-from om_mcp.models.errors import (
-    ModelError,
-    ModelSelectionError,
-    ModelUnavailable,
-    TransientModelError,
-    UnusableAnswer,
-    is_transient,
-)
-from om_mcp.models.settings import (
+from om_mcp.config.models import (
     AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
     DEFAULT_MODEL,
@@ -27,12 +19,21 @@ from om_mcp.models.settings import (
     map_model_name,
     normalize_choice,
     parse_model_choice,
-    targets_for,
 )
+from om_mcp.models.base import Completion, ModelClient, Usage
+from om_mcp.models.errors import (
+    ModelError,
+    ModelSelectionError,
+    ModelUnavailable,
+    TransientModelError,
+    UnusableAnswer,
+    is_transient,
+)
+from om_mcp.models.sampler import NO_CLIENT, NoSampler, Sampler
 
 
 def __getattr__(name: str):
-    # The router pulls in the breaker and the store's rows: imported when first used,
+    # The router pulls in the breaker and its clients: imported when first used,
     # so that reading the configuration does not pay for it.
     if name == "ModelRouter":
         from om_mcp.models.router import ModelRouter
@@ -42,6 +43,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "NO_CLIENT",
     "AUTO",
     "DEFAULT_MAX_OUTPUT_TOKENS",
     "DEFAULT_MODEL",
@@ -56,6 +58,8 @@ __all__ = [
     "ModelSettings",
     "ModelTarget",
     "ModelUnavailable",
+    "NoSampler",
+    "Sampler",
     "TransientModelError",
     "UnusableAnswer",
     "Usage",
@@ -65,5 +69,4 @@ __all__ = [
     "map_model_name",
     "normalize_choice",
     "parse_model_choice",
-    "targets_for",
 ]

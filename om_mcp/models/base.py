@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from om_mcp.models.settings import ModelSettings, ModelTarget
+from om_mcp.config.models import ModelSettings, ModelTarget
 
 
 class Usage(BaseModel):

@@ -38,9 +38,9 @@ from typing import Any
 
 import anyio
 
+from om_mcp.config.models import ModelSettings, ModelTarget
 from om_mcp.models.base import Completion, Usage
 from om_mcp.models.errors import ModelError, is_transient_status
-from om_mcp.models.settings import ModelSettings, ModelTarget
 
 PREFIX = "claude-cli"
 HOOKS_ENV = "OM_MCP_HOOKS"  # the switch om_mcp.hosts.common.hooks_disabled reads

@@ -1,11 +1,11 @@
 """Which client calls which target: litellm for provider models, the claude CLI for
-`claude-cli/<model>`, the connected MCP client for `sampling` (through the broker)."""
+`claude-cli/<model>`, the `Sampler` the engine was given (the MCP server's) for `sampling`."""
 
 from __future__ import annotations
 
+from om_mcp.config.models import ModelTarget
 from om_mcp.models.base import ModelClient
-from om_mcp.models.sampling import SamplingBroker, SamplingClient
-from om_mcp.models.settings import ModelTarget
+from om_mcp.models.sampler import NoSampler, Sampler
 
 CLAUDE_CLI = "claude-cli"
 SAMPLING = "sampling"
@@ -24,13 +24,13 @@ class Clients:
 
     def __init__(
         self,
-        broker: SamplingBroker | None = None,
+        sampler: Sampler | None = None,
         *,
         litellm: ModelClient | None = None,
         claude_cli: ModelClient | None = None,
     ):
-        self.broker = broker or SamplingBroker()
-        self._made: dict[str, ModelClient] = {}
+        self.sampler: Sampler = sampler or NoSampler()
+        self._made: dict[str, ModelClient] = {SAMPLING: self.sampler}
         if litellm is not None:
             self._made["litellm"] = litellm
         if claude_cli is not None:
@@ -39,9 +39,7 @@ class Clients:
     def for_target(self, target: ModelTarget) -> ModelClient:
         kind = backend_of(target.model)
         if kind not in self._made:
-            if kind == SAMPLING:
-                self._made[kind] = SamplingClient(self.broker)
-            elif kind == CLAUDE_CLI:
+            if kind == CLAUDE_CLI:
                 from om_mcp.models.claude_cli import ClaudeCliClient
 
                 self._made[kind] = ClaudeCliClient()

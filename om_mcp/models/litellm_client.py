@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 
 from om_mcp import heap
+from om_mcp.config.models import ModelSettings, ModelTarget
 from om_mcp.models.base import Completion, Usage
 from om_mcp.models.errors import ModelError, is_transient
-from om_mcp.models.settings import ModelSettings, ModelTarget
 
 # Sent when an OpenAI-compatible endpoint needs no key: litellm refuses to call
 # without one, and a dummy keeps a real OPENAI_API_KEY from leaking to it.

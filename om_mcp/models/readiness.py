@@ -16,9 +16,9 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from om_mcp.config.models import ModelTarget
 from om_mcp.models.auto import is_real_key
 from om_mcp.models.claude_login import Login, claude_login
-from om_mcp.models.settings import ModelTarget
 
 # litellm provider prefix -> the variables litellm reads the key from (any one will do).
 PROVIDER_KEYS: dict[str, tuple[str, ...]] = {

@@ -18,11 +18,7 @@ from typing import Any
 
 import anyio
 
-from om_mcp.models import health as breaker
-from om_mcp.models.base import Completion, ModelClient
-from om_mcp.models.errors import ModelError, ModelUnavailable, UnusableAnswer, is_transient
-from om_mcp.models.health import HealthBook
-from om_mcp.models.settings import (
+from om_mcp.config.models import (
     ByInputSize,
     CallPolicy,
     ModelSettings,
@@ -30,6 +26,10 @@ from om_mcp.models.settings import (
     effective_max_output_tokens,
     normalize_choice,
 )
+from om_mcp.models import health as breaker
+from om_mcp.models.base import Completion, ModelClient
+from om_mcp.models.errors import ModelError, ModelSelectionError, ModelUnavailable, UnusableAnswer, is_transient
+from om_mcp.models.health import HealthBook
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,12 @@ class ModelRouter:
         """Enabled targets to try for this input, in order; ModelSelectionError if none fits."""
         if isinstance(self.choice, ByInputSize):
             entry = self.choice.resolve(input_tokens)
+            if entry is None:
+                raise ModelSelectionError(
+                    f"input of {input_tokens} tokens is above the largest up_to threshold"
+                    f" ({self.choice.thresholds()[-1]}) of the by-input-size model selector;"
+                    " add a larger tier or shrink the input"
+                )
             targets = [entry if isinstance(entry, ModelTarget) else ModelTarget(model=entry)]
         else:
             targets = self.choice

@@ -31,6 +31,7 @@ from om_mcp.server.listen import install_scoped_listen
 from om_mcp.server.live import App
 from om_mcp.server.log_level import install_log_level
 from om_mcp.server.notify import Notifier
+from om_mcp.server.sampling import SamplingBroker
 from om_mcp.server.schemas import slim
 from om_mcp.server.subscriptions import install_subscriptions
 
@@ -89,23 +90,27 @@ async def _serve_memory(config: Config, app: App, *, task_status: TaskStatus[Non
         task_status.started()
         return
     opened.events.listeners.append(app.notifier.on_event)
-    readiness = opened.observation.readiness
     log.info(
         "om-mcp %s ready; database %s; observation: %s",
         __version__,
         opened.overview.location,
-        readiness.reason if opened.config.observational_memory.enabled else "off",
+        opened.models()[2] if opened.config.observational_memory.enabled else "off",
     )
     try:
         async with opened.running(), app.notifier.relaying(opened):
             app.opened(opened)
             task_status.started()
-            await opened.worker.submit("tokens", "recount", opened.recount_tokens)
-            await opened.worker.submit("tokens", "unicode", opened.counter.warm)
+            await opened.start_upkeep()
             await anyio.sleep_forever()
     finally:
         with anyio.CancelScope(shield=True):
             await opened.close()
+
+
+def _broker_of(memory: Memory) -> SamplingBroker:
+    """The broker a given engine samples through; one of our own (which it does not ask) when it
+    was opened without one."""
+    return memory.sampler if isinstance(memory.sampler, SamplingBroker) else SamplingBroker()
 
 
 def _live(server: MCPServer, app: App) -> App:
@@ -126,12 +131,10 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
             memory.events.listeners.append(notifier.on_event)
             try:
                 async with notifier.relaying(memory):
-                    yield _live(server, App(notifier, memory.observation.clients.broker, memory))
+                    yield _live(server, App(notifier, _broker_of(memory), memory))
             finally:
                 memory.events.listeners.remove(notifier.on_event)
             return
-        from om_mcp.engine import SamplingBroker
-
         app = App(notifier, SamplingBroker())
         async with anyio.create_task_group() as group:
             # Before the first message is read: the first request finds the engine open.

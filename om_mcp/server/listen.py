@@ -19,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ListenHandler, SubscriptionBus
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
-from om_mcp.server import uris
+from om_mcp.server import sdk, uris
 from om_mcp.server.http.auth import allowed_resources
 
 if TYPE_CHECKING:
@@ -64,6 +64,4 @@ class ScopedListenHandler(ListenHandler):
 
 def install_scoped_listen(server: MCPServer, bus: SubscriptionBus) -> None:
     """Serve `subscriptions/listen` with the token check in front of the SDK's handler."""
-    server._lowlevel_server.add_request_handler(
-        "subscriptions/listen", SubscriptionsListenRequestParams, ScopedListenHandler(bus)
-    )
+    sdk.add_request_handler(server, "subscriptions/listen", SubscriptionsListenRequestParams, ScopedListenHandler(bus))

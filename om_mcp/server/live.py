@@ -9,9 +9,10 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from om_mcp.server.notify import Notifier
+from om_mcp.server.sampling import SamplingBroker
 
 if TYPE_CHECKING:
-    from om_mcp.engine import Memory, SamplingBroker
+    from om_mcp.engine import Memory
 
 
 class App:

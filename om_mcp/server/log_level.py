@@ -14,15 +14,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
+from om_mcp.server import sdk
+
 LEVELS: tuple[str, ...] = get_args(LoggingLevel)  # RFC 5424 order, least severe first
 STATE_KEY = "om_mcp.log_level"
 
 
 def _connection_state(request_context: ServerRequestContext[Any, Any]) -> dict[str, Any] | None:
-    # The SDK keeps per-connection scratch state on the session's connection
-    # (`Connection.state`); the session reaches it through a private attribute.
-    connection = getattr(request_context.session, "_connection", None)
-    return getattr(connection, "state", None)
+    return sdk.connection_state(request_context.session)
 
 
 async def _set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
@@ -34,7 +33,7 @@ async def _set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelReques
 
 def install_log_level(server: MCPServer) -> None:
     """Answer `logging/setLevel` (which also advertises the logging capability)."""
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
+    sdk.add_request_handler(server, "logging/setLevel", SetLevelRequestParams, _set_level)
 
 
 def client_wants_log(ctx: Context, level: str) -> bool:

@@ -38,6 +38,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from om_mcp.server import sdk
 from om_mcp.server.request_id import RequestId, request_id
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,6 @@ async def serve_stdio(
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_writes, to_client = anyio.create_memory_object_stream[SessionMessage](0)
     answers = server_writes.clone()  # our error replies; the SDK closes its own end when it stops
-    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async serves too
     reader = threading.Thread(
         target=_reader, args=(wire.read_fd, to_server, answers, token, max_line_bytes), name="om-mcp stdin", daemon=True
     )
@@ -227,7 +227,7 @@ async def serve_stdio(
                     to_server.close()
 
                 group.start_soon(end_input)
-            await lowlevel.run(server_reads, server_writes, lowlevel.create_initialization_options())
+            await sdk.serve_streams(server, server_reads, server_writes)
             answers.close()
             # The last answers reach the client before the process goes on to exit.
             await anyio.to_thread.run_sync(writer.join, 2.0)

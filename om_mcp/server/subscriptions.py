@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
+from om_mcp.server import sdk
 from om_mcp.server.log_level import _connection_state
 from om_mcp.server.uris import canonical
 
@@ -52,7 +53,7 @@ def install_subscriptions(
         if refused is not None:
             raise MCPError(INVALID_PARAMS, refused, data={"uri": str(params.uri)})
         _subscriptions(ctx).add(uri)
-        connection = getattr(ctx.session, "_connection", None)  # private in the SDK, as for the state
+        connection = sdk.connection_of(ctx.session)
         if connection is not None:
             watch(connection)
         return EmptyResult()
@@ -61,5 +62,5 @@ def install_subscriptions(
         _subscriptions(ctx).discard(canonical(str(params.uri)))
         return EmptyResult()
 
-    server._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
-    server._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, subscribe)
+    sdk.add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)

@@ -8,11 +8,10 @@ behind one interface (`interface.Store`): SQLite (a file path) and PostgreSQL
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
+from om_mcp.store.location import is_postgres, open_store
 from om_mcp.store.rows import (
     AppendResult,
     BufferedReflection,
@@ -40,30 +39,16 @@ from om_mcp.store.rows import (
 )
 
 
-def is_postgres(location: str | Path) -> bool:
-    """A postgresql:// (or postgres://) URL, as opposed to a SQLite file path."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-async def open_store(location: str | Path) -> Store:
-    """Open the database: a postgresql:// URL (PostgreSQL), else a file path (SQLite)."""
-    if is_postgres(location):
-        from om_mcp.store.postgres.store import PostgresStore  # asyncpg is imported only when used
-
-        return await PostgresStore.open(str(location))
-    if isinstance(location, str) and location.startswith("sqlite://"):
-        location = location.removeprefix("sqlite://")
-    from om_mcp.store.sqlite.store import SQLiteStore
-
-    return await SQLiteStore.open(location)
-
-
 def __getattr__(name: str):
     # The SQLite store (and the thread it runs on) loads when first used, not when rows are.
     if name == "SQLiteStore":
         from om_mcp.store.sqlite.store import SQLiteStore
 
         return SQLiteStore
+    if name == "copy_memory":  # `om-mcp migrate`: both drivers' copy code, loaded when it runs
+        from om_mcp.store.copy import copy_memory
+
+        return copy_memory
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -72,6 +57,7 @@ __all__ = [
     "BufferedReflection",
     "Chunk",
     "ContextRead",
+    "copy_memory",
     "DatabaseRefused",
     "DueWork",
     "Event",

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_mcp.store import is_postgres, open_store
 from om_mcp.store.copy_rows import PostgresSource, SqliteSource, finish_postgres, finish_sqlite, target_columns
 
 # The writers are bound here and looked up at each run, so a test can make one fail part-way.
@@ -27,6 +26,8 @@ from om_mcp.store.copy_rows import write_postgres as _pg_write
 from om_mcp.store.copy_rows import write_sqlite as _sqlite_write
 from om_mcp.store.copy_tables import TABLES, shared_columns
 from om_mcp.store.errors import DatabaseRefused
+from om_mcp.store.location import is_postgres, open_store
+from om_mcp.store.urls import describe
 
 BATCH = 1000  # rows per batch, one target transaction each: what a stopped copy may have to redo
 
@@ -41,15 +42,6 @@ class Report:
 
 def _sqlite_path(location: str) -> str:
     return location.removeprefix("sqlite://")
-
-
-def describe(location: str) -> str:
-    """The location without a password, and a SQLite path made absolute."""
-    if is_postgres(location):
-        from om_mcp.store.urls import redact
-
-        return redact(location)
-    return "sqlite://" + os.path.abspath(_sqlite_path(location))
 
 
 # -- the copy ----------------------------------------------------------------------------------
@@ -77,7 +69,7 @@ async def _count(store: Any, table: str) -> int:
     return await store.db.read(lambda conn: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-async def copy(
+async def copy_memory(
     source: str, target: str, *, progress: Callable[[str, int], Callable[[int], None]] | None = None
 ) -> Report:
     """Copy the memory at `source` into `target` (a file path, sqlite:///path or postgresql://...).

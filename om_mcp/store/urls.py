@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -15,3 +16,10 @@ def redact(url: str) -> str:
         host += f":{parts.port}"
     user = f"{parts.username}@" if parts.username else ""
     return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def describe(location: str) -> str:
+    """The location without a password, and a SQLite path made absolute (`sqlite:///...`)."""
+    if location.startswith(("postgresql://", "postgres://")):
+        return redact(location)
+    return "sqlite://" + os.path.abspath(location.removeprefix("sqlite://"))

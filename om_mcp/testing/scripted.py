@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 
+from om_mcp.config.models import ModelSettings, ModelTarget
 from om_mcp.models.base import Completion, Usage
 from om_mcp.models.errors import ModelError, TransientModelError
-from om_mcp.models.settings import ModelSettings, ModelTarget
 
 __all__ = ["ScriptedCall", "ScriptedModel", "TransientModelError"]
 

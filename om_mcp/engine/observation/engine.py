@@ -14,9 +14,11 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from om_mcp.config import Config
+from om_mcp.config.models import AUTO, normalize_choice
 from om_mcp.engine.budget import Budget, BudgetState, Clock
 from om_mcp.engine.observation import activation, thresholds, turn
 from om_mcp.engine.observation import status as status_view
@@ -38,9 +40,10 @@ from om_mcp.models import ModelClient, ModelRouter, readiness
 from om_mcp.models import health as breaker
 from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
-from om_mcp.models.sampling import SamplingBroker
-from om_mcp.models.settings import AUTO, normalize_choice
-from om_mcp.store import ModelHealth, Store
+from om_mcp.models.health import ModelHealth
+from om_mcp.models.sampler import Sampler
+from om_mcp.store import ModelHealth as StoredHealth
+from om_mcp.store import Store
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], Awaitable[None]]
@@ -62,13 +65,14 @@ class StoreHealthBook:
         hit = self._cache.get(model)
         if hit is not None and now - hit[0] < self.CACHE_SECONDS:
             return hit[1]
-        health = await self.store.model_health(model)
+        row = await self.store.model_health(model)
+        health = breaker.ModelHealth(**asdict(row)) if row is not None else None
         self._cache[model] = (now, health)
         return health
 
     async def put(self, health: ModelHealth) -> None:
         self._cache[health.model] = (time.monotonic(), health)
-        await self.store.put_model_health(health)
+        await self.store.put_model_health(StoredHealth(**asdict(health)))
 
 
 class ObservationEngine:
@@ -81,7 +85,7 @@ class ObservationEngine:
         client: ModelClient | None = None,
         hooks: Hooks | None = None,
         worker: Worker | None = None,
-        sampling: SamplingBroker | None = None,
+        sampling: Sampler | None = None,
         clock: Clock | None = None,
     ):
         self.store = store
@@ -157,7 +161,7 @@ class ObservationEngine:
         return self.deps.record_key(thread_id, resource_id)
 
     def sampling_connected(self) -> bool:
-        return self.clients.broker.available
+        return self.clients.sampler.available
 
     async def model_available(self, operation: str, manual: bool = False) -> tuple[bool, str]:
         """Can a cycle call its model now? No network: the spend caps, readiness, sampling, the

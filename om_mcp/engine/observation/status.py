@@ -25,8 +25,9 @@ from om_mcp.engine.results import (
 from om_mcp.engine.worker import Worker
 from om_mcp.models import ModelRouter
 from om_mcp.models import health as breaker
+from om_mcp.models.health import ModelHealth
 from om_mcp.models.readiness import Readiness
-from om_mcp.store import ModelHealth, Snapshot
+from om_mcp.store import Snapshot
 
 if TYPE_CHECKING:
     from om_mcp.engine.budget import BudgetState

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from om_mcp.engine.messages import message_text
 from om_mcp.engine.results import SearchResult
 from om_mcp.engine.search.hybrid import blend
 from om_mcp.engine.search.query import parse_query
 from om_mcp.engine.search.rank import rank
+from om_mcp.engine.text import message_text
 from om_mcp.logs import one_line
 from om_mcp.models.embeddings import Embedder, make_embedder
 from om_mcp.store import Group, Store

@@ -14,9 +14,8 @@ A session is idle while none of its requests is in flight (no POST being served,
 stream open); its client gets 404 for it afterwards and, as the protocol says, starts a new
 one. Only when every candidate is busy is the newcomer refused (503).
 
-This reads the SDK's session table (`StreamableHTTPSessionManager._server_instances`,
-`_session_creation_lock`, `_discard_session`; each transport's `idle_scope`): mcp 2.3 has no
-public way to list or end sessions.
+The SDK's session table is reached through `server/sdk.py` (mcp 2.3 has no public way to list
+or end sessions); each transport's `idle_scope` is its public attribute.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ from typing import Any
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Message, Receive, Scope, Send
+
+from om_mcp.server import sdk
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class SessionPool:
     ) -> str | None:
         """Make room for one more session of `owner` (None: no share of its own) within `cap`,
         then let `app` (the SDK) open it. Returns why it was refused instead, or None."""
-        async with self.manager._session_creation_lock:
+        async with sdk.session_creation_lock(self.manager):
             live = self._live()
             if owner is not None and cap is not None:
                 mine = [sid for sid in live if self._owners.get(sid) == owner]
@@ -74,7 +75,7 @@ class SessionPool:
         return None
 
     def _live(self) -> dict[str, Any]:
-        live: dict[str, Any] = self.manager._server_instances
+        live = sdk.live_sessions(self.manager)
         for sid in [sid for sid in self._owners if sid not in live]:
             del self._owners[sid]  # ended (deleted, expired, crashed) since
         return live
@@ -88,7 +89,7 @@ class SessionPool:
         transport = live[sid]
         log.debug("ending the idle session %s to make room", sid[:8])
         transport.idle_scope.cancel()  # its server task ends as on an idle timeout
-        await self.manager._discard_session(sid, transport)  # its id answers 404 from now on
+        await sdk.discard_session(self.manager, sid, transport)  # its id answers 404 from now on
         return True
 
 

@@ -67,3 +67,52 @@ def backup(conn: sqlite3.Connection, target: str) -> int:
     finally:
         destination.close()
     return os.path.getsize(target)
+
+
+# -- `om-mcp doctor` and `om-mcp backup` on a file opened directly (`store.local`) ---------------
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def write_refusal(conn: sqlite3.Connection) -> str | None:
+    """Why a write cannot start on the file now (another process holds it, the disk refuses),
+    or None when one can; nothing is written."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as error:
+        return str(error)
+    return None
+
+
+def snapshot_integrity(conn: sqlite3.Connection) -> list[str]:
+    """`integrity` inside one read transaction: every check sees the same file."""
+    conn.execute("BEGIN")
+    try:
+        return integrity(conn)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def raw_integrity(path: str) -> list[str]:
+    """SQLite's findings on a file the store refused (it may not even be SQLite), read-only."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("PRAGMA integrity_check(10)").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        return [f"SQLite cannot check it: {error}"]
+    return [r[0] for r in rows if r[0] != "ok"]
+
+
+def thread_and_message_counts(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """What a copy holds (threads, messages), read from the copy itself."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT COUNT(*), COALESCE(SUM(message_count), 0) FROM threads").fetchone()
+    finally:
+        conn.close()

@@ -55,7 +55,7 @@ class MemorySource:
 
     async def info(self) -> ServerInfo:
         memory = self.memory
-        om, limits = memory.config.observational_memory, memory.observation.limits
+        om, limits = memory.config.observational_memory, memory.limits
         ready, why = memory.model_state()
         return ServerInfo(
             model_ready=ready,
@@ -67,8 +67,8 @@ class MemorySource:
             scope=om.scope,
             message_threshold=limits.message_tokens,
             observation_threshold=limits.observation_tokens,
-            observer_model=memory.observation.observer.router.describe(),
-            reflector_model=memory.observation.reflector.router.describe(),
+            observer_model=memory.models()[0],
+            reflector_model=memory.models()[1],
         )
 
     async def resources(self) -> list[ResourceSummary]:
@@ -103,7 +103,7 @@ class MemorySource:
         if state is None:
             return None
         memory = self.memory
-        overview, om, limits = memory.overview, memory.config.observational_memory, memory.observation.limits
+        overview, om, limits = memory.overview, memory.config.observational_memory, memory.limits
         snap = await overview.snapshot(state.record_key, thread_id)
         generations = await overview.generations(state.record_key) if snap else []
         current = snap.record.generation if snap else 0
@@ -172,7 +172,7 @@ class MemorySource:
             return None
         memory = self.memory
         inputs = await memory.overview.series_inputs(state.record_key)
-        limits = memory.observation.limits
+        limits = memory.limits
         events = [{**e.payload, "id": e.id, "created_at": e.created_at} for e in inputs.events]
         return build_series(
             events,

@@ -1,4 +1,4 @@
-"""A model client that asks the connected MCP client to run the prompt
+"""The `Sampler` of an MCP server: it asks a connected MCP client to run the prompt
 (`sampling/createMessage`), for hosts that offer sampling and no API key.
 
 Observation and reflection cycles run in the background, outside any tool
@@ -14,9 +14,10 @@ call, so the request has to travel on a connection's own back-channel:
 
 The server adapter calls `broker.register(ctx.session, ctx.client_capabilities)`
 on every request (cheap, idempotent) and `unregister` when a connection ends.
-With no usable session, `SamplingClient.complete` raises a permanent
-`ModelError` ("no connected client offers sampling ..."), so cycles stay
-pending with that status until a client that can sample connects.
+With no usable session, `SamplingBroker.complete` raises a permanent
+`ModelUnavailable` (`models.sampler.NO_CLIENT`), so cycles stay pending with that
+status until a client that can sample connects. The engine is given the broker as
+its `Sampler` (`Memory.open(sampling=...)`) and knows nothing else of it.
 """
 
 from __future__ import annotations
@@ -38,21 +39,17 @@ from mcp.types import (
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from om_mcp.models.base import Completion, Usage
-from om_mcp.models.errors import ModelError, ModelUnavailable
-from om_mcp.models.settings import ModelSettings, ModelTarget
+from om_mcp.models import NO_CLIENT, Completion, ModelError, ModelSettings, ModelTarget, ModelUnavailable, Usage
+from om_mcp.server.sdk import connection_of
 
 PREFIX = "sampling"
 DEFAULT_MAX_TOKENS = 8192
-NO_CLIENT = (
-    "no connected client offers sampling (it needs a client that declares the sampling "
-    "capability on a 2025-11-25 or older connection, such as stdio); configure a model instead"
-)
 _GONE = (NoBackChannelError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 class SamplingBroker:
-    """The live sessions whose clients can run a sampling request outside a request."""
+    """The live sessions whose clients can run a sampling request outside a request, and
+    the `Sampler` (models/sampler.py) that asks them, newest first."""
 
     def __init__(self) -> None:
         self._sessions: dict[int, Any] = {}  # connection identity -> latest session proxy
@@ -82,19 +79,6 @@ class SamplingBroker:
     def candidates(self) -> list[Any]:
         return list(reversed(self._sessions.values()))
 
-
-def _connection_key(session: Any) -> int:
-    # ServerSession is a per-request proxy; the connection behind it is what
-    # lasts, so two requests of one client count as one entry.
-    return id(getattr(session, "_connection", session))
-
-
-class SamplingClient:
-    """ModelClient for the `sampling` and `sampling/<model hint>` targets."""
-
-    def __init__(self, broker: SamplingBroker) -> None:
-        self.broker = broker
-
     async def complete(
         self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion:
@@ -107,13 +91,13 @@ class SamplingClient:
         }
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
-        for session in self.broker.candidates():
+        for session in self.candidates():
             try:
                 with anyio.fail_after(timeout), warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # sampling is deprecated in 2026-07-28, still right for legacy
                     result = await session.create_message(**kwargs)
             except _GONE:
-                self.broker.unregister(session)  # that client went away; try the next
+                self.unregister(session)  # that client went away; try the next
                 continue
             except TimeoutError:
                 raise ModelError(
@@ -123,7 +107,7 @@ class SamplingClient:
                 ) from None
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
-                    self.broker.unregister(session)
+                    self.unregister(session)
                     continue
                 # A person may decline one request: try again later, do not pause for good.
                 raise ModelError(
@@ -131,6 +115,12 @@ class SamplingClient:
                 ) from exc
             return _completion(result, target)
         raise ModelUnavailable(NO_CLIENT, model=target.model)
+
+
+def _connection_key(session: Any) -> int:
+    # ServerSession is a per-request proxy; the connection behind it is what
+    # lasts, so two requests of one client count as one entry.
+    return id(connection_of(session) or session)
 
 
 def preferences(model: str) -> ModelPreferences:

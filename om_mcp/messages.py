@@ -1,8 +1,10 @@
-"""Messages and their parts: the shapes the tools accept and the engine stores.
+"""Messages and their parts: the shapes every way in accepts (the tools, the imports, the
+hooks' transcripts) and the engine stores.
 
 A message always carries a list of parts once it is stored; a plain string
 `content` becomes one text part. Parts are plain dicts in storage (JSON), and
-these models are the one place that says what a valid part looks like.
+these models are the one place that says what a valid part looks like. Below
+the engine and the importers (both speak it); it imports nothing of om_mcp.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from om_mcp.engine.text import message_text, part_text  # noqa: F401 - re-exported
 
 Role = Literal["user", "assistant", "system", "tool"]
 

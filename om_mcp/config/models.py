@@ -2,7 +2,8 @@
 a fallback list, or a by-input-size table).
 
 These are used inside the project's config model, so TOML keys are snake_case
-and unknown keys are errors that name the key (extra="forbid").
+and unknown keys are errors that name the key (extra="forbid"); `om_mcp.models`
+calls the models they describe.
 
 A model choice is one of:
   * a "provider/model" string routed through litellm ("google/..." is mapped to
@@ -27,8 +28,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-
-from om_mcp.models.errors import ModelSelectionError
 
 DEFAULT_MODEL = "gemini/gemini-2.5-flash"
 # Resolved at start from what the machine has: a provider key, the claude CLI, or MCP sampling.
@@ -128,16 +127,12 @@ class ByInputSize(_Config):
     def thresholds(self) -> list[int]:
         return sorted(self.up_to)
 
-    def resolve(self, input_tokens: int) -> ModelEntry:
-        """The entry of the smallest threshold >= input_tokens (inclusive)."""
+    def resolve(self, input_tokens: int) -> ModelEntry | None:
+        """The entry of the smallest threshold >= input_tokens (inclusive); None above the largest."""
         for threshold in self.thresholds():
             if input_tokens <= threshold:
                 return self.up_to[threshold]
-        largest = self.thresholds()[-1]
-        raise ModelSelectionError(
-            f"input of {input_tokens} tokens is above the largest up_to threshold ({largest}) "
-            "of the by-input-size model selector; add a larger tier or shrink the input"
-        )
+        return None
 
 
 def _parse_threshold(key: Any) -> int:
@@ -208,15 +203,6 @@ def normalize_choice(choice: Any) -> list[ModelTarget] | ByInputSize:
     if isinstance(choice, list):
         return [as_target(entry) for entry in choice]
     return [as_target(choice)]
-
-
-def targets_for(choice: Any, input_tokens: int) -> list[ModelTarget]:
-    """The targets to try, in order, for an input of `input_tokens` tokens."""
-    normal = normalize_choice(choice)
-    if isinstance(normal, ByInputSize):
-        entry = normal.resolve(input_tokens)
-        return [as_target(entry)]
-    return normal
 
 
 class ModelSettings(_Config):
