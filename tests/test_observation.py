@@ -488,6 +488,48 @@ async def test_an_empty_or_degenerate_reflection_is_never_committed(reply):
     await mem.close()
 
 
+def padded_observer(messages):
+    """One long line per message id it saw: the log grows faster than the messages."""
+    ids = [f"m{n}" for n in dict.fromkeys(re.findall(r"\bm(\d+)\b", conversation_of(messages)))]
+    lines = "\n".join(f"* 🔴 (10:00) saw {i} " + "detail " * 90 for i in ids)
+    return f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>"
+
+
+async def test_an_activation_past_reflection_block_after_swaps_the_buffered_reflection_in():
+    """A turn's activation took the log from below reflection.observation_tokens to past
+    reflection.block_after: the reflection trigger read the state from before it, so the ready
+    buffered reflection was thrown away and a blocking reflection ran (a second Reflector call)."""
+    script = Script(observer=padded_observer)
+    mem = await open_memory(
+        script, buffering=True, observation__message_tokens=300, reflection__observation_tokens=1000
+    )
+    limits = mem.observation.limits
+    for n in range(8):  # buffered in the background (inline here), then activated by hand
+        await mem.append_messages("t", [msg(n)])
+    assert (await mem.observation.activate("t", "default", "all")).ran
+    state = await mem.store.record_state("thread:t", "t")
+    assert limits.reflection_buffer_at <= state.observation_tokens < limits.observation_tokens
+    assert (await mem.observation.reflect("t", "default", "async-buffer")).ran
+    assert len(script.reflector_calls) == 1
+    for n in range(8, 19):  # buffered chunks that will take the log past reflection.block_after
+        await mem.append_messages("t", [msg(n)])
+    snap = await mem.store.snapshot("thread:t", "t")
+    assert snap.buffered_reflection is not None and snap.buffered_reflection.generation == 0
+    assert snap.state.observation_tokens + sum(c.tokens for c in snap.chunks) >= limits.reflection_block_after
+    covered = memory_log_of(script.reflector_calls[0])
+    ctx = await mem.get_context("t")
+    assert ctx.status.generation_count == 1
+    reflections = [e for e in await events(mem) if e.get("operation_type") == "reflection"]
+    swapped = [e for e in reflections if e["type"] == "data-om-activation"]
+    assert len(swapped) == 1 and swapped[0]["generation_count"] == 1
+    blocking = [e for e in reflections if e.get("trigger") == "turn-sync"]
+    assert blocking == [], "the buffered reflection is used: no blocking reflection runs"
+    text = (await mem.observations("t"))["text"]
+    ids = " ".join(dict.fromkeys(re.findall(r"\bm\d+\b", covered)))
+    assert f"reflected {ids}\n" in text and "saw m10" in text
+    await mem.close()
+
+
 async def test_reflect_with_no_observations_is_a_no_op():
     script = Script()
     mem = await open_memory(script)
