@@ -212,8 +212,9 @@ async def test_a_failed_observer_call_commits_nothing(failure):
     script = Script(observer=observer)
     mem = await open_memory(script, observation__message_tokens=3 * per)
     await mem.append_messages("t", [msg(n) for n in range(4)])
-    # One call each: an unusable answer is a failed call, whose retry the breaker spaces out.
-    assert len(script.observer_calls) == 1
+    # An unusable answer is a failed call, whose retry the breaker spaces out; a loop or an
+    # empty answer is first asked once more, for less, in the same call.
+    assert len(script.observer_calls) == (1 if failure == "raises" else 2)
     status = await mem.status("t")
     assert status.unobserved_messages == 4 and status.windows.active.observations.tokens == 0
     assert await cursor(mem) == 0
@@ -240,6 +241,44 @@ async def test_a_failed_observer_call_commits_nothing(failure):
     assert outcome.ran
     assert seen_ids(script.observer_calls[-1]) == ["m0", "m1", "m2", "m3"]
     assert (await mem.status("t")).unobserved_messages == 0
+    await mem.close()
+
+
+@pytest.mark.parametrize("first", ["degenerate", "empty", "blank"])
+async def test_an_empty_or_looping_observer_answer_is_asked_again_for_less(first):
+    """An Observer that looped (or answered nothing) failed the cycle at once, and three such
+    cycles paused the model; it is asked once more, in the same cycle, for fewer and shorter notes."""
+    replies = {"degenerate": DEGENERATE, "empty": "<observations>\n</observations>", "blank": "  "}
+    answers = iter([replies[first]])
+
+    def observer(messages):
+        return next(answers, None) or tracing_observer(messages)
+
+    per = await per_message_tokens()
+    script = Script(observer=observer)
+    mem = await open_memory(script, observation__message_tokens=3 * per)
+    await mem.append_messages("t", [msg(n) for n in range(4)])
+    assert len(script.observer_calls) == 2
+    retry = script.observer_calls[1]
+    assert text_of(retry[-1]).startswith(prompts.OBSERVER_RETRY_HEADING)
+    seen = seen_ids(script.observer_calls[0])
+    assert seen and seen_ids(retry) == seen
+    status = await mem.status("t")
+    assert status.unobserved_messages == 4 - len(seen) and status.observation.model_ready
+    assert status.observation.last_failure is None
+    assert await events(mem, type_="data-om-observation-failed") == []
+    assert len(await events(mem, type_="data-om-observation-end")) == 1
+    await mem.close()
+
+
+async def test_a_refusal_is_not_asked_again():
+    """Prose instead of the format (a refusal) would get the same answer again: one call."""
+    per = await per_message_tokens()
+    script = Script(observer=lambda messages: "I'm sorry, I can't help with that.")
+    mem = await open_memory(script, observation__message_tokens=3 * per)
+    await mem.append_messages("t", [msg(n) for n in range(4)])
+    assert len(script.observer_calls) == 1
+    assert (await mem.status("t")).unobserved_messages == 4
     await mem.close()
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.engine.context.escape import excerpt
-from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, is_degenerate, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
 from om_mcp.engine.prompts import observer as prompts
 from om_mcp.engine.tokens import TokenCounter
@@ -19,6 +20,7 @@ from om_mcp.models import Completion, ModelError, ModelRouter, Usage
 from om_mcp.store import Message
 
 HIGH_PRIORITY = "🔴"
+_TAG = re.compile(r"</?[A-Za-z][\w-]*[^<>]*>")
 
 
 class CycleFailed(ModelError):
@@ -205,8 +207,20 @@ class Observer:
                 return None
             return f"{problem} (it answered {excerpt(completion.text)})"
 
-        completion = await self.router.complete(messages, input_tokens, accept)
+        def escalate(completion: Completion, problem: str) -> list[dict[str, Any]] | None:
+            # Prose (a refusal, the format ignored) would get the same answer again; a loop or
+            # an empty answer is asked once more, for fewer and shorter notes.
+            if not looped_or_empty(completion.text):
+                return None
+            return [*messages, {"role": "user", "content": prompts.observer_retry(problem)}]
+
+        completion = await self.router.complete(messages, input_tokens, accept, escalate)
         return agent_result(parsed[-1], completion, input_tokens, completion.attempts, self.counter)
+
+
+def looped_or_empty(text: str) -> bool:
+    """An answer that repeats itself, or holds nothing but (empty) section tags."""
+    return is_degenerate(text) or not _TAG.sub("", text).strip()
 
 
 def unusable(parsed: ParsedOutput, threads: dict[str, list[Message]] | None = None) -> str | None:
