@@ -90,6 +90,9 @@ class ReflectionConfig(_Section):
     block_after: float | None = None
     activate_after_idle: int | str | Literal[False] | None = None
     activate_on_provider_change: bool = False
+    edits: bool = Field(
+        True, description="answer with edits over line ids, rewriting only as a fallback; false: always rewrite"
+    )
 
     @field_validator("model_settings", mode="before")
     @classmethod
@@ -146,6 +149,14 @@ class OtherThreadsConfig(_Section):
         return None if parsed is None else int(parsed) / 1000
 
 
+class UserConfig(_Section):
+    """`[observational_memory.user]`: the person layer. Lines remembered with `--user` (and the
+    person's working memory) reach every resource's context; off, nothing crosses resources."""
+
+    enabled: bool = False
+    tokens: int = Field(300, ge=0, description="at most this many tokens of it in a context, the newest lines first")
+
+
 class HooksConfig(_Section):
     """Library callbacks named by dotted path ("package.module:function"); each gets the event payload."""
 
@@ -177,6 +188,7 @@ class ObservationalMemoryConfig(_Section):
     activate_on_provider_change: bool = False
     retrieval: bool | RetrievalConfig = True
     other_threads: OtherThreadsConfig = Field(default_factory=OtherThreadsConfig)
+    user: UserConfig = Field(default_factory=UserConfig)
     call_policy: CallPolicy = Field(default_factory=CallPolicy)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)

@@ -14,6 +14,7 @@ from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnav
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.rows import (
+    RETIRED,
     AppendResult,
     BufferedReflection,
     Chunk,
@@ -30,6 +31,7 @@ from om_mcp.store.rows import (
     NewMessage,
     Record,
     RecordState,
+    Remembered,
     ResourceSummary,
     Scope,
     SearchHit,
@@ -68,6 +70,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "RETIRED",
     "AppendResult",
     "BufferedReflection",
     "Chunk",
@@ -86,6 +89,7 @@ __all__ = [
     "NotFound",
     "Record",
     "RecordState",
+    "Remembered",
     "ResourceSummary",
     "Scope",
     "SearchHit",
