@@ -192,7 +192,7 @@ def store(
                 rows,
                 counted_by=counted_by,
                 thread_metadata=metadata,
-                remembered=remember.spans_of(rows, counter.count_text),
+                remembered=remember.spans_of(counter.count_text),
             )
             redaction_events(conn, thread_id, resource_id, result)
             return result

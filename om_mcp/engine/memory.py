@@ -206,7 +206,7 @@ class Memory:
                 counted_by=await self._tokenizer_id(),
                 thread_metadata=metadata,
                 working_memory=seed,
-                remembered=remember.spans_of(rows, self.counter.count_text),
+                remembered=remember.spans_of(self.counter.count_text),
             )
         )
         events = intake.gap_events(thread_id, resource_id, result.appended)

@@ -2,8 +2,9 @@
 
 Three ways in, one kind of line:
 - a `<remember>...</remember>` span in a user message, whichever way it came (the tools,
-  a host's hook, `om-mcp ingest`, an import): `spans_of` words the lines and the append
-  writes them in its own transaction, so an acknowledged message has its line;
+  a host's hook, `om-mcp ingest`, an import): every append calls `spans_of` in its own
+  transaction with the messages it stored, and writes the lines it words there, so an
+  acknowledged message has its line (and a re-sent one adds none);
 - `om-mcp remember TEXT [--thread T | --resource R | --user]`;
 - the `update_thread` tool's `remember` argument.
 
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from om_mcp.engine.errors import InputError
 from om_mcp.engine.observation.lines import USER_STATED
 from om_mcp.engine.observation.transcript import date_header
-from om_mcp.store import NewMessage, Remembered
+from om_mcp.store import Message, Remembered
 
 MAX_CHARS = 2000  # as for a correction (`om-mcp edit`): a line of the log, not a document
 SPAN = re.compile(r"<remember>(.*?)</remember>", re.IGNORECASE | re.DOTALL)
@@ -52,9 +53,18 @@ def group_text(words: str, when: datetime) -> str:
     return f"{date_header(when)}\n* 🔴 ({when:%H:%M}) {words} {USER_STATED}"
 
 
-def spans_of(rows: Sequence[NewMessage], count: Callable[[str], int]) -> list[Remembered]:
-    """The lines the user's messages of a batch ask to be remembered, worded for the log; the
-    append writes them with their messages (and only for those it stores, not for re-sends)."""
+def spans_of(count: Callable[[str], int]) -> Callable[[Sequence[Message]], list[Remembered]]:
+    """What an append calls, inside its transaction, with the messages it stored (re-sends are not
+    among them): the lines their `<remember>` spans ask for, worded for the log."""
+
+    def lines(stored: Sequence[Message]) -> list[Remembered]:
+        return remembered_in(stored, count)
+
+    return lines
+
+
+def remembered_in(rows: Sequence[Message], count: Callable[[str], int]) -> list[Remembered]:
+    """The lines the user's messages ask to be remembered, worded for the log."""
     out = []
     for row in rows:
         if row.role != "user":

@@ -180,7 +180,7 @@ def _append(
                 batch,
                 counted_by=counted_by,
                 thread_metadata=metadata,
-                remembered=remember.spans_of(batch, counter.count_text),
+                remembered=remember.spans_of(counter.count_text),
             )
             redaction_events(conn, out.thread_id, out.resource_id, result)
         out.appended += len(result.appended)

@@ -98,7 +98,7 @@ class Store(Protocol):
         counted_by: int = 0,
         thread_metadata: dict[str, Any] | None = None,
         working_memory: WorkingMemorySeed | None = None,
-        remembered: list[Remembered] | None = None,
+        remembered: Callable[[list[Message]], list[Remembered]] | None = None,
     ) -> AppendResult: ...
     async def message_page(
         self,

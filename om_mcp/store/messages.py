@@ -11,6 +11,7 @@ thread) need.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from om_mcp.store import history, resends
@@ -40,13 +41,13 @@ async def append(
     counted_by: int = 0,
     thread_metadata: dict[str, Any] | None = None,
     working_memory: WorkingMemorySeed | None = None,
-    remembered: list[Remembered] | None = None,
+    remembered: Callable[[list[Message]], list[Remembered]] | None = None,
 ) -> AppendResult:
     """Insert a batch, all or nothing, and keep the record's running totals.
 
     A message whose (thread, id) exists with the same content is skipped; with
-    other content it is an error and nothing of the batch is written. `remembered`:
-    the lines the new messages asked to be remembered (store/remembered.py).
+    other content it is an error and nothing of the batch is written. `remembered`: given the
+    messages stored, the lines they ask to be remembered, written here too (store/remembered.py).
     """
     result = AppendResult()
     row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
@@ -95,8 +96,8 @@ async def append(
             len(observable) + catch_up[1],
             max(seqs),
         )
-        if remembered:
-            result.remembered = await with_messages(tx, record_key, thread_id, result.appended, remembered)
+        if remembered is not None and (lines := remembered(result.appended)):
+            result.remembered = await with_messages(tx, record_key, thread_id, result.appended, lines)
     result.state = await record_state(tx, record_key, thread_id)
     result.thread = current
     return result

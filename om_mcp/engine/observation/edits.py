@@ -1,6 +1,6 @@
 """The Reflector's edits: an answer over line labels instead of a whole new log.
 
-The Reflector reads the log with a label before each line (`[L12] * 🔴 (10:00) ...`) and
+The Reflector reads the log with a label after each line (`* 🔴 (10:00) ... [L12]`) and
 answers with what changes, one edit a line, in an `<edits>` block:
 
     drop L4 L9
@@ -32,7 +32,7 @@ _LABEL = re.compile(r"\[?\bL(\d+)\b\]?", re.IGNORECASE)
 _EDIT = re.compile(r"^\s*(?:[-*•]\s*|\d+[.)]\s*)?(keep|drop|merge|supersede)\b\s*(.*)$", re.IGNORECASE)
 _BY = re.compile(r"\b(?:by|with)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*[*-]\s")
-_LINE_LABEL = re.compile(r"^([ \t]*)\[L\d+\] ?", re.MULTILINE)
+_LINE_LABEL = re.compile(r"[ \t]*\[L\d+\][ \t]*$", re.MULTILINE)
 
 
 @dataclass
@@ -80,7 +80,7 @@ def label_log(groups: list[Group], sections: bool, obscure: bool) -> Labelled:
             n += 1
             label = f"L{n}"
             out.lines[label] = (gi, li)
-            rendered.append(f"[{label}] {shown}")
+            rendered.append(f"{shown} [{label}]")
         text = "\n".join(rendered).strip("\n")
         if sections and group.thread_id:
             text = f'<thread id="{thread_label(group.thread_id, obscure)}">\n{text}\n</thread>'
@@ -91,7 +91,7 @@ def label_log(groups: list[Group], sections: bool, obscure: bool) -> Labelled:
 
 def unlabel(text: str) -> str:
     """A rewrite that copied the labels, without them."""
-    return _LINE_LABEL.sub(r"\1", text)
+    return _LINE_LABEL.sub("", text)
 
 
 def parse(block: str) -> list[Edit] | None:
@@ -111,7 +111,7 @@ def parse(block: str) -> list[Edit] | None:
             head, sep, text = rest.partition("=>")
             labels = _labels(head)
             if sep and labels and text.strip():
-                edits.append(Edit("merge", labels, text=" ".join(text.split())))
+                edits.append(Edit("merge", labels, text=unlabel(" ".join(text.split()))))
         elif verb == "supersede":
             parts = _BY.split(rest, maxsplit=1)
             old, new = _labels(parts[0]), _labels(parts[1]) if len(parts) == 2 else []

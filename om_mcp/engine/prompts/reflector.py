@@ -60,7 +60,7 @@ from here."""
 # Edits mode: the log comes with a label before each line, and the answer names what changes.
 REFLECTOR_EDITS = """\
 HOW TO ANSWER: EDITS
-Each line of the log starts with its label in brackets, such as [L12]. Answer with the \
+Each line of the log ends with its label in brackets, such as [L12]. Answer with the \
 changes only, in an <edits> block, one edit per line:
 - drop L4 L9: lines that no longer matter (finished, repeated, stale). A dropped line is \
 kept out of view, where a search still finds it.
