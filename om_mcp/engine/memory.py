@@ -401,6 +401,16 @@ class Memory:
         resource_id, _ = await self._existing(thread_id, resource_id)
         return await generation_diff(self.store, self.record_key(thread_id, resource_id), generation)
 
+    async def set_user_working_memory(self, text: Any) -> str:
+        """Replace the person layer's working memory (Markdown), which every resource's context shows."""
+        if not self.config.observational_memory.user.enabled:
+            raise InputError("the person layer is off: set [observational_memory.user] enabled = true", field="user")
+        if not isinstance(text, str):
+            raise InputError("working memory must be text", field="working_memory")
+        intake.check_text(text, "working_memory", nul=True)
+        stored, _ = await translated(self.store.update_working_memory("resource", USER_RESOURCE, lambda _: text))
+        return stored or ""
+
     async def user_layer(self) -> dict[str, Any]:
         """The person layer's log (lines remembered with `--user`, with their ids) and working memory."""
         record = await self.store.record(resource_key(USER_RESOURCE))

@@ -8,7 +8,8 @@ and `om-mcp restore --line` brings it back.
 
 The reason is known when the Reflector answered with edits (dropped, merged, superseded:
 engine/observation/edits.py). A rewrite says nothing of the kind, so a line that shares most
-of its words with a line of the new log counts as merged into it, and the rest as dropped.
+of its words (two at least) with a line of the new log counts as merged into it, and the rest
+as dropped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from om_mcp.engine.observation import lines
 from om_mcp.store import Group, NewGroup
 
 MERGED_SHARE = 0.5  # of a line's words found in one line of the new log: merged into it
+MERGED_WORDS = 2  # and at least this many of them (one shared word says little)
 _WORD = re.compile(r"[^\W_]{3,}")
 _TIME = re.compile(r"^\d+$")
 
@@ -120,9 +122,9 @@ def _guess(line: str, candidates: list[tuple[set[str], str]]) -> Reason:
         return "dropped", None
     best, share = None, 0.0
     for theirs, text in candidates:
-        overlap = len(mine & theirs) / len(mine)
-        if overlap > share:
-            best, share = text, overlap
+        common = len(mine & theirs)
+        if common >= MERGED_WORDS and common / len(mine) > share:
+            best, share = text, common / len(mine)
     if best is not None and share >= MERGED_SHARE:
         return "merged", lines.line_hash(best)
     return "dropped", None
