@@ -1,5 +1,5 @@
 """`om-mcp restore THREAD --generation N`: undo a reflection;
-`om-mcp restore --line ID [--thread T]`: bring back one line a reflection retired.
+`om-mcp restore [THREAD] --line ID`: bring back one line a reflection retired.
 
 Generation N of the thread's log (`om-mcp show THREAD --generations` lists them)
 becomes the active log again, as a new generation: nothing is deleted, and the
