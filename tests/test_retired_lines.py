@@ -307,3 +307,17 @@ async def test_the_catalog_holds_its_budget_however_big_the_archive():
     assert count(text) <= archive.CATALOG_TOKENS
     assert "and " in text and "older" in text and text.count("\n- ") >= 3
     assert archive.catalog([], count) == ""
+
+
+async def test_restoring_a_generation_takes_its_lines_off_the_pile():
+    script = Script(observer=fact_observer, reflector=dropping_reflector)
+    mem = await memory(script)
+    await observed(mem)
+    assert (await mem.reflect("t")).ran
+    assert len(await mem.store.retired_groups("thread:t")) == len(FACTS)
+    done = await mem.control.restore_generation("t", 0)
+    assert done.generation == 2
+    assert await mem.store.retired_groups("thread:t") == []  # every line is in the log again
+    hits = await mem.search("t", "tortoise Darwin")
+    assert not any(h.retired for h in hits)
+    await mem.close()

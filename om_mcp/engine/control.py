@@ -279,6 +279,9 @@ class Control:
                 raise InputError(f"generation {generation} is already the active log", field="generation")
             source = stored[generation]
             tokens = sum(g.tokens for g in source)
+            # Lines the restored log holds again leave the retired pile (search would find them twice).
+            back = {h for g in source for h in _hashes(g.text)}
+            unretired = [g.id for g in await self.store.retired_groups(key) if set(_hashes(g.text)) <= back]
             event = user_event(
                 EventType.RESTORE,
                 thread_id,
@@ -299,6 +302,7 @@ class Control:
                 blocked_at=tokens if tokens >= engine.limits.observation_tokens else None,
                 events=[event],
                 edits=record.edits,
+                unretired=unretired,
             ):
                 await engine.events.emit([event], persisted=True)
                 return RestoreOut(restored=generation, generation=record.generation + 1, groups=len(source))
