@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
-from om_mcp.importers.jsonl_records import VERSION
+from om_mcp.importers.jsonl_records import MINOR, VERSION
 
 T = "2025-05-01T09:00:00+00:00"
 
@@ -161,7 +161,7 @@ def test_a_memory_round_trips_in_order():
     assert json.loads(lines[0]) == {
         "type": "om-mcp-export",
         "version": VERSION,
-        "minor": 0,
+        "minor": MINOR,
         "exported_at": "2025-06-01T12:00:00+00:00",
         "source": "om-mcp test (memory.db)",
     }
@@ -259,3 +259,18 @@ def test_the_writer_refuses_what_the_reader_would_refuse():
         write_records(records, out)
     with pytest.raises(ExportFormatError, match=r"record 1: type: unknown record type 'om-mcp-export'"):
         write_records([{"type": "om-mcp-export"}], io.StringIO())
+
+
+def test_a_retired_group_round_trips_and_the_pile_goes_with_retired_by():
+    records = memory()
+    group = next(r for r in records if r["type"] == "observation_group")
+    retired = {**group, "id": "g-retired", "generation": -1, "position": 0}
+    retired.update(retired_by=1, retired_reason="dropped", replaced_by=None)
+    text = _write([*records, retired])
+    out = list(read_records(io.StringIO(text)))
+    back = next(r for r in out if r.get("id") == "g-retired")
+    assert back["generation"] == -1 and back["retired_by"] == 1 and back["retired_reason"] == "dropped"
+    assert "retired_by" not in next(r for r in out if r.get("id") == group["id"])
+    broken = {**retired, "retired_by": None}
+    with pytest.raises(ExportFormatError, match="retired_by"):
+        list(read_records(io.StringIO(_write([*records, broken]))))

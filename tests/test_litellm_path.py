@@ -294,3 +294,32 @@ async def test_a_permanent_error_is_never_retried(server, tmp_path):
     assert not status.observation.model_ready and "paused" in status.observation.reason
     assert status.unobserved_messages == 18
     await mem.close()
+
+
+async def test_a_model_settings_table_keeps_each_roles_default_temperature(server, tmp_path):
+    """Setting one key of a role's model_settings used to unset that role's temperature
+    (0.3 for the Observer, 0 for the Reflector): the provider then chose its own."""
+    extra = (
+        "[observational_memory.observation.model_settings]\nmax_output_tokens = 4000\n"
+        "[observational_memory.reflection.model_settings]\nprovider_options = { top_p = 0.9 }\n"
+    )
+    path = write_config(tmp_path, f'model = {{ model = "openai/fake", api_base = "{server.base_url}" }}', extra=extra)
+    config = load_config(path, env={})
+    assert config.observational_memory.observation.model_settings.temperature == pytest.approx(0.3)
+    assert config.observational_memory.reflection.model_settings.temperature == 0.0
+    mem = await Memory.open(config, db_path=str(tmp_path / "om.db"))
+    await mem.append_messages("t", [msg(n) for n in range(6)])
+    assert (await mem.reflect("t")).ran
+    observer, reflector = server.requests
+    assert observer["temperature"] == pytest.approx(0.3) and observer["max_tokens"] == 4000
+    assert reflector["temperature"] == 0 and reflector["top_p"] == 0.9
+    await mem.close()
+
+
+async def test_a_temperature_given_in_the_table_wins(server, tmp_path):
+    extra = "[observational_memory.observation.model_settings]\ntemperature = 0.7\n"
+    path = write_config(tmp_path, f'model = {{ model = "openai/fake", api_base = "{server.base_url}" }}', extra=extra)
+    mem = await Memory.open(load_config(path, env={}), db_path=str(tmp_path / "om.db"))
+    await mem.append_messages("t", [msg(n) for n in range(6)])
+    assert server.requests[0]["temperature"] == pytest.approx(0.7)
+    await mem.close()

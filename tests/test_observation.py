@@ -212,8 +212,9 @@ async def test_a_failed_observer_call_commits_nothing(failure):
     script = Script(observer=observer)
     mem = await open_memory(script, observation__message_tokens=3 * per)
     await mem.append_messages("t", [msg(n) for n in range(4)])
-    # One call each: an unusable answer is a failed call, whose retry the breaker spaces out.
-    assert len(script.observer_calls) == 1
+    # An unusable answer is a failed call, whose retry the breaker spaces out; a loop or an
+    # empty answer is first asked once more, for less, in the same call.
+    assert len(script.observer_calls) == (1 if failure == "raises" else 2)
     status = await mem.status("t")
     assert status.unobserved_messages == 4 and status.windows.active.observations.tokens == 0
     assert await cursor(mem) == 0
@@ -240,6 +241,44 @@ async def test_a_failed_observer_call_commits_nothing(failure):
     assert outcome.ran
     assert seen_ids(script.observer_calls[-1]) == ["m0", "m1", "m2", "m3"]
     assert (await mem.status("t")).unobserved_messages == 0
+    await mem.close()
+
+
+@pytest.mark.parametrize("first", ["degenerate", "empty", "blank"])
+async def test_an_empty_or_looping_observer_answer_is_asked_again_for_less(first):
+    """An Observer that looped (or answered nothing) failed the cycle at once, and three such
+    cycles paused the model; it is asked once more, in the same cycle, for fewer and shorter notes."""
+    replies = {"degenerate": DEGENERATE, "empty": "<observations>\n</observations>", "blank": "  "}
+    answers = iter([replies[first]])
+
+    def observer(messages):
+        return next(answers, None) or tracing_observer(messages)
+
+    per = await per_message_tokens()
+    script = Script(observer=observer)
+    mem = await open_memory(script, observation__message_tokens=3 * per)
+    await mem.append_messages("t", [msg(n) for n in range(4)])
+    assert len(script.observer_calls) == 2
+    retry = script.observer_calls[1]
+    assert text_of(retry[-1]).startswith(prompts.OBSERVER_RETRY_HEADING)
+    seen = seen_ids(script.observer_calls[0])
+    assert seen and seen_ids(retry) == seen
+    status = await mem.status("t")
+    assert status.unobserved_messages == 4 - len(seen) and status.observation.model_ready
+    assert status.observation.last_failure is None
+    assert await events(mem, type_="data-om-observation-failed") == []
+    assert len(await events(mem, type_="data-om-observation-end")) == 1
+    await mem.close()
+
+
+async def test_a_refusal_is_not_asked_again():
+    """Prose instead of the format (a refusal) would get the same answer again: one call."""
+    per = await per_message_tokens()
+    script = Script(observer=lambda messages: "I'm sorry, I can't help with that.")
+    mem = await open_memory(script, observation__message_tokens=3 * per)
+    await mem.append_messages("t", [msg(n) for n in range(4)])
+    assert len(script.observer_calls) == 1
+    assert (await mem.status("t")).unobserved_messages == 4
     await mem.close()
 
 
@@ -485,6 +524,48 @@ async def test_an_empty_or_degenerate_reflection_is_never_committed(reply):
     assert len((await mem.observations("t", history=True))["generations"]) == 1
     failed = [e for e in await events(mem, type_="data-om-observation-failed") if not e.get("retrying")]
     assert len(failed) == 1 and failed[0]["operation_type"] == "reflection"
+    await mem.close()
+
+
+def padded_observer(messages):
+    """One long line per message id it saw: the log grows faster than the messages."""
+    ids = [f"m{n}" for n in dict.fromkeys(re.findall(r"\bm(\d+)\b", conversation_of(messages)))]
+    lines = "\n".join(f"* 🔴 (10:00) saw {i} " + "detail " * 90 for i in ids)
+    return f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>"
+
+
+async def test_an_activation_past_reflection_block_after_swaps_the_buffered_reflection_in():
+    """A turn's activation took the log from below reflection.observation_tokens to past
+    reflection.block_after: the reflection trigger read the state from before it, so the ready
+    buffered reflection was thrown away and a blocking reflection ran (a second Reflector call)."""
+    script = Script(observer=padded_observer)
+    mem = await open_memory(
+        script, buffering=True, observation__message_tokens=300, reflection__observation_tokens=1000
+    )
+    limits = mem.observation.limits
+    for n in range(8):  # buffered in the background (inline here), then activated by hand
+        await mem.append_messages("t", [msg(n)])
+    assert (await mem.observation.activate("t", "default", "all")).ran
+    state = await mem.store.record_state("thread:t", "t")
+    assert limits.reflection_buffer_at <= state.observation_tokens < limits.observation_tokens
+    assert (await mem.observation.reflect("t", "default", "async-buffer")).ran
+    assert len(script.reflector_calls) == 1
+    for n in range(8, 19):  # buffered chunks that will take the log past reflection.block_after
+        await mem.append_messages("t", [msg(n)])
+    snap = await mem.store.snapshot("thread:t", "t")
+    assert snap.buffered_reflection is not None and snap.buffered_reflection.generation == 0
+    assert snap.state.observation_tokens + sum(c.tokens for c in snap.chunks) >= limits.reflection_block_after
+    covered = memory_log_of(script.reflector_calls[0])
+    ctx = await mem.get_context("t")
+    assert ctx.status.generation_count == 1
+    reflections = [e for e in await events(mem) if e.get("operation_type") == "reflection"]
+    swapped = [e for e in reflections if e["type"] == "data-om-activation"]
+    assert len(swapped) == 1 and swapped[0]["generation_count"] == 1
+    blocking = [e for e in reflections if e.get("trigger") == "turn-sync"]
+    assert blocking == [], "the buffered reflection is used: no blocking reflection runs"
+    text = (await mem.observations("t"))["text"]
+    ids = " ".join(dict.fromkeys(re.findall(r"\bm\d+\b", covered)))
+    assert f"reflected {ids}\n" in text and "saw m10" in text
     await mem.close()
 
 

@@ -169,13 +169,22 @@ def test_reflector_prompt_reuses_observer_rules():
     assert observer.OBSERVER_RULES in text and observer.LOG_FORMAT in text
     assert observer.PRIORITY_MARKERS in text
     assert reflector.REFLECTOR_RULES in text
-    assert "forgotten" in text
+    assert "leaves its view" in text  # what it leaves out is retired, not gone (only a search finds it)
+    assert reflector.REFLECTOR_EDITS not in text
     assert "<mood>" in text
     assert text.rstrip().endswith("Keep all recipes.")
     assert reflector.REFLECTOR_SYSTEM == reflector.reflector_system_prompt()
     # The quoted rules sit inside their own fence, before the rewriting rules.
     assert text.index("<observer-rules>") < text.index(observer.OBSERVER_RULES) < text.index("</observer-rules>")
     assert text.index("</observer-rules>") < text.index(reflector.REFLECTOR_RULES)
+
+
+def test_reflector_edits_prompt():
+    text = reflector.reflector_system_prompt(edits=True)
+    assert reflector.REFLECTOR_EDITS in text and reflector.REFLECTOR_OUTPUT_SECTIONS_EDITS in text
+    assert reflector.REFLECTOR_OUTPUT_SECTIONS not in text
+    message = reflector.reflector_user_message("* a [L1]", 1, edits=True)
+    assert reflector.REFLECTOR_EDITS_TASK in message and reflector.REFLECTOR_TASK not in message
 
 
 def test_reflector_user_message_levels():
@@ -404,11 +413,16 @@ async def test_a_degenerate_or_empty_reply_fails_the_call():
     assert result.output_tokens == get_token_counter().count_text(result.parsed.observations)
     assert result.input_tokens > 0 and result.model == "openai/x"
 
-    for reply, problem in ((loop, "degenerate"), ("I cannot help with that.", "no observations")):
-        failing, model = observer_for([reply, good])
+    # A loop is asked once more, for less, in the same call; a refusal would only be refused again.
+    looping, model = observer_for([loop, good])
+    result = await looping.observe(ObserverRequest([_part_message({"type": "text", "text": "ramen"})]))
+    assert result.attempts == 2 and len(model.calls) == 2
+    assert model.calls[1].messages[-1]["content"].startswith(observer.OBSERVER_RETRY_HEADING)
+    for reply, problem, calls in ((loop, "degenerate", 2), ("I cannot help with that.", "no observations", 1)):
+        failing, model = observer_for([reply, reply, good])
         with pytest.raises(UnusableAnswer, match=problem):
             await failing.observe(ObserverRequest([_part_message({"type": "text", "text": "ramen"})]))
-        assert len(model.calls) == 1
+        assert len(model.calls) == calls
 
 
 # --------------------------------------------------------------------------------------

@@ -434,6 +434,116 @@ async def test_a_reflection_starts_a_generation_keeping_what_came_after():
         assert not await store.store_buffered_reflection("thread:t", stale, lease=None)
 
 
+async def test_the_retired_pile_is_outside_every_log_and_found_by_search():
+    async with opened() as store:
+        seqs = await filled(store, "t", 2)
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[1]},
+            groups=[
+                group("Date: Mar 2, 2026\n* the quokka lives in Lisbon\n* tortoise", seqs[0], seqs[1], thread_id="t")
+            ],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
+        retired = [
+            group(
+                "Date: Mar 2, 2026\n* the quokka lives in Lisbon",
+                seqs[0],
+                seqs[1],
+                thread_id="t",
+                retired_reason="superseded",
+                replaced_by="abc123",
+            )
+        ]
+        reflected = dict(lease=None, covered=1, groups=[group("* quokka moved to Porto", seqs[0], seqs[1])])
+        assert await store.commit_reflection(
+            "thread:t", generation=0, extracted=None, blocked_at=None, retired=retired, **reflected
+        )
+        [pile] = await store.retired_groups("thread:t")
+        assert pile.retired and pile.retired_by == 1 and pile.retired_reason == "superseded"
+        assert pile.replaced_by == "abc123" and pile.thread_id == "t" and (pile.first_seq, pile.last_seq) == tuple(seqs)
+        assert [gen for gen, _ in await store.generations("thread:t")] == [1, 0]  # the pile is no generation
+        assert [g.text for g in await store.groups("thread:t")] == ["* quokka moved to Porto"]
+        record = await store.record("thread:t")
+        assert record and record.observation_tokens == 5  # only the active log counts
+        hits = await store.search_groups("r", "lisbon")
+        assert [(h.group.id, h.group.retired) for h in hits] == [(pile.id, True)]
+        assert {h.group.retired for h in await store.search_groups("r", "quokka")} == {True, False}
+        # Restored: off the pile, at the end of the log, as the user's change.
+        version = record.version
+        back = group("Date: Mar 2, 2026\n* the quokka lives in Lisbon", seqs[0], seqs[1], thread_id="t")
+        assert not await store.restore_lines(
+            "thread:t", version=version - 1, group=back, unretired=[pile.id], events=[]
+        )
+        assert await store.restore_lines("thread:t", version=version, group=back, unretired=[pile.id], events=[])
+        assert await store.retired_groups("thread:t") == []
+        assert [g.text for g in await store.groups("thread:t")][-1] == back.text
+        after = await store.record("thread:t")
+        assert after and after.edits == record.edits + 1
+        assert [h.group.retired for h in await store.search_groups("r", "lisbon")] == [False]
+
+
+async def test_remembered_lines_are_written_with_their_messages_and_alone():
+    from om_mcp.store import Remembered
+
+    async with opened() as store:
+
+        def lines(stored):
+            return [Remembered(m.id, f"* {m.id} said to remember [user-stated]", 6) for m in stored]
+
+        result = await store.append_messages("t", "r", "thread:t", [new("a"), new("b")], remembered=lines)
+        assert result.remembered == 2
+        again = await store.append_messages("t", "r", "thread:t", [new("a")], remembered=lines)
+        assert again.remembered == 0 and again.skipped_duplicates == 1
+        texts = [(g.text, g.first_message_id) for g in await store.groups("thread:t")]
+        assert texts == [("* a said to remember [user-stated]", "a"), ("* b said to remember [user-stated]", "b")]
+        gid = await store.remember("resource:~user", "~user", None, group("* I use tabs [user-stated]", 0, 0), [])
+        [alone] = await store.groups("resource:~user")
+        assert alone.id == gid and alone.first_message_id is None
+        assert "~user" in {r.id for r in await store.list_resources()}
+
+
+async def test_the_log_and_working_memory_as_they_were():
+    import datetime as dt
+
+    async with opened() as store:
+        seqs = await filled(store, "t", 3)
+        empty = dt.datetime.now(dt.UTC).isoformat()
+        assert await store.log_at("thread:t", empty) == (None, [])
+        await store.update_working_memory("thread", "t", lambda _: "first note")
+        assert await store.commit_observation(
+            "thread:t",
+            lease=None,
+            expected_cursors={"t": 0},
+            new_cursors={"t": seqs[1]},
+            groups=[group("seen", seqs[0], seqs[1], thread_id="t")],
+            hints={},
+            extracted=None,
+            observed_at=None,
+        )
+        middle = dt.datetime.now(dt.UTC).isoformat()
+        await store.update_working_memory("thread", "t", lambda _: "second note")
+        reflected = dict(lease=None, covered=1, groups=[group("reflected", seqs[0], seqs[1])])
+        assert await store.commit_reflection("thread:t", generation=0, extracted=None, blocked_at=None, **reflected)
+        generation, groups = await store.log_at("thread:t", middle)
+        assert generation == 0 and [g.text for g in groups] == ["seen"]
+        assert await store.working_memory_at("thread", "t", middle) == "first note"
+        assert await store.working_memory_at("thread", "t", empty) is None
+        later = dt.datetime.now(dt.UTC)
+        assert (await store.log_at("thread:t", later.isoformat()))[0] == 1
+        assert await store.working_memory_at("thread", "t", later.isoformat()) == "second note"
+        window = await store.messages_at("t", seqs[1], later, 1000)
+        assert [m.seq for m in window] == [seqs[2]]
+        assert await store.messages_at("t", seqs[1], dt.datetime(2020, 1, 1, tzinfo=dt.UTC), 1000) == []
+        # Deleting the thread takes the history of its working memory too.
+        await store.delete_thread("t")
+        assert await store.working_memory_at("thread", "t", later.isoformat()) is None
+
+
 # -- coordination between processes -------------------------------------------------------------
 
 

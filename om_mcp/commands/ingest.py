@@ -151,6 +151,7 @@ def store(
 ) -> dict[str, Any]:
     """Append in batches (a progress bar on a terminal), mark the session over, start a worker if due."""
     from om_mcp.commands._output import progress
+    from om_mcp.engine import remember
     from om_mcp.engine.tokens import get_token_counter
     from om_mcp.hook.background import start_worker_if_due
     from om_mcp.hook.ingest import redaction_events
@@ -183,7 +184,15 @@ def store(
         def append(conn: Any, rows: list[Any]) -> Any:
             counted_by = run(conn, ops.tokenizer_id, counter.cache_key)
             result = run(
-                conn, ops.append, thread_id, resource_id, key, rows, counted_by=counted_by, thread_metadata=metadata
+                conn,
+                ops.append,
+                thread_id,
+                resource_id,
+                key,
+                rows,
+                counted_by=counted_by,
+                thread_metadata=metadata,
+                remembered=remember.spans_of(counter.count_text),
             )
             redaction_events(conn, thread_id, resource_id, result)
             return result

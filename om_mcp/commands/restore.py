@@ -1,21 +1,27 @@
-"""`om-mcp restore THREAD --generation N`: undo a reflection.
+"""`om-mcp restore THREAD --generation N`: undo a reflection;
+`om-mcp restore [THREAD] --line ID`: bring back one line a reflection retired.
 
 Generation N of the thread's log (`om-mcp show THREAD --generations` lists them)
 becomes the active log again, as a new generation: nothing is deleted, and the
-restore can itself be undone the same way. Recorded as an event.
+restore can itself be undone the same way. A line (its id from recall's search, from
+`om-mcp show` before the reflection, or from `show --retired`) goes back at the end of the
+active log under its Date line; an archived day's id brings the day back. Recorded as an event.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, prepare, run_memory
+from om_mcp.commands.common import EXIT_CODES, EXIT_CONFIG, EXIT_OK, add_config_arguments, prepare, run_memory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("thread", metavar="THREAD", help="the thread id")
-    parser.add_argument("--generation", type=int, required=True, metavar="N", help="the generation to restore")
+    parser.add_argument("thread", metavar="THREAD", nargs="?", help="the thread id")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--generation", type=int, metavar="N", help="the generation to restore")
+    which.add_argument("--line", metavar="ID", help="a retired line (or an archived day) to bring back")
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -24,10 +30,20 @@ def run(args: argparse.Namespace) -> int:
     config, code = prepare(args)
     if config is None:
         return code
+    if args.generation is not None and not args.thread:
+        print("om-mcp restore: --generation needs the THREAD it belongs to", file=sys.stderr)
+        return EXIT_CONFIG
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json
 
+        if args.line is not None:
+            line = await memory.control.restore_line(args.line, args.thread)
+            if args.json:
+                print_json(line.model_dump())
+            else:
+                print(f"restored ({line.was}): {line.text}\n  its id is now {line.id}")
+            return EXIT_OK
         done = await memory.control.restore_generation(args.thread, args.generation)
         if args.json:
             print_json(done.model_dump())

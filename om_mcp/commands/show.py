@@ -7,17 +7,23 @@ import argparse
 import sys
 from typing import Any
 
-from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, prepare, run_memory
+from om_mcp.commands.common import EXIT_CODES, EXIT_CONFIG, EXIT_OK, add_config_arguments, prepare, run_memory
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("thread", metavar="THREAD", help="the thread id")
+    parser.add_argument("thread", metavar="THREAD", nargs="?", help="the thread id")
     parser.add_argument("--messages", type=int, default=10, metavar="N", help="the N most recent messages (10)")
-    parser.add_argument(
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument(
         "--generations",
         action="store_true",
         help="every generation of the log (what the Reflector condensed), newest first",
     )
+    view.add_argument(
+        "--as-of", metavar="DATE", help="the log and working memory as they were then (ISO date or date-time, UTC)"
+    )
+    view.add_argument("--diff", type=int, metavar="N", help="what generation N changed against N-1")
+    view.add_argument("--user", action="store_true", help="the person layer: lines remembered with --user")
     add_config_arguments(parser, json_flag=True)
     parser.epilog = EXIT_CODES
 
@@ -26,10 +32,22 @@ def run(args: argparse.Namespace) -> int:
     config, code = prepare(args)
     if config is None:
         return code
+    if not args.thread and not args.user:
+        print("om-mcp show: give THREAD (or --user for the person layer)", file=sys.stderr)
+        return EXIT_CONFIG
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json
 
+        if args.user or args.as_of or args.diff is not None:
+            if args.user:
+                report = await memory.user_layer()
+            elif args.as_of:
+                report = await memory.observations_at(args.thread, args.as_of)
+            else:
+                report = await memory.generation_diff(args.thread, args.diff)
+            print_json(report) if args.json else show_view(report)
+            return EXIT_OK
         report = await gather(memory, args.thread, args.messages, args.generations)
         if args.json:
             print_json(report)
@@ -108,6 +126,12 @@ def show(r: dict[str, Any]) -> None:
         out.write(_log(g["groups"]) + "\n")
     if not generations:
         out.write("\nobservation log: nothing observed yet\n")
+    retired = (log or {}).get("retired") or []
+    if retired:
+        out.write(
+            f"\nretired (the {len(retired)} most recent; recall's search finds them, restore --line brings one back)\n"
+        )
+        out.write(_retired(retired) + "\n")
     for label, key in (("current task", "current_task"), ("suggested response", "suggested_response")):
         if r[key]:
             out.write(f"\n{label}: {r[key]}\n")
@@ -139,3 +163,40 @@ def _log(groups: list[dict[str, Any]]) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
+
+
+def _retired(groups: list[dict[str, Any]]) -> str:
+    out = []
+    for group in groups:
+        by = f" · replaced by line {group['replaced_by']}" if group.get("replaced_by") else ""
+        out.append(f"  ## {group['id']} · {group['reason']} by generation {group['retired_by']}{by}")
+        for line in group["lines"]:
+            if line["id"]:
+                out.append(f"  {line['id']}  {line['text'].strip()}")
+    return "\n".join(out)
+
+
+def show_view(r: dict[str, Any]) -> None:
+    """`show --as-of`, `--diff` and `--user`."""
+    out = sys.stdout
+    if "as_of" in r:
+        generation = "nothing observed yet" if r["generation"] is None else f"generation {r['generation']}"
+        out.write(f"{r['record_id']} as of {r['as_of']} · {generation} · {r['tokens']:,} tokens\n")
+        out.write(_log(r["groups"]) + "\n")
+        wm = r["working_memory"]
+        if wm is not None:
+            out.write(f"\nworking memory ({wm['scope']} {wm['of']}) then:\n{_indent(wm['text'] or '(empty)')}\n")
+    elif "against" in r:
+        out.write(f"{r['record_id']}: generation {r['generation']} against {r['against']} · {r['kept']} lines kept\n")
+        for line in r["added"]:
+            out.write(f"  + {line['text']}\n")
+        for line in r["removed"]:
+            why = f"  ({line['reason']}" + (f", by line {line['replaced_by']}" if line["replaced_by"] else "") + ")"
+            out.write(f"  - {line['text']}{why if line['reason'] else ''}\n")
+    else:
+        state = "on" if r["enabled"] else "off ([observational_memory.user] enabled = false: no project sees it)"
+        out.write(f"person layer ({r['resource_id']}): {state}\n")
+        log = r["observations"]
+        out.write((_log(log["groups"]) if log else "  (nothing remembered with --user yet)") + "\n")
+        if r["working_memory"]:
+            out.write(f"\nworking memory:\n{_indent(r['working_memory'])}\n")

@@ -14,6 +14,7 @@ from om_mcp.config.memory import (
     OtherThreadsConfig,
     ReflectionConfig,
     RetrievalConfig,
+    UserConfig,
 )
 from om_mcp.config.privacy import PrivacyConfig
 from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
@@ -33,6 +34,7 @@ __all__ = [
     "Limits",
     "ObservationConfig",
     "OtherThreadsConfig",
+    "UserConfig",
     "ObservationalMemoryConfig",
     "PrivacyConfig",
     "ReflectionConfig",

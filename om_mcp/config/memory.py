@@ -18,14 +18,25 @@ from om_mcp.config.extractors import Extractor, check_extractors
 from om_mcp.config.models import CallPolicy, ModelChoice, ModelSettings
 from om_mcp.limits import Limits
 
+OBSERVER_TEMPERATURE = 0.3
+REFLECTOR_TEMPERATURE = 0.0
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+def with_temperature(value: Any, default: float) -> Any:
+    """A role's model_settings table as given, with the role's temperature unless it sets one:
+    a table that sets only max_output_tokens must not leave the temperature to the provider."""
+    if isinstance(value, dict) and "temperature" not in value:
+        return {**value, "temperature": default}
+    return value
+
+
 class ObservationConfig(_Section):
     model: ModelChoice | None = None
-    model_settings: ModelSettings = Field(default_factory=lambda: ModelSettings(temperature=0.3))
+    model_settings: ModelSettings = Field(default_factory=lambda: ModelSettings(temperature=OBSERVER_TEMPERATURE))
     message_tokens: int = Field(30_000, gt=0)
     instruction: str | None = None
     thread_title: bool = False
@@ -40,6 +51,11 @@ class ObservationConfig(_Section):
     block_after: float | None = None
     activate_after_idle: int | str | Literal[False] | None = None
     activate_on_provider_change: bool | None = None
+
+    @field_validator("model_settings", mode="before")
+    @classmethod
+    def _temperature(cls, value: Any) -> Any:
+        return with_temperature(value, OBSERVER_TEMPERATURE)
 
     @field_validator("buffer_tokens", mode="before")
     @classmethod
@@ -66,7 +82,7 @@ class ObservationConfig(_Section):
 
 class ReflectionConfig(_Section):
     model: ModelChoice | None = None
-    model_settings: ModelSettings = Field(default_factory=lambda: ModelSettings(temperature=0.0))
+    model_settings: ModelSettings = Field(default_factory=lambda: ModelSettings(temperature=REFLECTOR_TEMPERATURE))
     observation_tokens: int = Field(40_000, gt=0)
     instruction: str | None = None
     extract: list[Extractor] = Field(default_factory=list)
@@ -74,6 +90,14 @@ class ReflectionConfig(_Section):
     block_after: float | None = None
     activate_after_idle: int | str | Literal[False] | None = None
     activate_on_provider_change: bool = False
+    edits: bool = Field(
+        True, description="answer with edits over line ids, rewriting only as a fallback; false: always rewrite"
+    )
+
+    @field_validator("model_settings", mode="before")
+    @classmethod
+    def _temperature(cls, value: Any) -> Any:
+        return with_temperature(value, REFLECTOR_TEMPERATURE)
 
     @model_validator(mode="after")
     def _check(self) -> ReflectionConfig:
@@ -125,6 +149,14 @@ class OtherThreadsConfig(_Section):
         return None if parsed is None else int(parsed) / 1000
 
 
+class UserConfig(_Section):
+    """`[observational_memory.user]`: the person layer. Lines remembered with `--user` (and the
+    person's working memory) reach every resource's context; off, nothing crosses resources."""
+
+    enabled: bool = False
+    tokens: int = Field(300, ge=0, description="at most this many tokens of it in a context, the newest lines first")
+
+
 class HooksConfig(_Section):
     """Library callbacks named by dotted path ("package.module:function"); each gets the event payload."""
 
@@ -156,6 +188,7 @@ class ObservationalMemoryConfig(_Section):
     activate_on_provider_change: bool = False
     retrieval: bool | RetrievalConfig = True
     other_threads: OtherThreadsConfig = Field(default_factory=OtherThreadsConfig)
+    user: UserConfig = Field(default_factory=UserConfig)
     call_policy: CallPolicy = Field(default_factory=CallPolicy)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)

@@ -51,6 +51,15 @@ class Config(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _one_person(self) -> Config:
+        if self.observational_memory.user.enabled and any("*" not in t.resources for t in self.server.auth.tokens):
+            raise ValueError(
+                "observational_memory.user.enabled: the person layer is one person's, and would show one tenant's"
+                " lines to another; keep it off on a server whose server.auth.tokens are bound to resources"
+            )
+        return self
+
     def database(self, env: Mapping[str, str] | None = None) -> str | Path:
         """Where the memory lives: db_url when set, else the SQLite file."""
         return self.db_url if self.db_url is not None else self.resolved_db_path(env)

@@ -33,6 +33,7 @@ _HOMES = {
     "RecallQuery": "recall.query",
     "message_threshold": "observation.thresholds",
     "observation_lines": "observation.lines",
+    "is_user_stated": "observation.lines",
     "tenant_spend": "results",
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
@@ -56,6 +57,7 @@ __all__ = [
     "ThreadState",
     "Unavailable",
     "WorkingMemoryOut",
+    "is_user_stated",
     "message_threshold",
     "observation_lines",
     "tenant_spend",
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
-    from om_mcp.engine.observation.lines import observation_lines
+    from om_mcp.engine.observation.lines import is_user_stated, observation_lines
     from om_mcp.engine.observation.thresholds import message_threshold
     from om_mcp.engine.overview import ThreadState
     from om_mcp.engine.recall.query import RecallOut, RecallQuery

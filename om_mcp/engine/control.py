@@ -5,6 +5,7 @@
     preview = await memory.control.forget_match("my old address", apply=False)
     await memory.control.edit_observation("3f9a0c1d2e4b5a6c.7e21ab", "User lives in Lisbon")
     await memory.control.restore_generation("t1", 2)
+    await memory.control.restore_line("3f9a0c1d2e4b5a6c.7e21ab")   # a line a reflection retired
 
 Forgetting is for good: the store removes the text with everything derived from it
 (search entries, vectors, buffered work) in one transaction, and on SQLite the bytes
@@ -35,7 +36,7 @@ from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.store import Group, NewGroup, Record, Store
+from om_mcp.store import RETIRED, Group, NewGroup, Record, Store
 from om_mcp.store.rows import Rewrite, Rewritten
 
 MATCH_MIN_CHARS = 3
@@ -67,6 +68,12 @@ class RestoreOut(BaseModel):
     restored: int = Field(description="the generation made active again")
     generation: int = Field(description="the new generation that holds it")
     groups: int
+
+
+class RestoreLineOut(BaseModel):
+    id: str = Field(description="the line's id in the active log")
+    text: str
+    was: str = Field(description="where it came from: retired (dropped, merged, superseded, archived) or generation N")
 
 
 class Control:
@@ -272,6 +279,9 @@ class Control:
                 raise InputError(f"generation {generation} is already the active log", field="generation")
             source = stored[generation]
             tokens = sum(g.tokens for g in source)
+            # Lines the restored log holds again leave the retired pile (search would find them twice).
+            back = {h for g in source for h in _hashes(g.text)}
+            unretired = [g.id for g in await self.store.retired_groups(key) if set(_hashes(g.text)) <= back]
             event = user_event(
                 EventType.RESTORE,
                 thread_id,
@@ -292,10 +302,63 @@ class Control:
                 blocked_at=tokens if tokens >= engine.limits.observation_tokens else None,
                 events=[event],
                 edits=record.edits,
+                unretired=unretired,
             ):
                 await engine.events.emit([event], persisted=True)
                 return RestoreOut(restored=generation, generation=record.generation + 1, groups=len(source))
         raise InputError("the memory kept changing while restoring; try again", field="generation")
+
+    async def restore_line(
+        self, line_id: Any, thread_id: str | None = None, resource_id: str | None = None
+    ) -> RestoreLineOut:
+        """Bring one line back into the active log: a line a reflection retired (its id in recall's
+        search or in `om-mcp show`), or a line of an earlier generation. It goes at the end of the
+        log under its Date line, as a group of its own with its old range; a retired group given
+        by its id (an archived day) comes back whole."""
+        result: RestoreLineOut | None = None
+
+        async def attempt() -> bool:
+            nonlocal result
+            record, target, _, wanted, whole = await self._locate(line_id, thread_id, resource_id)
+            active = {h for g in await self.store.groups(record.key) for h in _hashes(g.text)}
+            if wanted <= active:
+                raise InputError(f"the line {line_id} is in the active log already", field="line_id")
+            text = target.text if whole and target.retired else _with_date(target.text, wanted - active)
+            pile = [g.id for g in await self.store.retired_groups(record.key) if set(_hashes(g.text)) <= wanted]
+            shown = next(line for line in lines.lines(text) if line.hash is not None)
+            was = f"retired ({target.retired_reason})" if target.retired else f"generation {target.generation}"
+            event = user_event(
+                EventType.RESTORE,
+                thread_id if thread_id is not None else record.thread_id,
+                record.resource_id,
+                record_id=record.key,
+                restored_lines=len(wanted - active),
+            )
+            group = NewGroup(
+                text=text,
+                tokens=self.counter.count_text(text),
+                first_seq=target.first_seq,
+                last_seq=target.last_seq,
+                first_message_id=target.first_message_id,
+                last_message_id=target.last_message_id,
+                thread_id=target.thread_id,
+                kind=target.kind,
+                observed_at=target.observed_at,
+            )
+            if not await self.store.restore_lines(
+                record.key, version=record.version, group=group, unretired=pile, events=[event]
+            ):
+                return False
+            await self.observation.events.emit([event], persisted=True)
+            gid = next(g.id for g in reversed(await self.store.groups(record.key)))
+            result = RestoreLineOut(id=f"{gid}.{shown.hash}", text=shown.text.strip(), was=was)
+            return True
+
+        for _ in range(RETRIES):
+            if await attempt():
+                assert result is not None
+                return result
+        raise InputError("the memory kept changing while restoring; try again", field="line_id")
 
     # -- shared ------------------------------------------------------------------------------
 
@@ -325,7 +388,8 @@ class Control:
             if key != self.observation.record_key(thread_id, resource_id):
                 raise unknown  # another thread's memory is not this caller's to see
         record = await self.store.record(key)
-        generations = await self.store.generations(key)
+        # The retired pile too: a line forgotten goes from there as well, and a retired one can be named.
+        generations = [*await self.store.generations(key), (RETIRED, await self.store.retired_groups(key))]
         target = next((g for _, members in generations for g in members if g.id == group_id), None)
         if record is None or target is None:
             raise unknown
@@ -368,6 +432,31 @@ def _fixed(plan: Rewrite) -> Any:
         return plan
 
     return make
+
+
+def _hashes(text: str) -> list[str]:
+    return [line.hash for line in lines.lines(text) if line.hash is not None]
+
+
+def _with_date(text: str, hashes: set[str]) -> str:
+    """The lines of `hashes` (with their sub-bullets) under the Date line above the first of them."""
+    found = lines.lines(text)
+    date, under = None, None
+    kept: list[str] = []
+    for line in found:
+        if line.hash is None:
+            if lines.is_header(line.text) and not kept:
+                date = line.text.strip()
+            continue
+        depth = len(line.text) - len(line.text.lstrip())
+        if line.hash in hashes:
+            kept.append(line.text)
+            under = depth
+        elif under is not None and depth > under:
+            kept.append(line.text)
+        else:
+            under = None
+    return "\n".join(([date] if date else []) + kept)
 
 
 def _copy(group: Group) -> NewGroup:

@@ -12,22 +12,24 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from om_mcp.config import Config, Limits
-from om_mcp.engine import intake
+from om_mcp.engine import intake, remember
 from om_mcp.engine.budget import Clock
-from om_mcp.engine.context.assemble import assemble, context_budget
-from om_mcp.engine.context.build import observation_log
+from om_mcp.engine.context.assemble import assemble, context_budget, parse_as_of
+from om_mcp.engine.context.build import generation_diff, log_view, observation_log
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
 from om_mcp.engine.errors import InputError, NotFound, translated
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
-from om_mcp.engine.observation.events import Hooks
+from om_mcp.engine.observation.events import EventType, Hooks, user_event
+from om_mcp.engine.observation.lines import line_hash
 from om_mcp.engine.observation.manual import run_manual
 from om_mcp.engine.overview import MemoryOverview
 from om_mcp.engine.recall import RecallOut, RecallQuery
@@ -37,6 +39,7 @@ from om_mcp.engine.results import (
     ContextOut,
     DeleteOut,
     MessageOut,
+    RememberOut,
     Status,
     ThreadOut,
     WorkingMemoryOut,
@@ -45,12 +48,13 @@ from om_mcp.engine.results import (
 )
 from om_mcp.engine.search import Retrieval
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
+from om_mcp.engine.user_layer import USER_RESOURCE
 from om_mcp.engine.worker import Worker
 from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.messages import MessageIn
 from om_mcp.models import ModelClient
 from om_mcp.models.sampler import Sampler
-from om_mcp.store import Store, Thread, open_store, resource_key
+from om_mcp.store import NewGroup, Scope, Store, Thread, open_store, resource_key
 
 POLL_SECONDS = 5.0
 
@@ -195,6 +199,11 @@ class Memory:
         """Store a batch, all or nothing; re-sent messages (same id, or the same content
         when sent without ids) are skipped and counted. Never waits for a model."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
+        if resource_id == USER_RESOURCE:
+            raise InputError(
+                f"resource {USER_RESOURCE!r} is the person layer: remember lines there with om-mcp remember --user",
+                field="resource_id",
+            )
         metadata = intake.check_thread_metadata(thread_metadata)
         await self.counter.ready()
         rows = await intake.rows(self.config, self.counter, self.store, thread_id, messages)
@@ -208,6 +217,7 @@ class Memory:
                 counted_by=await self._tokenizer_id(),
                 thread_metadata=metadata,
                 working_memory=seed,
+                remembered=remember.spans_of(self.counter.count_text),
             )
         )
         events = intake.gap_events(thread_id, resource_id, result.appended)
@@ -227,6 +237,7 @@ class Memory:
             thread_id=thread_id,
             resource_id=resource_id,
             thread_created=result.thread_created,
+            remembered=result.remembered,
             events=events,
             status=await self.observation.status(thread_id, resource_id) if with_status else None,
         )
@@ -277,10 +288,14 @@ class Memory:
         actor_model: str | None = None,
         *,
         with_status: bool = False,
+        as_of: str | datetime | None = None,
     ) -> ContextOut:
         """What the agent should see now: memory blocks, then the unobserved messages that
-        fit. Activates what is due first; only the block_after valve may wait, once."""
+        fit. Activates what is due first; only the block_after valve may wait, once.
+        `as_of` (an ISO date, meaning the end of that day, or date-time; UTC unless it says):
+        the log and working memory as they were then, and no message made after it."""
         budget = context_budget(self.config, max_tokens)
+        at = parse_as_of(as_of) if as_of is not None else None
         await self.counter.ready()
         resource_id, thread = await self._resolve(thread_id, resource_id)
         return await assemble(
@@ -291,8 +306,55 @@ class Memory:
             exists=thread is not None,
             budget=budget,
             actor_model=actor_model,
-            with_status=with_status,
+            with_status=with_status and at is None,
+            as_of=at,
         )
+
+    # -- remember exactly this ----------------------------------------------------------------
+
+    async def remember(
+        self, text: Any, *, thread_id: str | None = None, resource_id: str | None = None, user: bool = False
+    ) -> RememberOut:
+        """Write one line into the log word for word, high priority and user-stated, with no model:
+        into a thread's memory, a resource's (resource scope), or the person layer (`user`)."""
+        words = remember.check(text)
+        if user and (thread_id is not None or resource_id is not None):
+            raise InputError("give one of thread, resource or user", field="user")
+        if user:
+            if not self.config.observational_memory.user.enabled:
+                raise InputError(
+                    "the person layer is off: set [observational_memory.user] enabled = true", field="user"
+                )
+            resource_id, key, owner = USER_RESOURCE, resource_key(USER_RESOURCE), None
+        elif thread_id is not None:
+            resource_id, _ = await self._existing(thread_id, resource_id)
+            key, owner = self.record_key(thread_id, resource_id), thread_id
+        else:
+            resource_id = resource_id or self.config.default_resource_id
+            intake.check_id(resource_id, "resource_id")
+            if self.config.observational_memory.scope == "thread":
+                raise InputError(
+                    "observational_memory.scope is 'thread': a resource has no log of its own;"
+                    " remember into a thread (--thread T), or use scope = 'resource'",
+                    field="resource_id",
+                )
+            key, owner = resource_key(resource_id), None
+        last = await self.store.message_page(owner, limit=1, newest_first=True) if owner else []
+        text_of = remember.group_text(words, self.observation.budget.clock())
+        group = NewGroup(
+            text=text_of,
+            tokens=self.counter.count_text(text_of),
+            first_seq=last[0].seq if last else 0,
+            last_seq=last[0].seq if last else 0,
+            first_message_id=last[0].id if last else None,
+            last_message_id=last[0].id if last else None,
+            thread_id=owner,
+        )
+        event = user_event(EventType.REMEMBER, owner, resource_id, record_id=key, lines=1)
+        group_id = await translated(self.store.remember(key, resource_id, owner, group, [event]))
+        await self.observation.events.emit([event], persisted=True)
+        line = text_of.splitlines()[-1]
+        return RememberOut(id=f"{group_id}.{line_hash(line)}", text=line, record_key=key)
 
     # -- observation ------------------------------------------------------------------------------
 
@@ -333,6 +395,57 @@ class Memory:
         if record is None:
             raise NotFound(f"no observations for {key!r}", field="thread_id" if thread_id else "resource_id")
         return await observation_log(self.store, record, self.config.observational_memory, history=history)
+
+    async def observations_at(self, thread_id: str, as_of: Any, resource_id: str | None = None) -> dict[str, Any]:
+        """A thread's log and working memory as they were at `as_of` (see get_context)."""
+        at = parse_as_of(as_of)
+        resource_id, _ = await self._existing(thread_id, resource_id)
+        key, stamp = self.record_key(thread_id, resource_id), at.isoformat()
+        generation, groups = await self.store.log_at(key, stamp)
+        where = self.working_memory.context_location(thread_id, resource_id)
+        memory = None
+        if where is not None:
+            scope: Scope = "resource" if where[0] == "resources" else "thread"
+            memory = {
+                "scope": scope,
+                "of": where[1],
+                "text": await self.store.working_memory_at(scope, where[1], stamp),
+            }
+        return {
+            "record_id": key,
+            "as_of": stamp,
+            "generation": generation,
+            **log_view(groups, self.config.observational_memory),
+            "working_memory": memory,
+        }
+
+    async def generation_diff(self, thread_id: str, generation: Any, resource_id: str | None = None) -> dict[str, Any]:
+        """What generation N of a thread's log changed against N-1 (lines added, lines gone and why)."""
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
+            raise InputError("generation must be a whole number, 1 or more", field="diff")
+        resource_id, _ = await self._existing(thread_id, resource_id)
+        return await generation_diff(self.store, self.record_key(thread_id, resource_id), generation)
+
+    async def set_user_working_memory(self, text: Any) -> str:
+        """Replace the person layer's working memory (Markdown), which every resource's context shows."""
+        if not self.config.observational_memory.user.enabled:
+            raise InputError("the person layer is off: set [observational_memory.user] enabled = true", field="user")
+        if not isinstance(text, str):
+            raise InputError("working memory must be text", field="working_memory")
+        intake.check_text(text, "working_memory", nul=True)
+        stored, _ = await translated(self.store.update_working_memory("resource", USER_RESOURCE, lambda _: text))
+        return stored or ""
+
+    async def user_layer(self) -> dict[str, Any]:
+        """The person layer's log (lines remembered with `--user`, with their ids) and working memory."""
+        record = await self.store.record(resource_key(USER_RESOURCE))
+        log = await observation_log(self.store, record, self.config.observational_memory) if record else None
+        return {
+            "enabled": self.config.observational_memory.user.enabled,
+            "resource_id": USER_RESOURCE,
+            "observations": log,
+            "working_memory": await self.store.get_working_memory("resource", USER_RESOURCE),
+        }
 
     async def events_of(self, thread_id: str, after_id: int = 0, limit: int = 200) -> list[dict[str, Any]]:
         await self._existing(thread_id, None)

@@ -117,6 +117,7 @@ class AppendOutcome(BaseModel):
     thread_id: str
     resource_id: str
     thread_created: bool = False
+    remembered: int = Field(0, description="<remember> spans now in the log as user-stated lines")
     status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -134,6 +135,7 @@ class ContextOut(BaseModel):
     truncated: bool = False
     status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
+    as_of: str | None = Field(None, description="the memory as it was at this time (UTC), not now")
 
 
 class WorkingMemoryOut(BaseModel):
@@ -145,6 +147,14 @@ class WorkingMemoryOut(BaseModel):
     read_only: bool = False
     updated: bool | None = None
     notice: str | None = None
+
+
+class RememberOut(BaseModel):
+    id: str = Field(description="the remembered line's id")
+    text: str = Field(description="the line as the log holds it")
+    record_key: str = Field(
+        description="whose memory: thread:<id>, resource:<id>, or resource:~user (the person layer)"
+    )
 
 
 class ThreadOut(BaseModel):
@@ -172,6 +182,11 @@ class SearchResult(BaseModel):
     snippet: str
     source: Literal["message", "observation"] = "message"
     range: str | None = Field(None, description="for an observation: the message range it was made from")
+    id: str | None = Field(None, description="for an observation: its group id (om-mcp restore --line takes it)")
+    retired: str | None = Field(
+        None, description="for a retired observation: why it left the log (dropped, merged, superseded, archived)"
+    )
+    retired_by: int | None = Field(None, description="the generation that retired it")
 
 
 class RecallOut(BaseModel):

@@ -16,6 +16,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 
+from om_mcp.engine import user_layer
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.hook.settings import HookSettings
@@ -27,7 +28,7 @@ from om_mcp.hosts.context import (
     render_session_index,
 )
 from om_mcp.store import observations, sessions, threads
-from om_mcp.store.keys import record_key
+from om_mcp.store.keys import record_key, resource_key
 from om_mcp.store.local import direct, run
 from om_mcp.store.rows import SessionSummary
 
@@ -48,7 +49,7 @@ def session_context(
 ) -> str:
     """The additionalContext text; "" when the project has no memory yet."""
 
-    def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None], list]:
+    def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None], list, str]:
         key = _record_for(conn, settings, session_id, resource_id)
         log = ""
         hints: tuple[str | None, str | None] = (None, None)
@@ -63,13 +64,13 @@ def session_context(
         elif settings.working_memory == "thread":
             memory = run(conn, threads.get_working_memory, "thread", session_id)
         recent = [] if log else run(conn, sessions.recent_sessions, resource_id, session_id, SESSIONS_LISTED)
-        return log, memory, hints, recent
+        return log, memory, hints, recent, _user_memory(conn, settings, resource_id)
 
-    log, memory, (task, response), recent = direct.read(conn, snapshot)
+    log, memory, (task, response), recent, person = direct.read(conn, snapshot)
     # The ids are the session's and the project folder's: anyone's text, like the rest.
     recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     if not log and not memory:
-        return render_session_index([_line(s) for s in recent], recall, max_chars)
+        return render_session_index([_line(s) for s in recent], recall, max_chars, user_memory=person)
     omitted = 0
     if len(log) > PRECUT * max_chars:  # a long log: cut it roughly first, then prepare what is left
         log, omitted = preselect_observations(log, PRECUT * max_chars)
@@ -82,7 +83,19 @@ def session_context(
         max_chars,
         recall_line=recall,
         omitted=omitted,
+        user_memory=person,
     )
+
+
+def _user_memory(conn: sqlite3.Connection, settings: HookSettings, resource_id: str) -> str:
+    """The person layer's block (engine/user_layer.py); "" (and nothing read) when it is off."""
+    if settings.user_tokens is None or resource_id == user_layer.USER_RESOURCE:
+        return ""
+    from om_mcp.engine.tokens import get_token_counter
+
+    groups = run(conn, observations.groups, resource_key(user_layer.USER_RESOURCE))
+    memory = run(conn, threads.get_working_memory, "resource", user_layer.USER_RESOURCE)
+    return user_layer.block(groups, memory, settings.user_tokens, get_token_counter().count_text)
 
 
 def _line(session: SessionSummary) -> SessionLine:

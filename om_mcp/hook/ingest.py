@@ -21,6 +21,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from om_mcp.engine import remember
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
@@ -147,7 +148,7 @@ def ingest(
         if rows:
             counted_by = run(conn, messages.tokenizer_id, counter.cache_key)
             metadata = {"host": event.host, "project": project_root}
-            _append(conn, out, rows, counted_by, metadata)
+            _append(conn, out, rows, counted_by, metadata, counter)
         run(conn, coordination.put_ingest_state, first.state)
         if event.ends_session and (thread is not None or out.appended):
             run(conn, threads.set_metadata_paths, event.session_id, {"ended_at": now_iso()})
@@ -159,7 +160,12 @@ def ingest(
 
 
 def _append(
-    conn: sqlite3.Connection, out: Ingested, rows: list[NewMessage], counted_by: int, metadata: dict[str, Any]
+    conn: sqlite3.Connection,
+    out: Ingested,
+    rows: list[NewMessage],
+    counted_by: int,
+    metadata: dict[str, Any],
+    counter: TokenCounter,
 ) -> None:
     """Append the batch; if one id clashes with a stored message, append the others one by one."""
 
@@ -174,6 +180,7 @@ def _append(
                 batch,
                 counted_by=counted_by,
                 thread_metadata=metadata,
+                remembered=remember.spans_of(counter.count_text),
             )
             redaction_events(conn, out.thread_id, out.resource_id, result)
         out.appended += len(result.appended)

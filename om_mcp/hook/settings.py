@@ -36,6 +36,7 @@ class HookSettings:
     working_memory: str | None  # its scope, None when off
     max_message_chars: int
     privacy: dict[str, Any] = field(default_factory=dict)  # [privacy] as plain settings (om_mcp.privacy.redactor_for)
+    user_tokens: int | None = None  # [observational_memory.user]: its token budget, None when the layer is off
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -99,6 +100,7 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
         working_memory=wm.scope if wm.enabled else None,
         max_message_chars=config.max_message_chars,
         privacy=config.privacy.settings(),
+        user_tokens=om.user.tokens if om.user.enabled else None,
     )
 
 

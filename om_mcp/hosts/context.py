@@ -60,11 +60,17 @@ class SessionLine:
     last_prompt: str | None = None
 
 
-def render_session_index(sessions: list[SessionLine], recall_line: str, max_chars: int = 8000) -> str:
+def render_session_index(
+    sessions: list[SessionLine], recall_line: str, max_chars: int = 8000, user_memory: str = ""
+) -> str:
     """The SessionStart text when there are no observations: the sessions, then the recall line.
-    Never longer than `max_chars`; sessions that do not fit are left out, oldest first."""
+    Never longer than `max_chars`; sessions that do not fit are left out, oldest first.
+    `user_memory`: the person layer's block (engine/user_layer.py), first when it fits."""
     if max_chars <= 0:
         return ""
+    if user_memory and len(user_memory) + 2 < max_chars // 2:
+        rest = render_session_index(sessions, recall_line, max_chars - len(user_memory) - 2)
+        return f"{user_memory}\n\n{rest}" if rest else user_memory
     if not sessions:
         text = f"{EMPTY_HEADER}\n\n{recall_line}"
         return text if len(text) <= max_chars else recall_line[:max_chars]
@@ -111,14 +117,27 @@ def render_session_context(
     max_chars: int = 8000,
     recall_line: str = RECALL_LINE,
     omitted: int = 0,
+    user_memory: str = "",
 ) -> str:
     """The text for SessionStart's additionalContext; "" when there is nothing to say.
 
     Never longer than `max_chars`. `recall_line` may name the ids the tools need;
-    `omitted` counts observations a first cut (`preselect_observations`) left out.
+    `omitted` counts observations a first cut (`preselect_observations`) left out;
+    `user_memory`, the person layer's block, comes after the header when it fits in half.
     """
     if max_chars <= 0:
         return ""
+    if user_memory and len(user_memory) + 2 < max_chars // 2:
+        rest = render_session_context(
+            observations,
+            working_memory,
+            current_task,
+            suggested_response,
+            max_chars - len(user_memory) - 2,
+            recall_line,
+            omitted,
+        )
+        return f"{user_memory}\n\n{rest}" if rest else user_memory
     observations = (observations or "").strip()
     working_memory = (working_memory or "").strip()
     hints = [

@@ -21,7 +21,17 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ValidationError
 
-from om_mcp.importers.jsonl_records import BODY_MODELS, FORMAT, MINOR, VERSION, End, Header, MessageRecord
+from om_mcp.importers.jsonl_records import (
+    BODY_MODELS,
+    FORMAT,
+    MINOR,
+    RETIRED_FIELDS,
+    VERSION,
+    End,
+    Header,
+    MessageRecord,
+    ObservationGroup,
+)
 
 
 class ExportFormatError(ValueError):
@@ -109,6 +119,9 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     data = model.model_dump(mode="json")
     if isinstance(model, MessageRecord):
         data["parts"] = _parts(model)
+    if isinstance(model, ObservationGroup) and model.retired_by is None:
+        for name in RETIRED_FIELDS:  # a group of a log, as it was written before minor 1
+            data.pop(name, None)
     return data
 
 

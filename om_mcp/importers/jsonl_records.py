@@ -39,7 +39,9 @@ from om_mcp.messages import Part, Role
 
 FORMAT = "om-mcp-export"
 VERSION = 1  # the major version: a reader refuses a newer one
-MINOR = 0  # additive changes: a reader ignores fields it does not know from a newer minor
+MINOR = 1  # additive changes: a reader ignores fields it does not know from a newer minor
+# 1: observation_group.retired_by, retired_reason, replaced_by, for the retired pile (generation -1)
+RETIRED_FIELDS = ("retired_by", "retired_reason", "replaced_by")
 
 
 def _aware(value: datetime) -> datetime:
@@ -150,7 +152,7 @@ class ObservationGroup(_Record):
     type: Literal["observation_group"]
     id: Id
     record_key: str = Field(min_length=1)
-    generation: int = Field(ge=0)
+    generation: int = Field(ge=-1, description="-1: the retired pile (what reflections dropped, merged, archived)")
     position: int = Field(ge=0)
     kind: Literal["observation", "reflection"]
     thread_id: Id | None = None
@@ -160,6 +162,16 @@ class ObservationGroup(_Record):
     tokens: int = Field(ge=0)
     observed_at: Timestamp | None = None
     created_at: Timestamp
+    # A retired group only (generation -1): the generation that retired it, why, the line that replaced it.
+    retired_by: int | None = Field(None, ge=1)
+    retired_reason: Literal["dropped", "merged", "superseded", "archived"] | None = None
+    replaced_by: str | None = Field(None, max_length=64)
+
+    @model_validator(mode="after")
+    def _retired(self) -> ObservationGroup:
+        if (self.generation == -1) != (self.retired_by is not None):
+            raise ValueError("generation -1 (the retired pile) and retired_by go together")
+        return self
 
 
 class End(_Record):

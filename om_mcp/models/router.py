@@ -140,13 +140,17 @@ class ModelRouter:
         messages: list[dict[str, Any]],
         input_tokens: int = 0,
         accept: Callable[[Completion], str | None] | None = None,
+        escalate: Callable[[Completion, str], list[dict[str, Any]] | None] | None = None,
     ) -> Completion:
         """One logical call: the targets in order, transient errors retried, all inside
         `total_budget_seconds`. Targets whose breaker is open are skipped without a call.
 
         `accept(completion)` returns None for a usable answer, else what is wrong with it
         (one line, quoting a neutralised excerpt): that attempt then fails with
-        `UnusableAnswer`, and so does the call if no entry does better."""
+        `UnusableAnswer`, and so does the call if no entry does better. Before that,
+        `escalate(completion, problem)` may give the messages of one more attempt on the
+        same target (a stronger request: an answer that looped may not loop when asked for
+        less); only the answer to that one counts for the breaker."""
         targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
@@ -190,6 +194,15 @@ class ModelRouter:
                     with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
                         completion = await client.complete(messages, target, self.settings, timeout)
                     problem = accept(completion) if accept is not None else None
+                    harder = escalate(completion, problem) if problem is not None and escalate is not None else None
+                    remaining = deadline - anyio.current_time()
+                    if harder is not None and remaining > 0:
+                        escalate = None  # once per call
+                        attempts += 1
+                        timeout = min(policy.timeout_seconds, remaining)
+                        with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
+                            completion = await client.complete(harder, target, self.settings, timeout)
+                        problem = accept(completion) if accept is not None else None
                     if problem is not None:
                         raise UnusableAnswer(problem, model=target.model)
                     if self.health:

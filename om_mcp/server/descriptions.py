@@ -49,8 +49,8 @@ the old one). Schema mode: send only changed fields as an object (merged; null d
 refused and change nothing."""
 
 UPDATE_THREAD = """\
-Rename a thread (the title is then kept), set metadata keys (null removes a key), or correct an observation line \
-(observation_id + text; kept as the user's word)."""
+Rename a thread (the title is then kept), set metadata keys (null removes a key), correct an observation line \
+(observation_id + text; kept as the user's word), or remember what the user asked you to, word for word (remember)."""
 
 DELETE_THREAD = """\
 Delete a thread for good: its messages, search entries, observations and thread working memory. With message_id, \
@@ -68,6 +68,8 @@ readable)."""
 # Argument descriptions, kept short: they are read with every tools/list.
 OBSERVATION_ID = "line or group id (observations resource)"
 CORRECTED = "the corrected line"
+REMEMBER = "what the user asked to remember, in their words"
+AS_OF = "ISO date or date-time: memory as it was then"
 MATCH = "text to forget wherever stored"
 THREAD_ID = "this conversation's id (stable for its life)"
 RESOURCE_ID = "owner user/project; default: the thread's own"

@@ -13,6 +13,7 @@ from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.location import is_postgres, open_store
 from om_mcp.store.rows import (
+    RETIRED,
     AppendResult,
     BufferedReflection,
     Chunk,
@@ -29,6 +30,7 @@ from om_mcp.store.rows import (
     NewMessage,
     Record,
     RecordState,
+    Remembered,
     ResourceSummary,
     Scope,
     SearchHit,
@@ -53,6 +55,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "RETIRED",
     "AppendResult",
     "BufferedReflection",
     "Chunk",
@@ -72,6 +75,7 @@ __all__ = [
     "NotFound",
     "Record",
     "RecordState",
+    "Remembered",
     "ResourceSummary",
     "Scope",
     "SearchHit",

@@ -26,6 +26,7 @@ from om_mcp.store.coordination import add_events, holds, lease_holder
 from om_mcp.store.decode import CHUNK_COLUMNS, chunk, dumps, now_iso
 from om_mcp.store.observations import groups as read_groups
 from om_mcp.store.observations import insert_groups, unobserved_between
+from om_mcp.store.retired import add_retired, drop_retired
 from om_mcp.store.rows import BufferedReflection, Chunk, NewGroup
 from om_mcp.store.tx import Tx
 
@@ -285,8 +286,12 @@ async def commit_reflection(
     events: Iterable[dict[str, Any]] = (),
     hints: dict[str, dict[str, Any]] | None = None,
     edits: int | None = None,
+    retired: list[NewGroup] | None = None,
+    unretired: list[str] | None = None,
 ) -> bool:
-    """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`."""
+    """Start generation+1: the reflected groups, then every group of `generation` past the first `covered`.
+    `retired`: what it dropped, merged, superseded or archived, onto the retired pile as retired by
+    generation+1; `unretired`: groups of the pile back in the new log (a restore)."""
     current = await _lock(tx, key)
     if current is None or not await _leased(tx, key, lease) or current != generation:
         return False
@@ -317,6 +322,8 @@ async def commit_reflection(
         key,
     )
     await insert_groups(tx, key, generation + 1, _group_rows(groups) + kept)
+    await add_retired(tx, key, generation + 1, retired or [])
+    await drop_retired(tx, key, unretired or [])
     await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
     for thread_id, values in sorted((hints or {}).items()):
         await _set_hints(tx, key, thread_id, values)

@@ -148,7 +148,7 @@ async def finish_postgres(store: Any, advance: Callable[[int], None] | None) -> 
     from om_mcp.store.postgres import search
 
     async def counters(conn: Any) -> list[tuple[str, str]]:
-        for table, column in (("messages", "seq"), ("om_tokenizers", "id")):
+        for table, column in (("messages", "seq"), ("om_tokenizers", "id"), ("om_working_memory_history", "id")):
             await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
                 f" GREATEST((SELECT MAX({column}) FROM {table}), 1), (SELECT MAX({column}) FROM {table}) IS NOT NULL)"

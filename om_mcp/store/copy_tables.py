@@ -39,6 +39,7 @@ TABLES = [
     Table("ingest_state", ("source",)),
     Table("om_redactions", ("resource_id", "rule")),
     Table("om_spend", ("day", "model")),
+    Table("om_working_memory_history", ("id",)),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 # Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).

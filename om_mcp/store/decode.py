@@ -20,7 +20,7 @@ RECORD_COLUMNS = (
 )
 GROUP_COLUMNS = (
     "g.id, g.generation, g.position, g.kind, g.thread_id, g.first_seq, g.last_seq, g.first_message_id,"
-    " g.last_message_id, g.text, g.tokens, g.observed_at, g.created_at"
+    " g.last_message_id, g.text, g.tokens, g.observed_at, g.created_at, g.retired_by, g.retired_reason, g.replaced_by"
 )
 CHUNK_COLUMNS = (
     "id, cycle_id, thread_id, first_seq, last_seq, first_message_id, last_message_id, message_count,"

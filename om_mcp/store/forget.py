@@ -310,8 +310,16 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None) -> int:
 
 
 async def _scrub_memory(tx: Tx, table: str, owner: str, memory: str | None, found: str) -> int:
-    """A working memory without the entries or lines holding the phrase; how many went."""
+    """A working memory without the entries or lines holding the phrase, and its earlier
+    values too (store/history.py); how many went."""
     text, n = scrub.text_without(memory, found) if memory else ("", 0)
     if n:
         await tx.execute(f"UPDATE {table} SET working_memory = $1 WHERE id = $2", text, owner)
+    scope = "thread" if table == "threads" else "resource"
+    for row_id, earlier in await tx.fetch(
+        "SELECT id, text FROM om_working_memory_history WHERE scope = $1 AND owner = $2", scope, owner
+    ):
+        cleaned, m = scrub.text_without(earlier, found) if earlier else ("", 0)
+        if m:
+            await tx.execute("UPDATE om_working_memory_history SET text = $1 WHERE id = $2", cleaned, row_id)
     return n

@@ -9,6 +9,7 @@ knows nothing else about them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from om_mcp.store.rows import (
@@ -30,6 +31,7 @@ from om_mcp.store.rows import (
     Pending,
     Record,
     RecordState,
+    Remembered,
     ResourceSummary,
     Rewrite,
     Rewritten,
@@ -96,6 +98,7 @@ class Store(Protocol):
         counted_by: int = 0,
         thread_metadata: dict[str, Any] | None = None,
         working_memory: WorkingMemorySeed | None = None,
+        remembered: Callable[[list[Message]], list[Remembered]] | None = None,
     ) -> AppendResult: ...
     async def message_page(
         self,
@@ -187,6 +190,8 @@ class Store(Protocol):
         events: Iterable[dict[str, Any]] = (),
         hints: dict[str, dict[str, Any]] | None = None,
         edits: int | None = None,
+        retired: list[NewGroup] | None = None,
+        unretired: list[str] | None = None,
     ) -> bool: ...
     async def store_buffered_reflection(
         self,
@@ -264,6 +269,19 @@ class Store(Protocol):
     async def group_records(self, group_ids: list[str]) -> dict[str, str]: ...
     async def find_text(self, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found: ...
     async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None: ...
+
+    # -- remembered lines, the retired pile, the memory as it was (store/remembered.py,
+    # store/retired.py, store/history.py) -------------------------------------------------------
+    async def remember(
+        self, key: str, resource_id: str, thread_id: str | None, group: NewGroup, events: list[dict[str, Any]]
+    ) -> str: ...
+    async def retired_groups(self, key: str, limit: int | None = None) -> list[Group]: ...
+    async def restore_lines(
+        self, key: str, *, version: int, group: NewGroup, unretired: list[str], events: list[dict[str, Any]]
+    ) -> bool: ...
+    async def log_at(self, key: str, at: str) -> tuple[int | None, list[Group]]: ...
+    async def working_memory_at(self, scope: Scope, owner: str, at: str) -> str | None: ...
+    async def messages_at(self, thread_id: str, after_seq: int, at: datetime, budget: int) -> list[Message]: ...
 
     # -- model spend per UTC day, for the spend caps (store/spend.py) -------------------------
     async def add_spend(

@@ -11,15 +11,17 @@ thread) need.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from om_mcp.store import resends
+from om_mcp.store import history, resends
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.interface import WorkingMemorySeed
 from om_mcp.store.observations import ensure_record, record_state, unobserved_between
 from om_mcp.store.privacy import count_redactions
-from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread
+from om_mcp.store.remembered import with_messages
+from om_mcp.store.rows import AppendResult, Message, NewMessage, Remembered, Thread
 from om_mcp.store.tx import Tx
 
 LOCK_THREAD = (
@@ -39,11 +41,13 @@ async def append(
     counted_by: int = 0,
     thread_metadata: dict[str, Any] | None = None,
     working_memory: WorkingMemorySeed | None = None,
+    remembered: Callable[[list[Message]], list[Remembered]] | None = None,
 ) -> AppendResult:
     """Insert a batch, all or nothing, and keep the record's running totals.
 
     A message whose (thread, id) exists with the same content is skipped; with
-    other content it is an error and nothing of the batch is written.
+    other content it is an error and nothing of the batch is written. `remembered`: given the
+    messages stored, the lines they ask to be remembered, written here too (store/remembered.py).
     """
     result = AppendResult()
     row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
@@ -92,6 +96,8 @@ async def append(
             len(observable) + catch_up[1],
             max(seqs),
         )
+        if remembered is not None and (lines := remembered(result.appended)):
+            result.remembered = await with_messages(tx, record_key, thread_id, result.appended, lines)
     result.state = await record_state(tx, record_key, thread_id)
     result.thread = current
     return result
@@ -128,11 +134,13 @@ async def _create_thread(
             value = seed(None)
             if value is not None:
                 await tx.execute("UPDATE threads SET working_memory = $1 WHERE id = $2", value, thread_id)
+                await history.save_working_memory(tx, scope, thread_id, value)
         else:
             stored = await tx.fetchval("SELECT working_memory FROM resources WHERE id = $1 FOR UPDATE", resource_id)
             value = seed(stored)
-            if value is not None:
+            if value is not None and value != stored:
                 await tx.execute("UPDATE resources SET working_memory = $1 WHERE id = $2", value, resource_id)
+                await history.save_working_memory(tx, scope, resource_id, value)
     row = await tx.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
     assert row is not None  # inserted above
     return thread(row)

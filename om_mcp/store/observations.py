@@ -27,10 +27,11 @@ from om_mcp.store.decode import (
     thread,
 )
 from om_mcp.store.keys import parse_key, resource_key, thread_key
-from om_mcp.store.rows import Chunk, ContextRead, DueWork, Group, Hints, Message, Record, RecordState, Snapshot
+from om_mcp.store.rows import RETIRED, Chunk, ContextRead, DueWork, Group, Hints, Message, Record, RecordState, Snapshot
 from om_mcp.store.tx import Row, Tx
 
 OTHER_THREADS = 5  # resource scope: how many other busy threads the context shows
+ARCHIVE_SHOWN = 50  # archived days read for the context's catalog (it shows what fits its budget)
 OTHER_THREAD_MESSAGES = 10
 
 GROUP_FIELDS = (
@@ -143,13 +144,16 @@ async def insert_groups(tx: Tx, key: str, generation: int, groups: list[dict[str
             g["tokens"],
             g["observed_at"],
             stamp,
+            g.get("retired_by"),
+            g.get("retired_reason"),
+            g.get("replaced_by"),
         )
         for offset, g in enumerate(groups, start=1)
     ]
     await tx.executemany(
         "INSERT INTO om_groups (id, record_key, generation, position, kind, thread_id, first_seq, last_seq,"
-        " first_message_id, last_message_id, text, tokens, observed_at, created_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        " first_message_id, last_message_id, text, tokens, observed_at, created_at, retired_by, retired_reason,"
+        " replaced_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         rows,
     )
     await tx.index_groups(key, [(r[0], r[10]) for r in rows])
@@ -269,10 +273,12 @@ async def groups_by_id(tx: Tx, ids: list[str]) -> dict[str, Group]:
 
 
 async def generations(tx: Tx, key: str) -> list[tuple[int, list[Group]]]:
-    """Every generation, newest first."""
+    """Every generation, newest first (the retired pile is none of them)."""
     out: dict[int, list[Group]] = {}
     rows = await tx.fetch(
-        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 ORDER BY g.generation DESC, g.position", key
+        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 AND g.generation >= 0"
+        " ORDER BY g.generation DESC, g.position",
+        key,
     )
     for row in rows:
         found = group(row)
@@ -321,12 +327,28 @@ async def context(
         if table not in ("resources", "threads"):
             raise ValueError(f"working memory lives in resources or threads, not {table!r}")
         memory = await tx.fetchval(f"SELECT working_memory FROM {table} WHERE id = $1", ident)
+    archived = await tx.fetch(
+        f"SELECT {GROUP_COLUMNS} FROM om_groups g WHERE g.record_key = $1 AND g.generation = $2"
+        " AND g.retired_reason = 'archived' ORDER BY g.retired_by DESC, g.position DESC LIMIT $3",
+        key,
+        RETIRED,
+        ARCHIVE_SHOWN,
+    )
+    total = len(archived)
+    if total == ARCHIVE_SHOWN:
+        total = await tx.fetchval(
+            "SELECT COUNT(*) FROM om_groups WHERE record_key = $1 AND generation = $2 AND retired_reason = 'archived'",
+            key,
+            RETIRED,
+        )
     return ContextRead(
         snapshot=snap,
         groups=await groups(tx, key),
         window=await window(tx, thread_id, cursor, budget),
         other_threads=others,
         working_memory=memory,
+        archived=[group(r) for r in archived],
+        archived_total=int(total),
     )
 
 

@@ -16,10 +16,13 @@ from om_mcp.store import (
     commits,
     coordination,
     forget,
+    history,
     messages,
     observations,
     overview,
     privacy,
+    remembered,
+    retired,
     sessions,
     spend,
     threads,
@@ -129,6 +132,14 @@ class Operations:
     group_records = reads(forget.group_records)
     find_text = reads(forget.find_text)
     apply_rewrite = writes(forget.apply_rewrite)
+
+    # remembered lines, the retired pile, the memory as it was
+    remember = writes(remembered.remember)
+    retired_groups = reads(retired.retired)
+    restore_lines = writes(retired.restore_lines)
+    log_at = reads(history.log_at)
+    working_memory_at = reads(history.working_memory_at)
+    messages_at = reads(history.messages_at)
 
     # model spend, for the spend caps
     add_spend = writes(spend.add_spend)

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Scope = Literal["thread", "resource"]
+# The generation of the retired pile: lines a reflection dropped, merged or superseded and
+# groups retired into the archive, kept out of every log and found by recall.
+RETIRED = -1
+RetiredReason = Literal["dropped", "merged", "superseded", "archived"]
 
 
 @dataclass(slots=True)
@@ -96,6 +100,7 @@ class AppendResult:
     state: RecordState | None = None
     thread: Thread | None = None
     redactions: dict[str, int] = field(default_factory=dict)  # privacy rule -> matches the stored messages lost
+    remembered: int = 0  # lines the new messages asked to be remembered (`<remember>`), now in the log
 
 
 @dataclass(slots=True)
@@ -135,10 +140,19 @@ class Group:
     tokens: int
     observed_at: str | None
     created_at: str = ""
+    # In the retired pile (generation RETIRED) only: the generation that retired it, why
+    # (dropped, merged, superseded, archived), and the hash of the line that took its place.
+    retired_by: int | None = None
+    retired_reason: str | None = None
+    replaced_by: str | None = None
 
     @property
     def range(self) -> str:
         return f"{self.first_message_id}:{self.last_message_id}"
+
+    @property
+    def retired(self) -> bool:
+        return self.generation == RETIRED
 
 
 @dataclass(slots=True)
@@ -154,6 +168,18 @@ class NewGroup:
     thread_id: str | None = None
     kind: Literal["observation", "reflection"] = "observation"
     observed_at: str | None = None
+    retired_by: int | None = None  # set for a group of the retired pile (see Group)
+    retired_reason: str | None = None
+    replaced_by: str | None = None
+
+
+@dataclass(slots=True)
+class Remembered:
+    """A line the user asked to remember in a message (`<remember>`): written with it."""
+
+    message_id: str
+    text: str  # the group's text: its Date line and the user-stated line
+    tokens: int
 
 
 @dataclass(slots=True)
@@ -232,6 +258,8 @@ class ContextRead:
     window: list[Message]  # the newest unobserved messages of the thread that fit, oldest first
     other_threads: dict[str, list[Message]]  # resource scope: other threads' recent unobserved messages
     working_memory: str | None
+    archived: list[Group] = field(default_factory=list)  # the archive's most recent days, for its catalog
+    archived_total: int = 0
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from om_mcp.store import history
 from om_mcp.store.decode import THREAD_COLUMNS, dumps, now_iso, thread
 from om_mcp.store.errors import NotFound
 from om_mcp.store.keys import resource_key, thread_key
@@ -145,6 +146,7 @@ async def update_working_memory(
     if new is None or new == current:
         return current, False
     await tx.execute(f"UPDATE {table} SET working_memory = $1, updated_at = $2 WHERE id = $3", new, now_iso(), key)
+    await history.save_working_memory(tx, scope, key, new)
     return new, True
 
 
@@ -192,6 +194,7 @@ async def _forget_threads(tx: Tx, thread_ids: list[str]) -> int:
     own = {thread_key(t) for t in thread_ids}
     await _forget_in_shared(tx, thread_ids, [key for key in touched if key not in own])
     for statement in (
+        "DELETE FROM om_working_memory_history WHERE scope = 'thread' AND owner = ANY ($1::text[])",
         "DELETE FROM embeddings WHERE thread_id = ANY ($1::text[])",
         "DELETE FROM om_chunks WHERE thread_id = ANY ($1::text[])",
         "DELETE FROM om_cursors WHERE thread_id = ANY ($1::text[])",
@@ -280,6 +283,7 @@ async def delete_resource(tx: Tx, resource_id: str) -> tuple[int, int]:
         await tx.execute(statement, key)
     await tx.execute("DELETE FROM om_events WHERE resource_id = $1", resource_id)
     await tx.execute("DELETE FROM embeddings WHERE resource_id = $1", resource_id)
+    await tx.execute("DELETE FROM om_working_memory_history WHERE scope = 'resource' AND owner = $1", resource_id)
     await tx.execute("DELETE FROM resources WHERE id = $1", resource_id)
     await tx.purge(resource_id)
     return len(threads), messages

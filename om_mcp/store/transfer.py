@@ -124,11 +124,14 @@ async def _record(tx: Tx, key: str) -> AsyncIterator[dict[str, Any]]:
         "created_at": created,
         "updated_at": updated,
     }
-    for gid, gen, position, kind, thread_id, first, last, text, tokens, observed_at, created_at in await tx.fetch(
+    for row in await tx.fetch(
         "SELECT id, generation, position, kind, thread_id, first_message_id, last_message_id, text, tokens,"
-        " observed_at, created_at FROM om_groups WHERE record_key = $1 ORDER BY generation, position",
+        " observed_at, created_at, retired_by, retired_reason, replaced_by FROM om_groups WHERE record_key = $1"
+        " ORDER BY generation, position",
         key,
     ):
+        gid, gen, position, kind, thread_id, first, last, text, tokens, observed_at, created_at = row[:11]
+        retired = {"retired_by": row[11], "retired_reason": row[12], "replaced_by": row[13]} if gen < 0 else {}
         yield {
             "type": "observation_group",
             "id": gid,
@@ -143,6 +146,7 @@ async def _record(tx: Tx, key: str) -> AsyncIterator[dict[str, Any]]:
             "tokens": tokens,
             "observed_at": observed_at,
             "created_at": created_at,
+            **retired,
         }
 
 
@@ -276,8 +280,8 @@ class _Import:
             gid = uuid.uuid4().hex[:16]  # taken by another record here: the log keeps the group, not its id
         await self.tx.execute(
             "INSERT INTO om_groups (id, record_key, generation, position, kind, thread_id, first_seq, last_seq,"
-            " first_message_id, last_message_id, text, tokens, observed_at, created_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            " first_message_id, last_message_id, text, tokens, observed_at, created_at, retired_by, retired_reason,"
+            " replaced_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             gid,
             key,
             g["generation"],
@@ -292,6 +296,9 @@ class _Import:
             g["tokens"],
             g.get("observed_at"),
             g["created_at"],
+            g.get("retired_by"),
+            g.get("retired_reason"),
+            g.get("replaced_by"),
         )
         await self.tx.index_groups(key, [(gid, g["text"])])
         self._count("observation_group", True)

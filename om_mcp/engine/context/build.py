@@ -17,7 +17,8 @@ from typing import Any
 from om_mcp.config import Config
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
-from om_mcp.engine.observation.lines import observation_lines
+from om_mcp.engine.errors import NotFound
+from om_mcp.engine.observation.lines import is_user_stated, observation_lines
 from om_mcp.engine.observation.transcript import format_history, thread_label
 from om_mcp.engine.prompts import agent as prompts
 from om_mcp.store import Group, Hints, Message, Record, Store
@@ -37,7 +38,9 @@ def render_groups(groups: list[Group], *, ranges: bool, scope: str, obscure: boo
         if scope == "resource" and group.thread_id:
             text = f'<thread id="{thread_label(group.thread_id, obscure)}">\n{text}\n</thread>'
         if ranges:
-            text = f"## Group `{group.id}`\n_range: `{group.range}`_\n\n{text}"
+            # a line remembered outside any conversation (om-mcp remember --resource) has no range
+            where = f"\n_range: `{group.range}`_" if group.first_message_id else ""
+            text = f"## Group `{group.id}`{where}\n\n{text}"
         blocks.append(text)
     return "\n\n".join(blocks)
 
@@ -45,7 +48,9 @@ def render_groups(groups: list[Group], *, ranges: bool, scope: str, obscure: boo
 @dataclass
 class Blocks:
     preamble: str = ""
+    user_memory: str = ""  # the person layer (engine/user_layer.py)
     other_threads: str = ""
+    archive: str = ""  # the archive's catalog (engine/observation/archive.py)
     observations: str = ""
     hints: str = ""
     extracted: str = ""
@@ -57,7 +62,9 @@ class Blocks:
             b
             for b in (
                 self.preamble,
+                self.user_memory,
                 self.other_threads,
+                self.archive,
                 self.observations,
                 self.hints,
                 self.extracted,
@@ -91,12 +98,16 @@ def compose(
     budget: int,
     count: Callable[[str], int],
     now: datetime | None = None,
+    *,
+    user_memory: str = "",
+    archive_catalog: str = "",
 ) -> tuple[Blocks, int]:
-    """The blocks within `budget` tokens, and how many older groups were left out."""
+    """The blocks within `budget` tokens, and how many older groups were left out. `user_memory`:
+    the person layer's block; `archive_catalog`: the archive's (both within budgets of their own)."""
     om = config.observational_memory
     retrieval = om.retrieval_config
     obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
-    blocks = Blocks(working_memory=working_memory)
+    blocks = Blocks(working_memory=working_memory, user_memory=user_memory, archive=archive_catalog)
     if hints.current_task:
         blocks.hints = f"<current-task>\n{neutralise(hints.current_task)}\n</current-task>"
     if hints.suggested_response:
@@ -197,28 +208,62 @@ def _clip(message: Message) -> dict[str, Any]:
     return data
 
 
-async def observation_log(store: Store, record: Record, om: Any, *, history: bool = False) -> dict[str, Any]:
-    """A record's active log (or every generation), with ranges, as the resources and `show` present it."""
-    obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+RETIRED_SHOWN = 100  # the most recently retired groups a view lists
 
-    def view(groups: list) -> dict[str, Any]:
-        return {
-            "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
-            "tokens": sum(g.tokens for g in groups),
-            "groups": [
-                {
-                    "id": g.id,
-                    "kind": g.kind,
-                    "range": g.range,
-                    "thread_id": g.thread_id,
-                    "tokens": g.tokens,
-                    # The group's lines with their ids (engine/observation/lines.py), for forgetting
-                    # or correcting one; Date headers and thread tags have none.
-                    "lines": [{"id": i, "text": t} for i, t in observation_lines(g.id, g.text)],
-                }
-                for g in groups
-            ],
-        }
+
+def line_views(group: Group, superseded: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """A group's lines with their ids (engine/observation/lines.py), for forgetting, correcting or
+    restoring one; Date headers and thread tags have none. A line the user stated says so, and a
+    line that superseded others names them."""
+    out = []
+    for line_id, text in observation_lines(group.id, group.text):
+        item: dict[str, Any] = {"id": line_id, "text": text}
+        if line_id is not None and is_user_stated(text):
+            item["user_stated"] = True
+        if line_id is not None and (older := (superseded or {}).get(line_id.rpartition(".")[2])):
+            item["supersedes"] = older
+        out.append(item)
+    return out
+
+
+def retired_view(group: Group) -> dict[str, Any]:
+    return {
+        "id": group.id,
+        "reason": group.retired_reason,
+        "retired_by": group.retired_by,
+        "replaced_by": group.replaced_by,
+        "range": group.range,
+        "thread_id": group.thread_id,
+        "lines": line_views(group),
+    }
+
+
+def log_view(groups: list[Group], om: Any, superseded: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Groups of a log as the resources and `show` present them: the text with ranges, each line with its id."""
+    obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
+    return {
+        "text": render_groups(groups, ranges=True, scope=om.scope, obscure=obscure),
+        "tokens": sum(g.tokens for g in groups),
+        "groups": [
+            {
+                "id": g.id,
+                "kind": g.kind,
+                "range": g.range,
+                "thread_id": g.thread_id,
+                "tokens": g.tokens,
+                "lines": line_views(g, superseded),
+            }
+            for g in groups
+        ],
+    }
+
+
+async def observation_log(store: Store, record: Record, om: Any, *, history: bool = False) -> dict[str, Any]:
+    """A record's active log (or every generation), with ranges, as the resources and `show` present it;
+    the active log comes with the most recently retired lines and archived days (`retired`)."""
+
+    def view(groups: list, superseded: dict[str, list[str]] | None = None) -> dict[str, Any]:
+        return log_view(groups, om, superseded)
 
     key = record.key
     if history:
@@ -226,10 +271,53 @@ async def observation_log(store: Store, record: Record, om: Any, *, history: boo
             "record_id": key,
             "generations": [{"generation": n, **view(groups)} for n, groups in await store.generations(key)],
         }
+    retired = await store.retired_groups(key, RETIRED_SHOWN)
+    superseded: dict[str, list[str]] = {}
+    for g in retired:
+        if g.retired_reason == "superseded" and g.replaced_by:
+            superseded.setdefault(g.replaced_by, []).extend(i for i, _ in observation_lines(g.id, g.text) if i)
     return {
         "record_id": key,
         "generation": record.generation,
         "last_observed_at": record.last_observed_at,
         "extracted": record.extracted,
-        **view(await store.groups(key)),
+        **view(await store.groups(key), superseded),
+        "retired": [retired_view(g) for g in retired],
+    }
+
+
+async def generation_diff(store: Store, key: str, generation: int) -> dict[str, Any]:
+    """What generation N changed against N-1: the lines it added, and the lines it no longer holds
+    (with why, from the retired pile: dropped, merged, superseded, archived)."""
+    stored = dict(await store.generations(key))
+    if generation not in stored or generation - 1 not in stored:
+        have = ", ".join(str(n) for n in sorted(stored)) or "none"
+        raise NotFound(f"generation {generation} of {key} has no generation before it (it has {have})", field="diff")
+
+    def flat(groups: list[Group]) -> dict[str, tuple[str, str]]:
+        return {
+            " ".join(text.split()): (line_id, text.strip())
+            for g in groups
+            for line_id, text in observation_lines(g.id, g.text)
+            if line_id is not None
+        }
+
+    before, after = flat(stored[generation - 1]), flat(stored[generation])
+    why = {}
+    for g in await store.retired_groups(key):
+        if g.retired_by == generation:
+            for _, text in observation_lines(g.id, g.text):
+                why[" ".join(text.split())] = (g.retired_reason, g.replaced_by, g.id)
+    removed = []
+    for line, (line_id, text) in before.items():
+        if line not in after:
+            reason, by, pile = why.get(line, (None, None, None))
+            removed.append({"id": line_id, "text": text, "reason": reason, "replaced_by": by, "retired_id": pile})
+    return {
+        "record_id": key,
+        "generation": generation,
+        "against": generation - 1,
+        "added": [{"id": i, "text": t} for line, (i, t) in after.items() if line not in before],
+        "removed": removed,
+        "kept": sum(1 for line in after if line in before),
     }

@@ -33,6 +33,9 @@ SECTION_TAGS = (
     "conversation",
     "previous-observations",
     "memory-log",
+    "edits",
+    "user-memory",
+    "archive",
 )
 LOOK_ALIKE = "‹"
 _LINE_START_TAG = re.compile(r"^([ \t]*)<(?=/?[A-Za-z!?])", re.MULTILINE)

@@ -17,7 +17,7 @@ from om_mcp.config.durations import parse_idle
 from om_mcp.engine.observation.cycle import CycleOutcome, now_iso
 from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType, windows
-from om_mcp.engine.observation.reflection import reflection_groups
+from om_mcp.engine.observation.reflection import reflected
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold, past_block_after
 from om_mcp.store import Chunk, Snapshot, Thread
 
@@ -160,7 +160,11 @@ async def activate_reflection(deps: CycleDeps, snap: Snapshot, thread_id: str, t
     if not covered or len(covered) < buffered.covered:
         await store.discard_buffered_reflection(key)
         return False
-    groups = reflection_groups(buffered.text, covered, buffered.hints.get("labels") or {}, deps.counter)
+    hints = buffered.hints
+    reasons = {line: (why, by) for line, (why, by) in (hints.get("reasons") or {}).items()}
+    groups, retired = reflected(
+        covered, buffered.text, hints.get("labels") or {}, deps.counter, hints.get("edited"), reasons
+    )
     event = {
         **deps.event_base(buffered.cycle_id, key, thread_id, snap.record.resource_id),
         "type": EventType.ACTIVATION,
@@ -182,6 +186,7 @@ async def activate_reflection(deps: CycleDeps, snap: Snapshot, thread_id: str, t
         blocked_at=None,
         events=[event],
         edits=snap.record.edits,
+        retired=retired,
     ):
         await deps.events.emit([event], persisted=True)
         return True

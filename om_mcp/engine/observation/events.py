@@ -42,7 +42,8 @@ class EventType(StrEnum):
     REDACTION = "data-om-redaction"  # om_mcp.privacy.REDACTION_EVENT: secrets kept out of an append
     FORGET = "data-om-forget"  # the user forgot messages or observations (kinds and counts, never the text)
     EDIT = "data-om-edit"  # the user corrected an observation line
-    RESTORE = "data-om-restore"  # the user made an earlier generation the active log again
+    RESTORE = "data-om-restore"  # the user made an earlier generation (or a retired line) active again
+    REMEMBER = "data-om-remember"  # the user had a line remembered word for word (om-mcp remember, update_thread)
 
 
 Event = dict[str, Any]

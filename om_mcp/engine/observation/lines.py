@@ -101,7 +101,12 @@ def remove(text: str, doomed: Callable[[Line], bool]) -> tuple[str, int]:
     if not removed:
         return text, 0
     kept = [line.text for line, k in zip(found, keep) if k]
-    return "\n".join(_drop_empty_headers(kept)).strip("\n"), removed
+    return tidy(kept), removed
+
+
+def tidy(kept: list[str]) -> str:
+    """The lines left of a group, as its text: Date headers and thread sections left empty go."""
+    return "\n".join(_drop_empty_headers(kept)).strip("\n")
 
 
 def _drop_empty_headers(kept: list[str]) -> list[str]:
@@ -180,5 +185,15 @@ def replace(text: str, line_hash_: str, new_line: str) -> tuple[str, int]:
     return ("\n".join(out), count) if count else (text, 0)
 
 
+def is_user_stated(text: str) -> bool:
+    return text.rstrip().endswith(USER_STATED)
+
+
 def user_stated(text: str) -> list[str]:
-    return [line.text for line in lines(text) if line.hash is not None and line.text.rstrip().endswith(USER_STATED)]
+    return [line.text for line in lines(text) if line.hash is not None and is_user_stated(line.text)]
+
+
+def strip_prefix(text: str) -> str:
+    """A line's words without its indent, bullet, priority marker and time."""
+    found = _PREFIX.match(text)
+    return text[found.end() :] if found else text

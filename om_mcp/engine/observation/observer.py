@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from om_mcp.engine import remember
 from om_mcp.engine.context.escape import excerpt
-from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, is_degenerate, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
 from om_mcp.engine.prompts import observer as prompts
 from om_mcp.engine.tokens import TokenCounter
@@ -19,6 +21,7 @@ from om_mcp.models import Completion, ModelError, ModelRouter, Usage
 from om_mcp.store import Message
 
 HIGH_PRIORITY = "🔴"
+_TAG = re.compile(r"</?[A-Za-z][\w-]*[^<>]*>")
 
 
 class CycleFailed(ModelError):
@@ -49,6 +52,7 @@ class AgentResult:
     attempts: int = 1
     level: int | None = None
     output_tokens: int = 0
+    edits: Any = None  # a Reflector that answered with edits: what they made (edits.Applied)
 
 
 def truncate_previous(text: str, budget: int | bool, count: Callable[[str], int]) -> str:
@@ -167,11 +171,11 @@ class Observer:
         system = prompts.observer_system_prompt(instruction, self.thread_title, self.extractors, multi)
         if threads is not None:
             history = format_thread_sections(
-                {label: [m.as_dict() for m in msgs] for label, msgs in threads.items()},
+                {label: [as_observed(m) for m in msgs] for label, msgs in threads.items()},
                 count_text=self.counter.count_text,
             )
         else:
-            history = format_history([m.as_dict() for m in request.messages], count_text=self.counter.count_text)
+            history = format_history([as_observed(m) for m in request.messages], count_text=self.counter.count_text)
         previous = truncate_previous(request.previous_observations, self.previous_tokens, self.counter.count_text)
         first, second = prompts.observer_user_messages(
             previous,
@@ -205,8 +209,31 @@ class Observer:
                 return None
             return f"{problem} (it answered {excerpt(completion.text)})"
 
-        completion = await self.router.complete(messages, input_tokens, accept)
+        def escalate(completion: Completion, problem: str) -> list[dict[str, Any]] | None:
+            # Prose (a refusal, the format ignored) would get the same answer again; a loop or
+            # an empty answer is asked once more, for fewer and shorter notes.
+            if not looped_or_empty(completion.text):
+                return None
+            return [*messages, {"role": "user", "content": prompts.observer_retry(problem)}]
+
+        completion = await self.router.complete(messages, input_tokens, accept, escalate)
         return agent_result(parsed[-1], completion, input_tokens, completion.attempts, self.counter)
+
+
+def looped_or_empty(text: str) -> bool:
+    """An answer that repeats itself, or holds nothing but (empty) section tags."""
+    return is_degenerate(text) or not _TAG.sub("", text).strip()
+
+
+def as_observed(message: Message) -> dict[str, Any]:
+    """A message as the Observer reads it: a user's `<remember>` spans are in memory already."""
+    data = message.as_dict()
+    if message.role == "user":
+        data["parts"] = [
+            {**p, "text": remember.for_observer(p["text"])} if p.get("type") == "text" and p.get("text") else p
+            for p in data["parts"]
+        ]
+    return data
 
 
 def unusable(parsed: ParsedOutput, threads: dict[str, list[Message]] | None = None) -> str | None:

@@ -300,3 +300,14 @@ def parse_output(text: str, extractor_slugs: Sequence[str] = (), multi_thread: b
             return outside
 
     return _parse_body(text, slugs, bare_is_log=False)
+
+
+def edits_block(text: str) -> tuple[str | None, str]:
+    """A Reflector answer's `<edits>` block (its opening tag starting a line), and the answer
+    without it; (None, the answer) when it has none."""
+    text = (text or "").replace("\r\n", "\n")
+    stop = _stop_re(["observations", "edits", *BUILTIN_TAGS])
+    blocks = _find_blocks(text, _open_re("edits"), _close_re("edits"), stop, prefer_line_edge=True)
+    if not blocks:
+        return None, text
+    return "\n".join(b.content for b in blocks), _cut(text, blocks)

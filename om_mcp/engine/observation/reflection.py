@@ -1,4 +1,7 @@
-"""Reflection: the Reflector rewrites the active log into a new, shorter generation.
+"""Reflection: the Reflector condenses the active log into a new, shorter generation, by
+edits over its lines (engine/observation/edits.py) or, as a fallback, a rewrite. Every line
+the new generation no longer holds goes to the retired pile (retire.py), and a log it cannot
+bring under the threshold sends its oldest days to the archive (archive.py).
 
 At the threshold it runs synchronously and commits generation+1; ahead of the
 threshold ("async-buffer") it stores its rewrite, which activation.py swaps in
@@ -15,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from om_mcp.engine.context.escape import neutralise
+from om_mcp.engine.observation import archive
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.deps import CycleDeps
+from om_mcp.engine.observation.edits import Labelled, label_log
 from om_mcp.engine.observation.events import EventType
 from om_mcp.engine.observation.lines import user_stated
 from om_mcp.engine.observation.observer import AgentResult
 from om_mcp.engine.observation.parsing import ParsedOutput, parse_output
+from om_mcp.engine.observation.retire import Reason, retired_lines
 from om_mcp.engine.observation.thresholds import reflection_target, start_level
 from om_mcp.engine.observation.transcript import thread_label
 from om_mcp.engine.tokens import TokenCounter
@@ -33,6 +39,7 @@ class Selection:
     groups: list[Group]
     text: str
     labels: dict[str, str]  # label -> thread id (resource scope)
+    labelled: Labelled | None = None  # edits mode: the log with a label on each line
 
 
 @dataclass
@@ -96,6 +103,43 @@ def reflection_groups(text: str, covered: list[Group], labels: dict[str, str], c
     return keep_user_stated(out, covered, counter)
 
 
+def edited_groups(covered: list[Group], texts: list[str], counter: TokenCounter) -> list[NewGroup]:
+    """The covered groups after the Reflector's edits: each keeps its range and thread; a group
+    left with nothing goes."""
+    return [
+        NewGroup(
+            text=text,
+            tokens=counter.count_text(text),
+            first_seq=g.first_seq,
+            last_seq=g.last_seq,
+            first_message_id=g.first_message_id,
+            last_message_id=g.last_message_id,
+            thread_id=g.thread_id,
+            kind=g.kind,
+            observed_at=g.observed_at,
+        )
+        for g, text in zip(covered, texts)
+        if text.strip()
+    ]
+
+
+def reflected(
+    covered: list[Group],
+    text: str,
+    labels: dict[str, str],
+    counter: TokenCounter,
+    edited: list[str] | None = None,
+    reasons: dict[str, Reason] | None = None,
+) -> tuple[list[NewGroup], list[NewGroup]]:
+    """(the new log's groups, the lines it retires) from a rewrite's text, or from the texts
+    the Reflector's edits left (`edited`, with why each line went)."""
+    if edited is not None:
+        groups = edited_groups(covered, edited, counter)
+    else:
+        groups = reflection_groups(text, covered, labels, counter)
+    return groups, retired_lines(covered, [g.text for g in groups], counter.count_text, reasons)
+
+
 def keep_user_stated(groups: list[NewGroup], covered: list[Group], counter: TokenCounter) -> list[NewGroup]:
     """A line the user corrected survives every reflection: one the Reflector left out is put
     back at the end of its thread's part (or of the rewrite)."""
@@ -135,8 +179,10 @@ class ReflectStep:
             return None
         om = self.deps.om
         obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else True
-        text, labels = render_for_reflector(groups, om.scope == "resource", obscure)
-        return Selection(record, groups, text, labels)
+        sections = om.scope == "resource"
+        text, labels = render_for_reflector(groups, sections, obscure)
+        labelled = label_log(groups, sections, obscure) if om.reflection.edits else None
+        return Selection(record, groups, text, labels, labelled)
 
     def tokens_in(self, selection: Selection) -> int:
         return sum(g.tokens for g in selection.groups)
@@ -168,6 +214,7 @@ class ReflectStep:
             guidance=self.instruction,
             extracted=deps.extractors.previous(selection.record.extracted, "reflection"),
             on_attempt_failed=attempt_failed,
+            labelled=selection.labelled,
         )
         extracted, failures = await deps.extractors.run(
             "reflection", result, selection.record.extracted, deps.reflector.router
@@ -187,6 +234,7 @@ class ReflectStep:
             "extraction_failures": produced.failures,
             "model": result.model,
             "generation_count": selection.record.generation + (0 if self.buffered else 1),
+            "answered_with": "edits" if result.edits is not None else "rewrite",
         }
 
     async def stale_reason(self, selection: Selection) -> str:
@@ -201,12 +249,15 @@ class ReflectStep:
         deps, result = self.deps, produced.result
         text = log_text(result.parsed)
         lease = (self.lease_op, deps.owner)
+        applied = result.edits
         if self.buffered:
             hints = {
                 "suggested_response": result.parsed.suggested_response,
                 "extracted": produced.extracted,
                 "labels": selection.labels,
             }
+            if applied is not None:  # activation makes the same groups from these
+                hints["edited"], hints["reasons"] = applied.texts, applied.reasons
             return await deps.store.store_buffered_reflection(
                 self.key,
                 BufferedReflection(
@@ -222,18 +273,36 @@ class ReflectStep:
                 events=events,
                 edits=selection.record.edits,
             )
-        blocked = result.output_tokens if result.output_tokens >= deps.limits.observation_tokens else None
+        groups, retired = reflected(
+            selection.groups,
+            text,
+            selection.labels,
+            deps.counter,
+            applied.texts if applied is not None else None,
+            applied.reasons if applied is not None else None,
+        )
+        blocked = None
+        if result.output_tokens >= deps.limits.observation_tokens:
+            # Reflection could not get the log under its threshold: its oldest days go to the archive.
+            keep = round(deps.limits.observation_tokens * archive.ARCHIVE_SHARE)
+            groups, archived = archive.split(groups, keep, deps.counter.count_text)
+            retired += archived
+            size = sum(g.tokens for g in groups)
+            blocked = size if size >= deps.limits.observation_tokens else None
+            events[0]["archived_days"] = len(archived)
+        events[0]["retired_lines"] = len(retired) - events[0].get("archived_days", 0)
         return await deps.store.commit_reflection(
             self.key,
             lease=lease,
             generation=selection.record.generation,
             covered=len(selection.groups),
-            groups=reflection_groups(text, selection.groups, selection.labels, deps.counter),
+            groups=groups,
             extracted=produced.extracted,
             blocked_at=blocked,
             events=events,
             hints={self.thread_id: {"suggested_response": result.parsed.suggested_response}},
             edits=selection.record.edits,
+            retired=retired,
         )
 
     async def after_commit(self, selection: Selection, produced: Reflected, base: dict[str, Any]) -> list[dict]:

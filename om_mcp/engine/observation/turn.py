@@ -118,12 +118,16 @@ async def before_context(
     key = snap.record.key
     trigger = activation.chunk_trigger(engine.deps, snap, actor_model)
     changed = False
-    if trigger is not None:
-        changed = (await activation.activate_chunks(engine.deps, snap, thread_id, trigger)).ran
+    if trigger is not None and (await activation.activate_chunks(engine.deps, snap, thread_id, trigger)).ran:
+        # The activation may have taken the log past its threshold (or past block_after): the
+        # reflection trigger reads the log as it is now, so a ready buffered reflection is used.
+        changed = True
+        snap = await engine.deps.store.snapshot(key, thread_id)
+        if snap is None:
+            return True
     trigger = activation.reflection_trigger(engine.deps, snap, actor_model)
-    if trigger is not None:
-        changed = await activation.activate_reflection(engine.deps, snap, thread_id, trigger) or changed
-    if changed:
+    if trigger is not None and await activation.activate_reflection(engine.deps, snap, thread_id, trigger):
+        changed = True
         snap = await engine.deps.store.snapshot(key, thread_id)
         if snap is None:
             return True

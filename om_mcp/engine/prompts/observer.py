@@ -305,6 +305,20 @@ def observer_user_messages(
     return [first, second]
 
 
+OBSERVER_RETRY_HEADING = "## Your previous answer could not be used"
+
+# One more try after an answer that looped or was empty: the same task, asked for less.
+OBSERVER_RETRY = """\
+{heading}
+It was: {problem}. Write the observations again, more briefly: at most one line per \
+exchange, no sub-bullets, never the same line twice, and end with </observations>."""
+
+
+def observer_retry(problem: str) -> str:
+    """The message added for one more try at a stronger compression."""
+    return OBSERVER_RETRY.format(heading=OBSERVER_RETRY_HEADING, problem=problem)
+
+
 # --------------------------------------------------------------------------------------
 # Extras: structured extractors and Observer-kept working memory
 # --------------------------------------------------------------------------------------

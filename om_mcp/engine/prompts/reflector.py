@@ -31,8 +31,8 @@ The observer followed these rules, so this is what the entries mean:"""
 
 REFLECTOR_RULES = """\
 HOW TO REWRITE IT
-- Your output replaces the whole memory. Whatever you leave out is forgotten for good, \
-so carry over every fact that could still matter.
+- Your output becomes the memory the assistant reads. Whatever you leave out leaves its \
+view (only a search can still find it), so carry over every fact that could still matter.
 - Keep the Date lines and the (HH:MM) times of what you keep, and keep resolved dates \
 such as "(meaning 2026-05-12)".
 - Keep ✅ entries with their outcomes; a finished piece of work may shrink to its result.
@@ -57,8 +57,39 @@ WHAT TO WRITE
 from here."""
 
 
-def reflector_system_prompt(instruction: str | None = None, extractors: Sequence[tuple[str, str]] = ()) -> str:
-    """The Reflector's system prompt: the observer's rules for context, then its own."""
+# Edits mode: the log comes with a label before each line, and the answer names what changes.
+REFLECTOR_EDITS = """\
+HOW TO ANSWER: EDITS
+Each line of the log ends with its label in brackets, such as [L12]. Answer with the \
+changes only, in an <edits> block, one edit per line:
+- drop L4 L9: lines that no longer matter (finished, repeated, stale). A dropped line is \
+kept out of view, where a search still finds it.
+- merge L5 L7 => * 🔴 (14:30) the line that says what they said: lines about one subject \
+become one line, written in the log format, in the place of the latest of them.
+- supersede L3 by L12: L12 states a newer fact that replaces what L3 said.
+Lines you do not name stay as they are. Never name a line that ends in [user-stated].
+
+<edits>
+drop L2 L6
+merge L3 L8 => * 🟡 (10:40) Assistant moved the session timeout to the SESSION_TTL setting; tests pass
+supersede L4 by L11
+</edits>
+
+If edits cannot fix the log (its shape is wrong), rewrite it whole instead, in \
+<observations> and </observations>, in the log format above, without the labels."""
+
+REFLECTOR_OUTPUT_SECTIONS_EDITS = """\
+WHAT TO WRITE
+1. <edits> ... </edits>: your edits (or the whole rewritten log in <observations> ... </observations>).
+2. <suggested-response> ... </suggested-response>: how the assistant should carry on \
+from here."""
+
+
+def reflector_system_prompt(
+    instruction: str | None = None, extractors: Sequence[tuple[str, str]] = (), edits: bool = False
+) -> str:
+    """The Reflector's system prompt: the observer's rules for context, then its own (`edits`:
+    it answers with edits over line labels, a rewrite being its fallback)."""
     observer_rules = "\n".join(
         ["<observer-rules>", join_sections([OBSERVER_RULES, PRIORITY_MARKERS, LOG_FORMAT]), "</observer-rules>"]
     )
@@ -68,7 +99,8 @@ def reflector_system_prompt(instruction: str | None = None, extractors: Sequence
             OBSERVER_RULES_INTRO,
             observer_rules,
             REFLECTOR_RULES,
-            REFLECTOR_OUTPUT_SECTIONS,
+            REFLECTOR_EDITS if edits else None,
+            REFLECTOR_OUTPUT_SECTIONS_EDITS if edits else REFLECTOR_OUTPUT_SECTIONS,
             extractors_section(extractors),
             custom_instructions_section(instruction),
         ]
@@ -110,11 +142,19 @@ REFLECTOR_TASK = """\
 Rewrite this log into a condensed version. Your output becomes the assistant's entire \
 memory from now on."""
 
+REFLECTOR_EDITS_TASK = """\
+Make this log shorter and keep it right: answer with your edits. Lines you do not name \
+stay as they are."""
+
 
 def reflector_user_message(
-    observations: str, level: int = 0, guidance: str | None = None, prior_extracted: Mapping[str, str] | None = None
+    observations: str,
+    level: int = 0,
+    guidance: str | None = None,
+    prior_extracted: Mapping[str, str] | None = None,
+    edits: bool = False,
 ) -> str:
-    """The Reflector's user message: the full log, the task and the size level."""
+    """The Reflector's user message: the full log (each line labelled, for edits), the task and the size level."""
     level = max(0, min(4, int(level)))
     size = ""
     if level > 0:
@@ -126,7 +166,7 @@ def reflector_user_message(
         [
             "## Memory log to rewrite",
             fence("memory-log", observations),
-            REFLECTOR_TASK,
+            REFLECTOR_EDITS_TASK if edits else REFLECTOR_TASK,
             size,
             extra,
             extracted_block(prior_extracted),

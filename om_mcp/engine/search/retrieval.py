@@ -118,6 +118,9 @@ class Retrieval:
                         snippet=group.text,
                         source="observation",
                         range=group.range,
+                        id=group.id,
+                        retired=group.retired_reason if group.retired else None,
+                        retired_by=group.retired_by if group.retired else None,
                     )
                 )
         return results

@@ -26,11 +26,15 @@ def register(server: MCPServer) -> None:
             int | None, Field(None, ge=100, le=1_000_000, description="budget for the result")
         ] = None,
         include_status: bool = False,
+        as_of: Annotated[str | None, Field(None, max_length=40, description=text.AS_OF)] = None,
     ) -> str:
         app = app_of(ctx)
         resource = await authorize(ctx, thread_id, resource_id)
         out = await invoke(
-            ctx, lambda app: app.memory.get_context(thread_id, resource, max_tokens, with_status=include_status)
+            ctx,
+            lambda app: app.memory.get_context(
+                thread_id, resource, max_tokens, with_status=include_status, as_of=as_of
+            ),
         )
         omitted = out.omitted_messages
         status = compact(status_view(out.status)) if out.status is not None else None

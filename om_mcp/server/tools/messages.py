@@ -51,6 +51,10 @@ def register(server: MCPServer) -> None:
             ],
         )
         result: dict[str, Any] = {"stored": outcome.appended, "skipped": outcome.skipped_duplicates}
+        if outcome.remembered:
+            result["remembered"] = outcome.remembered
         if outcome.status is not None:
             result["status"] = status_view(outcome.status)
-        return compact(result) if result["skipped"] or "status" in result else compact({"stored": outcome.appended})
+        if not (result["skipped"] or "status" in result):
+            result.pop("skipped")
+        return compact(result)

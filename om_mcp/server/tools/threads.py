@@ -36,9 +36,17 @@ def register(server: MCPServer) -> None:
         metadata: dict[str, Any] | None = None,
         observation_id: ObservationId = None,
         text: Annotated[str | None, Field(None, max_length=2000, description=about.CORRECTED)] = None,
+        remember: Annotated[str | None, Field(None, max_length=2000, description=about.REMEMBER)] = None,
     ) -> str:
         resource = await authorize(ctx, thread_id)
         result: dict[str, Any] = {}
+        if remember is not None:
+            remembered = await invoke(
+                ctx,
+                lambda app: app.memory.remember(remember, thread_id=thread_id, resource_id=resource),
+                changed=lambda _: thread_uris(thread_id),
+            )
+            result["remembered"] = {"id": remembered.id, "text": remembered.text}
         if (observation_id is None) != (text is None):
             raise ToolError("observation_id and text go together: the line to correct and what it should say")
         if observation_id is not None:

@@ -353,16 +353,16 @@ async def find(
 # -- observation groups ------------------------------------------------------------------------
 
 
-# BM25 over the active groups of resource $1 (of thread $4, when given) for the words $2; the
-# best $3. Groups are few per resource: their count, length and document frequencies are
-# computed over the resource's active groups at query time.
+# BM25 over the active groups (and the retired pile, generation -1) of resource $1 (of thread $4,
+# when given) for the words $2; the best $3. Groups are few per resource: their count, length and
+# document frequencies are computed over the resource's active groups at query time.
 GROUPS = f"""
 WITH q AS MATERIALIZED (
     SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{CONFIG}', t.term))) AS lexeme
     FROM unnest($2::text[]) AS t(term)
 ), active AS (
     SELECT g.id, g.doclen, g.tsv FROM om_groups g
-    JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation
+    JOIN om_records r ON r.key = g.record_key AND (r.generation = g.generation OR g.generation = -1)
     WHERE r.resource_id = $1 AND ($4::text IS NULL OR g.thread_id = $4 OR r.thread_id = $4)
 ), totals AS (
     SELECT count(*)::float8 AS n_docs, greatest(avg(doclen), 1)::float8 AS avgdl FROM active
@@ -384,7 +384,7 @@ ORDER BY s.score DESC, g.id LIMIT $3
 async def search_groups(
     conn: Any, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
 ) -> list[GroupHit]:
-    """BM25 over the active observation groups of a resource."""
+    """BM25 over the active observation groups of a resource and its retired pile."""
     words = terms(match)
     if not words:
         return []

@@ -374,13 +374,13 @@ def find(
 def search_groups(
     conn: sqlite3.Connection, resource_id: str, match: str, *, thread_id: str | None = None, limit: int = 20
 ) -> list[GroupHit]:
-    """BM25 over the active observation groups of a resource."""
+    """BM25 over the active observation groups of a resource and its retired pile (generation -1)."""
     if not match:
         return []
     sql = (
         f"SELECT {GROUP_COLUMNS}, bm25(om_groups_fts) AS rank"
         " FROM om_groups_fts f JOIN om_groups g ON g.id = f.group_id"
-        " JOIN om_records r ON r.key = g.record_key AND r.generation = g.generation"
+        " JOIN om_records r ON r.key = g.record_key AND (r.generation = g.generation OR g.generation = -1)"
         " WHERE om_groups_fts MATCH ? AND r.resource_id = ?"
     )
     params: list = [match, resource_id]

@@ -368,6 +368,30 @@ CREATE TABLE om_spend (
 """
 
 
+# 6: memory that stays right over months. A line a reflection drops, merges or supersedes,
+# and a group retired into the archive, stays as a group of the retired pile (generation
+# RETIRED, -1): `retired_by` the generation that retired it, `retired_reason` why, `replaced_by`
+# the hash of the line that took its place. Working memory keeps its history, so the memory
+# can be shown as it was on a given day; each value stored so far starts it.
+MONTHS = """
+ALTER TABLE om_groups ADD COLUMN retired_by INTEGER;
+ALTER TABLE om_groups ADD COLUMN retired_reason TEXT;
+ALTER TABLE om_groups ADD COLUMN replaced_by TEXT;
+CREATE TABLE om_working_memory_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    text TEXT,
+    saved_at TEXT NOT NULL
+);
+CREATE INDEX om_working_memory_history_by_owner ON om_working_memory_history(scope, owner, saved_at);
+INSERT INTO om_working_memory_history (scope, owner, text, saved_at)
+    SELECT 'resource', id, working_memory, updated_at FROM resources WHERE working_memory IS NOT NULL;
+INSERT INTO om_working_memory_history (scope, owner, text, saved_at)
+    SELECT 'thread', id, working_memory, updated_at FROM threads WHERE working_memory IS NOT NULL;
+"""
+
+
 def _statements(script: str) -> list[str]:
     """Split a script into statements (triggers need care with ';')."""
     statements, buffer = [], []

@@ -270,7 +270,7 @@ function logSection(generations, threadId) {
 
 // One line of the log: in the current generation it can be forgotten (after asking) or corrected.
 function lineRow(threadId, line, current) {
-  const row = el("div", { class: "line", "data-line": line.id }, el("pre", { text: line.text || " " }));
+  const row = el("div", { class: line.user_stated ? "line user-stated" : "line", "data-line": line.id, title: line.user_stated ? "stated by the user: kept word for word" : null }, el("pre", { text: line.text || " " }));
   if (!current || !line.id) return row;
   const actions = el("span", { class: "actions" },
     el("button", { class: "edit", onclick: () => editLine(threadId, line, row) }, "Edit"),
@@ -326,7 +326,8 @@ function summary(e) {
     case "data-om-thread-update": return `title: ${p.old_title ? `${p.old_title} → ` : ""}${p.new_title}`;
     case "data-om-forget": return `forgot (${p.selector}): ${fmt(p.messages || 0)} messages, ${fmt(p.lines || 0)} lines${p.earlier_lines ? `, ${fmt(p.earlier_lines)} earlier copies` : ""}`;
     case "data-om-edit": return "corrected a line (kept as stated by the user)";
-    case "data-om-restore": return `restored generation ${p.restored_generation} as generation ${p.generation_count}`;
+    case "data-om-restore": return p.restored_lines ? `brought back ${fmt(p.restored_lines)} retired line(s)` : `restored generation ${p.restored_generation} as generation ${p.generation_count}`;
+    case "data-om-remember": return "remembered a line word for word (stated by the user)";
     case "data-om-redaction": return `kept ${fmt(p.total)} secrets out: ${Object.entries(p.redactions || {}).map(([k, n]) => `${k} ${n}`).join(", ")}`;
     default:
       if (e.type.endsWith("-failed")) return `failed${secs}: ${p.error || "unknown error"}`;

@@ -82,6 +82,7 @@ class Line(_Out):
 
     id: str | None = None
     text: str
+    user_stated: bool = False  # remembered or corrected by the user: every reflection keeps it word for word
 
 
 class Group(_Out):

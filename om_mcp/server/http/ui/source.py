@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
-from om_mcp.engine import InputError, NotFound, message_threshold, observation_lines, tenant_spend
+from om_mcp.engine import InputError, NotFound, is_user_stated, message_threshold, observation_lines, tenant_spend
 from om_mcp.server.http.auth import allowed_resources, is_admin
 from om_mcp.server.http.ui.contract import (
     Buffered,
@@ -259,5 +259,8 @@ def _group(g: Any) -> Group:
         last_message_id=g.last_message_id,
         observed_at=g.observed_at,
         created_at=g.created_at or None,
-        lines=[Line(id=line_id, text=text) for line_id, text in observation_lines(g.id, g.text)],
+        lines=[
+            Line(id=line_id, text=text, user_stated=line_id is not None and is_user_stated(text))
+            for line_id, text in observation_lines(g.id, g.text)
+        ],
     )
