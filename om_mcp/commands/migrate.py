@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from om_mcp import logs
-    from om_mcp.store.copy import copy, describe
+    from om_mcp.store import copy_memory, describe_location
     from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
 
     logs.configure("warning")
@@ -50,13 +50,13 @@ def run(args: argparse.Namespace) -> int:
             return bars.enter_context(progress(total, description))
 
         try:
-            report = run_async(lambda: copy(args.source, args.target, progress=bar))
+            report = run_async(lambda: copy_memory(args.source, args.target, progress=bar))
         except (DatabaseRefused, StoreUnavailable) as error:
             print(f"om-mcp: {error}", file=sys.stderr)
             return EXIT_DATABASE
     summary: dict[str, Any] = {
-        "source": describe(args.source),
-        "target": describe(args.target),
+        "source": describe_location(args.source),
+        "target": describe_location(args.target),
         "resumed": report.resumed,
         "rows": report.rows,
         "source_rows": report.totals,

@@ -20,7 +20,7 @@ from om_mcp.engine.intake import message_row, normalise_parts
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.privacy import Redactor, redactor_for
-from om_mcp.store.rows import NewMessage
+from om_mcp.store import NewMessage
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -28,7 +28,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 def to_rows(
     messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, redactor: Redactor | None = None
 ) -> list[NewMessage]:
-    """Rows ready for `store.messages.append`; a message over `max_chars` is trimmed, not dropped.
+    """Rows ready for the append pipeline (`engine/append.py`); a message over `max_chars` is trimmed, not dropped.
     Secrets are redacted first (the default rules unless `redactor` is given); a failing
     `before_observation` hook raises `om_mcp.privacy.HookFailed`."""
     now = datetime.now(UTC)

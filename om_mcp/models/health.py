@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from om_mcp.models.settings import ModelTarget
-from om_mcp.store.rows import ModelHealth
+from om_mcp.store import ModelHealth
 
 BACKOFF_INITIAL_SECONDS = 30.0
 BACKOFF_MAX_SECONDS = 30 * 60.0

@@ -2,17 +2,21 @@
 
 The store knows tables and transactions, nothing of MCP or of models. Values
 come in validated and counted by the engine; typed rows come out. Two backends
-behind one interface (`interface.Store`): SQLite (a file path) and PostgreSQL
-(a postgresql:// URL, for several processes or machines on one memory).
+behind one interface (`interface.Store`, its operations mapped to their rules in
+`operations.py`): SQLite (a file path) and PostgreSQL (a postgresql:// URL, for several
+processes or machines on one memory). Above the store, code reaches it through the names
+exported here and `store.local` (the SQLite file opened directly), `store.urls`, `store.errors`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
+from om_mcp.store.locations import is_postgres, open_store
+from om_mcp.store.operations import Operations, Transaction
 from om_mcp.store.rows import (
     AppendResult,
     BufferedReflection,
@@ -33,37 +37,31 @@ from om_mcp.store.rows import (
     ResourceSummary,
     Scope,
     SearchHit,
+    SessionSummary,
     SettledThread,
     Snapshot,
     Stats,
     Thread,
 )
+from om_mcp.store.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
+from om_mcp.store.summaries import ImportResult, SeriesInputs, ThreadState
 
-
-def is_postgres(location: str | Path) -> bool:
-    """A postgresql:// (or postgres://) URL, as opposed to a SQLite file path."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-async def open_store(location: str | Path) -> Store:
-    """Open the database: a postgresql:// URL (PostgreSQL), else a file path (SQLite)."""
-    if is_postgres(location):
-        from om_mcp.store.postgres.store import PostgresStore  # asyncpg is imported only when used
-
-        return await PostgresStore.open(str(location))
-    if isinstance(location, str) and location.startswith("sqlite://"):
-        location = location.removeprefix("sqlite://")
-    from om_mcp.store.sqlite.store import SQLiteStore
-
-    return await SQLiteStore.open(location)
+if TYPE_CHECKING:
+    from om_mcp.store.copy import copy as copy_memory
+    from om_mcp.store.copy import describe as describe_location
 
 
 def __getattr__(name: str):
-    # The SQLite store (and the thread it runs on) loads when first used, not when rows are.
+    # The SQLite store (and the thread it runs on) loads when first used, not when rows are;
+    # so does the copier between backends (`om-mcp migrate`, `backup` of a PostgreSQL memory).
     if name == "SQLiteStore":
         from om_mcp.store.sqlite.store import SQLiteStore
 
         return SQLiteStore
+    if name in ("copy_memory", "describe_location"):
+        from om_mcp.store import copy
+
+        return copy.copy if name == "copy_memory" else copy.describe
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -78,17 +76,22 @@ __all__ = [
     "Group",
     "GroupHit",
     "Hints",
+    "ImportResult",
     "IngestState",
     "Message",
     "ModelHealth",
     "NewGroup",
     "NewMessage",
     "NotFound",
+    "Operations",
+    "QUIET_SECONDS",
     "Record",
     "RecordState",
     "ResourceSummary",
     "Scope",
     "SearchHit",
+    "SeriesInputs",
+    "SessionSummary",
     "SettledThread",
     "Snapshot",
     "Stats",
@@ -97,9 +100,15 @@ __all__ = [
     "SQLiteStore",
     "StoreUnavailable",
     "Thread",
+    "ThreadState",
+    "Transaction",
+    "WORKER_LEASE",
+    "copy_memory",
+    "describe_location",
     "is_postgres",
     "open_store",
     "parse_key",
+    "quiet_before",
     "record_key",
     "resource_key",
     "thread_key",

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_mcp.store import is_postgres, open_store
 from om_mcp.store.copy_rows import PostgresSource, SqliteSource, finish_postgres, finish_sqlite, target_columns
 
 # The writers are bound here and looked up at each run, so a test can make one fail part-way.
@@ -27,6 +26,7 @@ from om_mcp.store.copy_rows import write_postgres as _pg_write
 from om_mcp.store.copy_rows import write_sqlite as _sqlite_write
 from om_mcp.store.copy_tables import TABLES, shared_columns
 from om_mcp.store.errors import DatabaseRefused
+from om_mcp.store.locations import is_postgres, open_store
 
 BATCH = 1000  # rows per batch, one target transaction each: what a stopped copy may have to redo
 

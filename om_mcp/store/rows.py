@@ -7,10 +7,15 @@ pass them around cheaply; JSON columns arrive decoded.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Scope = Literal["thread", "resource"]
+# A new thread's working memory: given what is stored for its scope, the value to store (or None).
+WorkingMemorySeed = tuple[Scope, Callable[[str | None], str | None]]
+# A message from another process on the same database (PostgreSQL: LISTEN/NOTIFY).
+Listener = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(slots=True)
