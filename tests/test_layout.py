@@ -132,3 +132,21 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+# The store's face for the hook and the commands: the package's names (`om_mcp.store`), the SQLite
+# file opened directly (`store.local`), URLs without their passwords, the errors. The rules, their
+# modules and the rows behind them stay the store's own: an append is the engine's pipeline.
+STORE_FACE = ("om_mcp.store", "om_mcp.store.local", "om_mcp.store.urls", "om_mcp.store.errors")
+
+
+def test_the_hook_and_the_commands_reach_the_store_only_through_its_face():
+    problems = []
+    for path in sources():
+        name = module_name(path)
+        if not name.startswith(("om_mcp.hook", "om_mcp.commands")):
+            continue
+        for line, target in imports(path):
+            if target.startswith("om_mcp.store.") and target not in STORE_FACE:
+                problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert not problems, "\n".join(problems)

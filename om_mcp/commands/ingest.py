@@ -156,8 +156,9 @@ def store(
     from om_mcp.engine.tokens import get_token_counter
     from om_mcp.hook.background import start_worker_if_due
     from om_mcp.hook.rows import to_rows
-    from om_mcp.hook.settings import data_dir, load_settings
+    from om_mcp.hook.settings import load_settings
     from om_mcp.hosts.events import HookEvent
+    from om_mcp.paths import data_dir
     from om_mcp.privacy import redactor_for
     from om_mcp.store import Transaction, local, record_key
 

@@ -61,7 +61,8 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     if not event.cwd:
         raise HookInputError("hook input: cwd is missing, so the project is unknown")
     # Imported here, and only what the event needs: every millisecond counts on each prompt.
-    from om_mcp.hook.settings import data_dir, load_settings
+    from om_mcp.hook.settings import load_settings
+    from om_mcp.paths import data_dir
     from om_mcp.store import Transaction, local, record_key
 
     settings = load_settings(options.db, options.config, env)
@@ -130,7 +131,7 @@ def log_line(
     env: Mapping[str, str], host: str, event: HookEvent | None, message: str, started: float | None = None
 ) -> None:
     """Append one line to the hook log; a log that cannot be written is given up on silently."""
-    from om_mcp.hook.settings import data_dir
+    from om_mcp.paths import data_dir
 
     try:
         path = data_dir(env) / "hook.log"
