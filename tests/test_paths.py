@@ -16,6 +16,7 @@ from om_mcp.hosts.setup import Place
 from om_mcp.hosts.setup.launch import record_command
 
 PACKAGE = Path(paths.__file__).parent
+DOC = PACKAGE.parent / "docs" / "files.md"
 
 
 @pytest.mark.parametrize(("kind", "default"), [("DATA", ".local/share"), ("CONFIG", ".config"), ("CACHE", ".cache")])
@@ -62,3 +63,13 @@ def test_no_other_module_reads_an_xdg_variable() -> None:
                 if "XDG_" in node.value:
                     readers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert not readers, readers
+
+
+def test_the_page_gives_each_folder_as_the_rule_resolves_it(tmp_path: Path) -> None:
+    rows = {line.split("|")[1].strip(): line for line in DOC.read_text().splitlines() if line.startswith("| ")}
+    home = tmp_path / "home"
+    for kind, folder in (("DATA", paths.data_dir), ("CONFIG", paths.config_dir), ("CACHE", paths.cache_dir)):
+        row = rows[kind.lower()]
+        default = "~/" + str(folder({"HOME": str(home)}).relative_to(home))
+        assert f"`$XDG_{kind}_HOME/om-mcp`, else `{default}`" in row, row
+        assert folder({f"XDG_{kind}_HOME": str(tmp_path / "x")}) == tmp_path / "x" / "om-mcp"
