@@ -178,10 +178,10 @@ def store(
         key = record_key(config.observational_memory.scope, thread_id, resource_id)
         metadata = {"host": fmt, "source": "om-mcp ingest"}
 
-        async def batch(store: Transaction, rows: list[Any], last: bool) -> append.Recorded:
-            counted_by = await store.tokenizer_id(counter.cache_key)
+        async def record(transaction: Transaction, rows: list[Any], last: bool) -> append.Recorded:
+            counted_by = await transaction.tokenizer_id(counter.cache_key)
             return await append.record(
-                store,
+                transaction,
                 append.Batch(
                     thread_id, resource_id, key, rows, counted_by, thread_metadata=metadata, ends_session=last
                 ),
@@ -193,7 +193,7 @@ def store(
             for start in range(0, len(messages), BATCH):
                 part = messages[start : start + BATCH]
                 rows = to_rows(part, counter, config.max_message_chars, redactor)
-                done = local.write(conn, batch, rows, start + BATCH >= len(messages))
+                done = local.write(conn, record, rows, start + BATCH >= len(messages))
                 summary["appended"] += len(done.appended)
                 summary["skipped"] += done.skipped
                 state = done.state

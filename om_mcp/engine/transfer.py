@@ -75,14 +75,14 @@ async def _import(store: Transaction, items: Iterator[tuple[str, Any]], counted_
     """The import's one transaction; each message batch it stores goes through the append's steps."""
     events: list[dict[str, Any]] = []
 
-    async def stored(result: AppendResult) -> None:
+    async def on_batch(result: AppendResult) -> None:
         assert result.thread is not None  # the import's batches name their thread
         batch = append.Stored(
             result.thread.id, result.thread.resource_id, result.appended, result.redactions, imported=True
         )
         events.extend(await append.after_stored(store, batch))
 
-    done = await store.import_records(items, counted_by, stored)
+    done = await store.import_records(items, counted_by, on_batch)
     await store.add_events(events)
     return done
 

@@ -30,7 +30,7 @@ from om_mcp.store.tx import Tx
 
 T = TypeVar("T")
 Item = tuple[str, Any]  # ("resource" | "thread" | "record" | "group", record dict) or ("messages", (thread id, rows))
-Stored = Callable[[AppendResult], Awaitable[None]]  # told what one message batch stored
+OnBatch = Callable[[AppendResult], Awaitable[None]]  # told what one message batch stored
 
 
 # -- export ------------------------------------------------------------------------------
@@ -148,8 +148,8 @@ async def _record(tx: Tx, key: str) -> AsyncIterator[dict[str, Any]]:
 
 
 class _Import:
-    def __init__(self, tx: Tx, counted_by: int, stored: Stored | None):
-        self.tx, self.counted_by, self.stored = tx, counted_by, stored
+    def __init__(self, tx: Tx, counted_by: int, on_batch: OnBatch | None):
+        self.tx, self.counted_by, self.on_batch = tx, counted_by, on_batch
         self.result = ImportResult()
         self.new_threads: dict[str, str] = {}  # thread id -> its exported updated_at
         self.touched_threads: set[str] = set()
@@ -205,8 +205,8 @@ class _Import:
         if not fresh:
             return
         await insert_new(self.tx, current, fresh, self.counted_by, outcome)
-        if self.stored is not None:
-            await self.stored(outcome)
+        if self.on_batch is not None:
+            await self.on_batch(outcome)
         self.touched_threads.add(thread_id)
         self.result.added["message"] += len(fresh)
 
@@ -337,13 +337,13 @@ class _Import:
 
 
 async def import_records(
-    tx: Tx, items: Iterable[Item], counted_by: int = 0, stored: Stored | None = None
+    tx: Tx, items: Iterable[Item], counted_by: int = 0, on_batch: OnBatch | None = None
 ) -> ImportResult:
     """Write resources, threads, message batches, observation records and groups, in the
-    format's order (references point back), in the caller's one transaction. `stored` is
+    format's order (references point back), in the caller's one transaction. `on_batch` is
     awaited with what each message batch stored, in that transaction (the engine's append
     steps: `engine/append.py`)."""
-    run = _Import(tx, counted_by, stored)
+    run = _Import(tx, counted_by, on_batch)
     for kind, value in items:
         if kind == "messages":
             await run.messages(*value)
