@@ -126,9 +126,9 @@ async def record(store: Transaction, batch: Batch) -> Recorded:
             done.skipped += result.skipped_duplicates
             done.thread_created = done.thread_created or result.thread_created
             exists = True
-            done.events += await after_stored(
-                store, Stored(batch.thread_id, batch.resource_id, result.appended, result.redactions)
-            )
+            if result.appended:
+                stored = Stored(batch.thread_id, batch.resource_id, result.appended, result.redactions)
+                done.events += await after_stored(store, stored)
     if not exists:
         exists = await store.get_thread(batch.thread_id) is not None
     if exists:
