@@ -223,3 +223,23 @@ async def test_an_imported_export_reports_the_secrets_it_kept_out(tmp_path: Path
         assert GITHUB not in json.dumps([m.parts for m in await memory.store.message_page("t")])
     finally:
         await memory.close()
+
+
+@pytest.mark.parametrize("says_so", [True, False])
+def test_a_step_that_changes_the_record_has_the_state_read_after_it(tmp_path: Path, monkeypatch, says_so) -> None:
+    """What decides the due work sees the record as the step left it, when the step says it changed it."""
+
+    async def recount(store: Transaction, stored: append.Stored) -> list[dict[str, Any]]:
+        (message,) = stored.messages
+        await store.set_token_counts(0, [(message.seq, 300, [300])])  # the record's pending tokens move
+        stored.record_changed = says_so
+        return []
+
+    monkeypatch.setattr(append, "STEPS", [*append.STEPS, recount])
+    conn = local.direct.open_database(str(tmp_path / "memory.db"))
+    try:
+        done = local.write(conn, append.record, batch([row("a", "some words")]))
+        assert done.state is not None and done.state.thread_pending_tokens == (300 if says_so else 3)
+        assert local.read(conn, Transaction.record_state, "thread:t", "t").thread_pending_tokens == 300
+    finally:
+        conn.close()

@@ -6,7 +6,7 @@
         the append itself (the store's rule: ids, re-sends, the thread, the record's totals)
         each step of STEPS, on what the append stored   <- a new per-append step goes here
         the session's end (`ended_at`), when the batch says so
-        the record's state, then the events, written last
+        the record's state (the append's own, unless a step changed the record), then the events
     -> Recorded: what was stored, skipped, refused; the events; the record's state (what is due)
 
 `store` is the store's operations inside that transaction (`om_mcp.store.Transaction`), so
@@ -31,7 +31,9 @@ A new per-append step is an `async def step(store, stored) -> list[event]` added
 * it is fast and never calls a model (the hook runs it on every prompt), and imports nothing heavy
   (pydantic, anyio) at module level;
 * `stored.imported` is True for the batches of an om-mcp export, which brings its own
-  observations and events: a step that derives memory from the messages skips those.
+  observations and events: a step that derives memory from the messages skips those;
+* a step that changes the record (adds observation lines) sets `stored.record_changed`, so the
+  state handed to what decides the due work is read after it.
 
 A check of each row before it is stored belongs to the intake (`intake.message_row`, reached by
 every way in) or, when it needs the database (a forgotten message must not come back), to the
@@ -79,6 +81,9 @@ class Stored:
     messages: list[Message]  # the new ones with their seqs, pause markers included
     redactions: dict[str, int]  # secrets kept out, per privacy rule
     imported: bool = False  # a batch of an om-mcp export, which brings its observations along
+    # A step that changes the record (its observation log, its windows) sets this, so the record's
+    # state is read again after the steps instead of taken from the append's own read.
+    record_changed: bool = False
 
 
 @dataclass
@@ -119,9 +124,10 @@ STEPS: list[Step] = [pauses, secrets_kept_out]
 
 async def record(store: Transaction, batch: Batch) -> Recorded:
     """Append the batch and everything that goes with it; see the module docstring."""
-    done, exists = Recorded(), False
+    done, exists, changed = Recorded(), False, False
     if batch.rows:
-        for result in await _append(store, batch, done):
+        results = await _append(store, batch, done)
+        for result in results:
             done.appended += result.appended
             done.skipped += result.skipped_duplicates
             done.thread_created = done.thread_created or result.thread_created
@@ -129,12 +135,16 @@ async def record(store: Transaction, batch: Batch) -> Recorded:
             if result.appended:
                 stored = Stored(batch.thread_id, batch.resource_id, result.appended, result.redactions)
                 done.events += await after_stored(store, stored)
+                changed = changed or stored.record_changed
+        if len(results) == 1 and not changed:
+            done.state = results[0].state  # read by the append, and nothing changed the record since
     if not exists:
         exists = await store.get_thread(batch.thread_id) is not None
     if exists:
         if batch.ends_session:
             await store.set_thread_metadata_paths(batch.thread_id, {"ended_at": now_iso()})
-        done.state = await store.record_state(batch.record_key, batch.thread_id)
+        if done.state is None:
+            done.state = await store.record_state(batch.record_key, batch.thread_id)
     await store.add_events(done.events)  # last: see `store/coordination.py: add_events`
     return done
 
