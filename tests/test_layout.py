@@ -17,21 +17,6 @@ PACKAGE = ROOT / "om_mcp"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
-# ---- removed when the pipeline lands (issue 28 item 1, branch `pipeline`): the integrator deletes this ----
-# The hooks and `om-mcp ingest` still run the store's rule modules themselves (each append written
-# again outside the engine); the pipeline branch moves them onto the engine's one append pipeline.
-# Any entry still needed after that merge is a break of the contract, not a reason to keep the list.
-PENDING_PIPELINE = {
-    "om_mcp/hook/ingest.py",
-    "om_mcp/commands/ingest.py",
-    # The hook's reads and lease for SessionStart and the worker spawn, in SQLite's synchronous mode:
-    # the same way in (`store.local` running a rule) that the pipeline gives the hook's writes.
-    "om_mcp/hook/context.py",
-    "om_mcp/hook/background.py",
-    "om_mcp/hook/run.py",
-}
-# ---- end of what the pipeline removes ----
-
 
 @dataclass(frozen=True)
 class Reach:
@@ -176,8 +161,6 @@ def breaks(layers: list[Layer]) -> tuple[list[str], set[tuple[str, str]], set[tu
             used_layers.add((here.name, there.name))
             if reach is not None and reach.allows(target):
                 continue
-            if where in PENDING_PIPELINE and there.name == "store":
-                continue
             why = f"{here.name} may not import {there.name}" if reach is None else f"{here.name} may not import it"
             problems.append(f"{where}:{line} imports {target}: {why}")
     for layer in layers:
@@ -219,26 +202,6 @@ def test_the_contract_names_nothing_the_code_does_not_use():
         if (layer.name, package) not in used_packages
     ]
     assert not stale, "\n".join(stale)
-
-
-def test_the_pipeline_allow_list_holds_only_files_that_need_it():
-    """Each file of the marked allow-list still imports a store module the contract refuses it:
-    one that no longer does leaves the list at once."""
-    layers = contract()
-    store = next(layer for layer in layers if layer.name == "store")
-    needed = set()
-    for path in sources():
-        where = path.relative_to(ROOT).as_posix()
-        if where not in PENDING_PIPELINE:
-            continue
-        here = layer_of(path, layers)
-        assert here is not None
-        reach = next(r for r in here.may_import if r.layer == "store")
-        for _, target in imports(path):
-            if target.startswith("om_mcp.") and layer_of(_module_path(target), layers) is store:
-                if not reach.allows(target):
-                    needed.add(where)
-    assert needed == PENDING_PIPELINE, sorted(PENDING_PIPELINE - needed)
 
 
 def test_the_backends_share_only_what_the_store_package_holds():
@@ -382,4 +345,21 @@ def test_the_server_reaches_the_engine_only_through_its_facade():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Attribute) and _is_memory(node.value) and node.attr not in facade:
                 problems.append(f"{path.relative_to(ROOT)}:{node.lineno} reaches Memory.{node.attr}")
+
+
+# The store's face for the hook and the commands: the package's names (`om_mcp.store`), the SQLite
+# file opened directly (`store.local`), URLs without their passwords, the errors. The rules, their
+# modules and the rows behind them stay the store's own: an append is the engine's pipeline.
+STORE_FACE = ("om_mcp.store", "om_mcp.store.local", "om_mcp.store.urls", "om_mcp.store.errors")
+
+
+def test_the_hook_and_the_commands_reach_the_store_only_through_its_face():
+    problems = []
+    for path in sources():
+        name = module_name(path)
+        if not name.startswith(("om_mcp.hook", "om_mcp.commands")):
+            continue
+        for line, target in imports(path):
+            if target.startswith("om_mcp.store.") and target not in STORE_FACE:
+                problems.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
     assert not problems, "\n".join(problems)

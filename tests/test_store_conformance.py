@@ -31,7 +31,7 @@ from om_mcp.store import (
     StoreError,
     open_store,
 )
-from om_mcp.store.interface import Overview
+from om_mcp.store.operations import Operations
 from om_mcp.store.rows import Rewrite
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
@@ -104,10 +104,16 @@ def chunk(cid: str, thread: str, first: int, last: int, tokens: int = 20) -> Chu
 
 
 @pytest.mark.slow
-async def test_the_store_and_its_overview_satisfy_their_protocols():
+async def test_the_store_supplies_every_operation_and_what_the_interface_leaves_to_a_backend():
+    """The operations come from `Operations` (their rules' signatures); what `Store` leaves to each
+    backend (search, the file or server, the channel to other processes) this backend supplies."""
     async with opened() as store:
-        assert isinstance(store, Store) and isinstance(store, Overview)
+        assert isinstance(store, Store) and isinstance(store, Operations)
         assert store.backend in ("sqlite", "postgres")
+        left = [name for name, value in vars(Store).items() if callable(value) and name != "transaction"]
+        assert {"close", "search_messages", "stats", "listen"} <= set(left)
+        for name in [*left, "_read", "_write"]:
+            assert getattr(type(store), name) is not getattr(Store, name, None), name
 
 
 async def test_an_append_creates_the_thread_and_its_resource_once():

@@ -6,8 +6,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from om_mcp.engine import ThreadState
-    from om_mcp.store import Event
+    from om_mcp.store import Event, ThreadState
 
 ENDED = {
     "data-om-observation-end": "observed",

@@ -149,24 +149,21 @@ def store(
     start_worker: bool,
     config_file: str | None,
 ) -> dict[str, Any]:
-    """Append in batches (a progress bar on a terminal), mark the session over, start a worker if due."""
+    """Append in batches (a progress bar on a terminal) through the append pipeline, as a hook does;
+    the last batch marks the session over; then start a worker if work is due."""
     from om_mcp.commands._output import progress
-    from om_mcp.engine import remember
+    from om_mcp.engine import append
     from om_mcp.engine.tokens import get_token_counter
     from om_mcp.hook.background import start_worker_if_due
-    from om_mcp.hook.ingest import redaction_events
     from om_mcp.hook.rows import to_rows
-    from om_mcp.hook.settings import data_dir, load_settings
+    from om_mcp.hook.settings import load_settings
     from om_mcp.hosts.events import HookEvent
+    from om_mcp.paths import data_dir
     from om_mcp.privacy import redactor_for
-    from om_mcp.store import messages as ops
-    from om_mcp.store import threads
-    from om_mcp.store.decode import now_iso
-    from om_mcp.store.keys import record_key
-    from om_mcp.store.local import direct, on_connection, run
+    from om_mcp.store import Transaction, local, record_key
 
     counter = get_token_counter()
-    conn = direct.open_database(str(config.db_path))
+    conn = local.direct.open_database(str(config.db_path))
     summary: dict[str, Any] = {
         "thread_id": thread_id,
         "resource_id": resource_id,
@@ -175,38 +172,39 @@ def store(
         "worker": None,
     }
     try:
-        existing = run(conn, threads.get, thread_id)
+        existing = local.read(conn, Transaction.get_thread, thread_id)
         if existing is not None:
             summary["resource_id"] = resource_id = existing.resource_id
         key = record_key(config.observational_memory.scope, thread_id, resource_id)
         metadata = {"host": fmt, "source": "om-mcp ingest"}
 
-        def append(conn: Any, rows: list[Any]) -> Any:
-            counted_by = run(conn, ops.tokenizer_id, counter.cache_key)
-            result = run(
-                conn,
-                ops.append,
-                thread_id,
-                resource_id,
-                key,
-                rows,
-                counted_by=counted_by,
-                thread_metadata=metadata,
-                remembered=remember.spans_of(counter.count_text),
+        async def record(transaction: Transaction, rows: list[Any], last: bool) -> append.Recorded:
+            counted_by = await transaction.tokenizer_id(counter.cache_key)
+            return await append.record(
+                transaction,
+                append.Batch(
+                    thread_id,
+                    resource_id,
+                    key,
+                    rows,
+                    counted_by,
+                    thread_metadata=metadata,
+                    ends_session=last,
+                    count=counter.count_text,
+                ),
             )
-            redaction_events(conn, thread_id, resource_id, result)
-            return result
 
         redactor = redactor_for(config.privacy.settings())
+        state = None
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
-                batch = messages[start : start + BATCH]
-                result = direct.write(conn, append, to_rows(batch, counter, config.max_message_chars, redactor))
-                summary["appended"] += len(result.appended)
-                summary["skipped"] += result.skipped_duplicates
-                advance(len(batch))
-        if messages:
-            direct.write(conn, on_connection(threads.set_metadata_paths), thread_id, {"ended_at": now_iso()})
+                part = messages[start : start + BATCH]
+                rows = to_rows(part, counter, config.max_message_chars, redactor)
+                done = local.write(conn, record, rows, start + BATCH >= len(messages))
+                summary["appended"] += len(done.appended)
+                summary["skipped"] += done.skipped
+                state = done.state
+                advance(len(part))
         if start_worker and messages:
             settings = load_settings(str(config.db_path), config_file)
             event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)
@@ -215,7 +213,7 @@ def store(
                 settings,
                 event,
                 key,
-                None,
+                state,
                 config_file=config_file,
                 idle_exit=60.0,
                 log_file=data_dir() / "worker.log",

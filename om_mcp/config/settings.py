@@ -3,13 +3,13 @@ unknown key or a bad value stops start-up with its full key path."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from om_mcp import paths
 from om_mcp.config.memory import ObservationalMemoryConfig
 from om_mcp.config.privacy import PrivacyConfig
 from om_mcp.config.server import ServerConfig
@@ -65,9 +65,7 @@ class Config(_Section):
         return self.db_url if self.db_url is not None else self.resolved_db_path(env)
 
     def resolved_db_path(self, env: Mapping[str, str] | None = None) -> Path:
-        """The database file: configured, else under $XDG_DATA_HOME, else ~/.local/share."""
+        """The database file: configured, else memory.db in the data folder (`om_mcp/paths.py`)."""
         if self.db_path is not None:
             return self.db_path.expanduser()
-        env = os.environ if env is None else env
-        base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path.home() / ".local" / "share"
-        return base / "om-mcp" / "memory.db"
+        return paths.data_dir(env) / "memory.db"

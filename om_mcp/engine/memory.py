@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from om_mcp.config import Config, Limits
-from om_mcp.engine import intake, remember
+from om_mcp.engine import append, intake, remember
 from om_mcp.engine.budget import Clock
 from om_mcp.engine.context.assemble import assemble, context_budget, parse_as_of
 from om_mcp.engine.context.build import generation_diff, log_view, observation_log
@@ -196,8 +196,9 @@ class Memory:
         *,
         with_status: bool = False,
     ) -> AppendOutcome:
-        """Store a batch, all or nothing; re-sent messages (same id, or the same content
-        when sent without ids) are skipped and counted. Never waits for a model."""
+        """Store a batch, all or nothing (`engine/append.py`, the pipeline every way in takes);
+        re-sent messages (same id, or the same content when sent without ids) are skipped and
+        counted. Never waits for a model."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
         if resource_id == USER_RESOURCE:
             raise InputError(
@@ -206,39 +207,34 @@ class Memory:
             )
         metadata = intake.check_thread_metadata(thread_metadata)
         await self.counter.ready()
-        rows = await intake.rows(self.config, self.counter, self.store, thread_id, messages)
-        seed = self.working_memory.seed(metadata.get("working_memory"))
-        result = await translated(
-            self.store.append_messages(
-                thread_id,
-                resource_id,
-                self.record_key(thread_id, resource_id),
-                rows,
-                counted_by=await self._tokenizer_id(),
-                thread_metadata=metadata,
-                working_memory=seed,
-                remembered=remember.spans_of(self.counter.count_text),
-            )
+        batch = append.Batch(
+            thread_id,
+            resource_id,
+            self.record_key(thread_id, resource_id),
+            await intake.rows(self.config, self.counter, self.store, thread_id, messages),
+            counted_by=await self._tokenizer_id(),
+            thread_metadata=metadata,
+            working_memory=self.working_memory.seed(metadata.get("working_memory")),
+            count=self.counter.count_text,
         )
-        events = intake.gap_events(thread_id, resource_id, result.appended)
-        events += intake.redaction_events(thread_id, resource_id, result.redactions)
-        await self.observation.events.emit(events)
-        if result.appended and result.state is not None:
+        done = await translated(self.store.transaction(append.record, batch))
+        await self.observation.events.emit(done.events, persisted=True)
+        if done.appended and done.state is not None:
             await self.observation.after_append(
-                thread_id, resource_id, result.state, turn_ended=result.appended[-1].role == "assistant"
+                thread_id, resource_id, done.state, turn_ended=done.appended[-1].role == "assistant"
             )
             if self.retrieval.embedder is not None:
                 await self.worker.submit(
                     f"resource:{resource_id}", "embed", lambda: self.retrieval.index(resource_id), rerun=True
                 )
         return AppendOutcome(
-            appended=len([m for m in result.appended if not intake.is_gap_marker(m)]),
-            skipped_duplicates=result.skipped_duplicates,
+            appended=done.messages,
+            skipped_duplicates=done.skipped,
             thread_id=thread_id,
             resource_id=resource_id,
-            thread_created=result.thread_created,
-            remembered=result.remembered,
-            events=events,
+            thread_created=done.thread_created,
+            remembered=done.remembered,
+            events=done.events,
             status=await self.observation.status(thread_id, resource_id) if with_status else None,
         )
 

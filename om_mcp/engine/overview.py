@@ -8,12 +8,9 @@ applied in one place.
 
 from __future__ import annotations
 
-from typing import cast
-
 from om_mcp.config import Config
 from om_mcp.engine.budget import Budget, BudgetState
 from om_mcp.store import Event, Group, ResourceSummary, Snapshot, Store
-from om_mcp.store.interface import Overview
 from om_mcp.store.rows import Scope
 from om_mcp.store.summaries import SeriesInputs, ThreadState
 
@@ -21,7 +18,6 @@ from om_mcp.store.summaries import SeriesInputs, ThreadState
 class MemoryOverview:
     def __init__(self, store: Store, config: Config, budget: Budget):
         self._store, self._config, self._budget = store, config, budget
-        self._reads = cast(Overview, store)  # both backends have the overview reads
 
     @property
     def location(self) -> str:
@@ -34,7 +30,7 @@ class MemoryOverview:
         self, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
     ) -> list[ThreadState]:
         scope = self._config.observational_memory.scope
-        return await self._reads.thread_states(scope, resource_id=resource_id, thread_id=thread_id, limit=limit)
+        return await self._store.thread_states(scope, resource_id=resource_id, thread_id=thread_id, limit=limit)
 
     async def snapshot(self, record_key: str, thread_id: str) -> Snapshot | None:
         return await self._store.snapshot(record_key, thread_id)
@@ -55,4 +51,4 @@ class MemoryOverview:
         return await self._store.events(thread_id=thread_id, after_id=after_id, limit=limit)
 
     async def series_inputs(self, record_key: str) -> SeriesInputs:
-        return await self._reads.series_inputs(record_key)
+        return await self._store.series_inputs(record_key)

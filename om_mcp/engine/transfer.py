@@ -13,6 +13,9 @@ Importing the same file twice adds nothing.
 Conversations from Claude or ChatGPT exports go through `append_messages`, a
 batch at a time, so they get exactly what any appended message gets (ids kept,
 duplicates skipped, pauses marked); their threads then get their real dates.
+An export's messages are stored by the store's import, as an append stores them
+(`store/messages.py: insert_new`), and each batch goes through the append's steps
+(`engine/append.py`), inside the import's transaction.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, TextIO
 
 from om_mcp import __version__
-from om_mcp.engine import intake
+from om_mcp.engine import append, intake
 from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
 from om_mcp.importers.thread import ImportedThread, Refused, fit
+from om_mcp.store import AppendResult, ImportResult, Transaction
 from om_mcp.store.copy import copy_memory
-from om_mcp.store.summaries import ImportResult
 
 BATCH = 500  # messages per append (under max_batch_messages) and per prepared import batch
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one record of an om-mcp export: a message is at most a few MB
@@ -65,7 +68,23 @@ async def import_memory(memory: Any, source: IO[bytes], advance: Advance | None 
     """Import an om-mcp JSONL export read from a binary stream; `advance(bytes)` as it reads."""
     counted_by = await memory.store.tokenizer_id(memory.counter.cache_key)
     items = _items(memory, read_records(_lines(source, advance)))
-    return await memory.store.import_records(items, counted_by)
+    return await memory.store.transaction(_import, items, counted_by)
+
+
+async def _import(store: Transaction, items: Iterator[tuple[str, Any]], counted_by: int) -> ImportResult:
+    """The import's one transaction; each message batch it stores goes through the append's steps."""
+    events: list[dict[str, Any]] = []
+
+    async def on_batch(result: AppendResult) -> None:
+        assert result.thread is not None  # the import's batches name their thread
+        batch = append.Stored(
+            result.thread.id, result.thread.resource_id, result.appended, result.redactions, imported=True
+        )
+        events.extend(await append.after_stored(store, batch))
+
+    done = await store.import_records(items, counted_by, on_batch)
+    await store.add_events(events)
+    return done
 
 
 def _lines(source: IO[bytes], advance: Advance | None) -> Iterator[str]:

@@ -24,10 +24,7 @@ from pathlib import Path
 from om_mcp.engine.observation.thresholds import background_work_due
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.events import HookEvent
-from om_mcp.store import coordination, observations
-from om_mcp.store.local import direct, on_connection, run
-from om_mcp.store.rows import RecordState
-from om_mcp.store.sessions import WORKER_LEASE, quiet_before, settled_threads
+from om_mcp.store import WORKER_LEASE, RecordState, Transaction, local, quiet_before
 
 # How long the hook holds the lease for the worker it starts, until the worker renews it.
 SPAWN_LEASE_SECONDS = 30.0
@@ -41,13 +38,13 @@ def work_due(
     if not settings.observation:
         return False
     if state is None:
-        state = run(conn, observations.record_state, key, event.session_id)
+        state = local.read(conn, Transaction.record_state, key, event.session_id)
     if background_work_due(settings.limits, state):
         return True
     if event.ends_session and state.thread_pending_messages:
         return True  # the session's tail
-    if event.name == "SessionStart":
-        return bool(run(conn, settled_threads, quiet_before(), key, limit=1))  # an earlier session left a tail
+    if event.name == "SessionStart":  # an earlier session left a tail
+        return bool(local.read(conn, Transaction.settled_threads, quiet_before(), key, limit=1))
     return False
 
 
@@ -67,7 +64,7 @@ def start_worker_if_due(
         return None
     owner = f"hook:{_host_name()}:{os.getpid()}:{os.urandom(4).hex()}"
     key_, op = WORKER_LEASE
-    if direct.write(conn, on_connection(coordination.acquire_lease), key_, op, owner, SPAWN_LEASE_SECONDS):
+    if local.write(conn, Transaction.acquire_lease, key_, op, owner, SPAWN_LEASE_SECONDS):
         spawn_worker(settings, owner, config_file, idle_exit, log_file)
         return "started"
     if event.ends_session:

@@ -27,10 +27,7 @@ from om_mcp.hosts.context import (
     render_session_context,
     render_session_index,
 )
-from om_mcp.store import observations, sessions, threads
-from om_mcp.store.keys import record_key, resource_key
-from om_mcp.store.local import direct, run
-from om_mcp.store.rows import SessionSummary
+from om_mcp.store import SessionSummary, Transaction, local, record_key, resource_key
 
 SESSIONS_LISTED = 5
 
@@ -49,24 +46,24 @@ def session_context(
 ) -> str:
     """The additionalContext text; "" when the project has no memory yet."""
 
-    def snapshot(conn: sqlite3.Connection) -> tuple[str, str | None, tuple[str | None, str | None], list, str]:
-        key = _record_for(conn, settings, session_id, resource_id)
+    async def snapshot(store: Transaction) -> tuple[str, str | None, tuple[str | None, str | None], list, str]:
+        key = await _record_for(store, settings, session_id, resource_id)
         log = ""
         hints: tuple[str | None, str | None] = (None, None)
         if key is not None:
-            texts = [g.text for g in run(conn, observations.groups, key)]
-            texts += [c.text for c in run(conn, observations.chunks, key)]
+            texts = [g.text for g in await store.groups(key)]
+            texts += [c.text for c in await store.chunks(key)]
             log = "\n\n".join(t.strip() for t in texts if t and t.strip())
-            hints = run(conn, sessions.session_hints, key, session_id)
+            hints = await store.session_hints(key, session_id)
         memory = None
         if settings.working_memory == "resource":
-            memory = run(conn, threads.get_working_memory, "resource", resource_id)
+            memory = await store.get_working_memory("resource", resource_id)
         elif settings.working_memory == "thread":
-            memory = run(conn, threads.get_working_memory, "thread", session_id)
-        recent = [] if log else run(conn, sessions.recent_sessions, resource_id, session_id, SESSIONS_LISTED)
-        return log, memory, hints, recent, _user_memory(conn, settings, resource_id)
+            memory = await store.get_working_memory("thread", session_id)
+        recent = [] if log else await store.recent_sessions(resource_id, session_id, SESSIONS_LISTED)
+        return log, memory, hints, recent, await _user_memory(store, settings, resource_id)
 
-    log, memory, (task, response), recent, person = direct.read(conn, snapshot)
+    log, memory, (task, response), recent, person = local.read(conn, snapshot)
     # The ids are the session's and the project folder's: anyone's text, like the rest.
     recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
     if not log and not memory:
@@ -87,14 +84,14 @@ def session_context(
     )
 
 
-def _user_memory(conn: sqlite3.Connection, settings: HookSettings, resource_id: str) -> str:
+async def _user_memory(store: Transaction, settings: HookSettings, resource_id: str) -> str:
     """The person layer's block (engine/user_layer.py); "" (and nothing read) when it is off."""
     if settings.user_tokens is None or resource_id == user_layer.USER_RESOURCE:
         return ""
     from om_mcp.engine.tokens import get_token_counter
 
-    groups = run(conn, observations.groups, resource_key(user_layer.USER_RESOURCE))
-    memory = run(conn, threads.get_working_memory, "resource", user_layer.USER_RESOURCE)
+    groups = await store.groups(resource_key(user_layer.USER_RESOURCE))
+    memory = await store.get_working_memory("resource", user_layer.USER_RESOURCE)
     return user_layer.block(groups, memory, settings.user_tokens, get_token_counter().count_text)
 
 
@@ -110,10 +107,10 @@ def _line(session: SessionSummary) -> SessionLine:
     )
 
 
-def _record_for(conn: sqlite3.Connection, settings: HookSettings, session_id: str, resource_id: str) -> str | None:
+async def _record_for(store: Transaction, settings: HookSettings, session_id: str, resource_id: str) -> str | None:
     if settings.scope == "resource":
         return record_key("resource", session_id, resource_id)
-    return run(conn, sessions.lending_record, record_key("thread", session_id, resource_id), resource_id)
+    return await store.lending_record(record_key("thread", session_id, resource_id), resource_id)
 
 
 def _memory_text(stored: str) -> str:

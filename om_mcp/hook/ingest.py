@@ -11,7 +11,8 @@ what was stored already is skipped.
 
 The transcript is read and converted outside the write lock; the write
 transaction then checks that no other hook of the same session moved the state
-meanwhile (else it reads again, inside), appends, and saves the new state.
+meanwhile (else it reads again, inside), appends through the engine's append
+pipeline (`engine/append.py`, as `append_messages` does), and saves the new state.
 """
 
 from __future__ import annotations
@@ -21,19 +22,14 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_mcp.engine import remember
+from om_mcp.engine import append
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
-from om_mcp.privacy import redaction_event, redactor_for
-from om_mcp.store import coordination, messages, observations, threads
-from om_mcp.store.decode import now_iso
-from om_mcp.store.errors import StoreError
-from om_mcp.store.keys import record_key
-from om_mcp.store.local import direct, run
-from om_mcp.store.rows import IngestState, NewMessage, RecordState
+from om_mcp.privacy import redactor_for
+from om_mcp.store import IngestState, RecordState, Transaction, local, record_key
 
 LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 
@@ -124,83 +120,50 @@ def ingest(
 ) -> Ingested:
     """Append what is new in the session's transcript; mark the session ended on SessionEnd."""
     source = source_of(event)
-    saved = run(conn, coordination.ingest_state, source)
+    saved = local.read(conn, Transaction.ingest_state, source)
     first = read_transcript(event, saved, final, tool_output_chars)
     redactor = redactor_for(settings.privacy)
     rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
 
-    def transaction(conn: sqlite3.Connection) -> Ingested:
-        nonlocal first, rows
-        now_saved = run(conn, coordination.ingest_state, source)
+    async def transaction(store: Transaction) -> Ingested:
+        read, batch_rows = first, rows
+        now_saved = await store.ingest_state(source)
         if (now_saved.offset, now_saved.last_id, now_saved.fingerprint) != (
             saved.offset,
             saved.last_id,
             saved.fingerprint,
         ):
-            first = read_transcript(
-                event, now_saved, final, tool_output_chars
-            )  # another hook of this session got here first
-            rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
-        thread = run(conn, threads.get, event.session_id)
+            # another hook of this session got here first
+            read = read_transcript(event, now_saved, final, tool_output_chars)
+            batch_rows = to_rows(read.messages, counter, settings.max_message_chars, redactor)
+        thread = await store.get_thread(event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
-        out = Ingested(event.session_id, resource, key, rescanned=first.rescanned, problems=list(first.problems))
-        if rows:
-            counted_by = run(conn, messages.tokenizer_id, counter.cache_key)
-            metadata = {"host": event.host, "project": project_root}
-            _append(conn, out, rows, counted_by, metadata, counter)
-        run(conn, coordination.put_ingest_state, first.state)
-        if event.ends_session and (thread is not None or out.appended):
-            run(conn, threads.set_metadata_paths, event.session_id, {"ended_at": now_iso()})
-        if thread is not None or out.appended:
-            out.state = run(conn, observations.record_state, key, event.session_id)
-        return out
+        done = await append.record(
+            store,
+            append.Batch(
+                event.session_id,
+                resource,
+                key,
+                batch_rows,
+                counted_by=await store.tokenizer_id(counter.cache_key) if batch_rows else 0,
+                thread_metadata={"host": event.host, "project": project_root},
+                ends_session=event.ends_session,
+                keep_going=True,
+                count=counter.count_text,
+            ),
+        )
+        await store.put_ingest_state(read.state)
+        return Ingested(
+            event.session_id,
+            resource,
+            key,
+            appended=len(done.appended),
+            skipped=done.skipped,
+            refused=len(done.refused),
+            rescanned=read.rescanned,
+            state=done.state,
+            problems=[*read.problems, *done.refused],
+        )
 
-    return direct.write(conn, transaction)
-
-
-def _append(
-    conn: sqlite3.Connection,
-    out: Ingested,
-    rows: list[NewMessage],
-    counted_by: int,
-    metadata: dict[str, Any],
-    counter: TokenCounter,
-) -> None:
-    """Append the batch; if one id clashes with a stored message, append the others one by one."""
-
-    def append(batch: list[NewMessage]) -> None:
-        with direct.savepoint(conn, "om_hook_append"):
-            result = run(
-                conn,
-                messages.append,
-                out.thread_id,
-                out.resource_id,
-                out.record_key,
-                batch,
-                counted_by=counted_by,
-                thread_metadata=metadata,
-                remembered=remember.spans_of(counter.count_text),
-            )
-            redaction_events(conn, out.thread_id, out.resource_id, result)
-        out.appended += len(result.appended)
-        out.skipped += result.skipped_duplicates
-
-    try:
-        append(rows)
-        return
-    except StoreError as error:
-        if error.field == "resource_id":
-            raise
-    for row in rows:
-        try:
-            append([row])
-        except StoreError as error:
-            out.refused += 1
-            out.problems.append(f"kept the stored message: {error}")
-
-
-def redaction_events(conn: sqlite3.Connection, thread_id: str, resource_id: str, result: Any) -> None:
-    """The event saying what an append kept out (rule counts, never the text), in its transaction."""
-    if result.redactions:
-        run(conn, coordination.add_events, [redaction_event(thread_id, resource_id, result.redactions)])
+    return local.write(conn, transaction)

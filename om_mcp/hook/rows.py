@@ -28,7 +28,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 def to_rows(
     messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, redactor: Redactor | None = None
 ) -> list[NewMessage]:
-    """Rows ready for `store.messages.append`; a message over `max_chars` is trimmed, not dropped.
+    """Rows ready for the append pipeline (`engine/append.py`); a message over `max_chars` is trimmed, not dropped.
     Secrets are redacted first (the default rules unless `redactor` is given); a failing
     `before_observation` hook raises `om_mcp.privacy.HookFailed`."""
     now = datetime.now(UTC)

@@ -61,13 +61,13 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     if not event.cwd:
         raise HookInputError("hook input: cwd is missing, so the project is unknown")
     # Imported here, and only what the event needs: every millisecond counts on each prompt.
-    from om_mcp.hook.settings import data_dir, load_settings
-    from om_mcp.store.keys import record_key
-    from om_mcp.store.local import direct
+    from om_mcp.hook.settings import load_settings
+    from om_mcp.paths import data_dir
+    from om_mcp.store import Transaction, local, record_key
 
     settings = load_settings(options.db, options.config, env)
     project = find_project(event.cwd)
-    conn = direct.open_database(settings.db_path)
+    conn = local.direct.open_database(settings.db_path)
     try:
         state, resource = None, project.resource_id
         if todo.ingest:
@@ -90,10 +90,7 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
             for problem in done.problems:
                 log_line(env, options.host, event, problem)
         else:
-            from om_mcp.store import threads
-            from om_mcp.store.local import run
-
-            thread = run(conn, threads.get, event.session_id)
+            thread = local.read(conn, Transaction.get_thread, event.session_id)
             resource = thread.resource_id if thread else resource
         output = ""
         if todo.print_context:
@@ -134,7 +131,7 @@ def log_line(
     env: Mapping[str, str], host: str, event: HookEvent | None, message: str, started: float | None = None
 ) -> None:
     """Append one line to the hook log; a log that cannot be written is given up on silently."""
-    from om_mcp.hook.settings import data_dir
+    from om_mcp.paths import data_dir
 
     try:
         path = data_dir(env) / "hook.log"

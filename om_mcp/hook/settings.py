@@ -6,8 +6,8 @@ engine's own rule (`engine.observation.thresholds.background_work_due`).
 Loading the configuration builds the pydantic model (about 0.3 s), too slow for
 every prompt. So the hook keeps what it needs in a small JSON file named by a
 hash of everything the configuration depends on (the --db and --config flags,
-the config file's path, size and time, the OM_* variables, HOME and
-XDG_DATA_HOME, the om-mcp version). Any change gives another name: the config
+the config file's path, size and time, the OM_* variables, the data folder
+(`om_mcp/paths.py`: where the database is by default), the om-mcp version). Any change gives another name: the config
 is loaded once, the same way `om-mcp serve` loads it, and cached again.
 """
 
@@ -18,11 +18,11 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from om_mcp import __version__
 from om_mcp.limits import Limits
+from om_mcp.paths import cache_dir, data_dir
 
 CONFIG_FILE_ENV = "OM_MCP_CONFIG"
 
@@ -37,23 +37,6 @@ class HookSettings:
     max_message_chars: int
     privacy: dict[str, Any] = field(default_factory=dict)  # [privacy] as plain settings (om_mcp.privacy.redactor_for)
     user_tokens: int | None = None  # [observational_memory.user]: its token budget, None when the layer is off
-
-
-def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """$XDG_DATA_HOME/om-mcp, else ~/.local/share/om-mcp (the hook's and worker's logs live here)."""
-    env = os.environ if env is None else env
-    base = (
-        Path(env["XDG_DATA_HOME"])
-        if env.get("XDG_DATA_HOME")
-        else Path(env.get("HOME") or Path.home()) / ".local" / "share"
-    )
-    return base / "om-mcp"
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path(env.get("HOME") or Path.home()) / ".cache"
-    return base / "om-mcp"
 
 
 def load_settings(
@@ -119,7 +102,6 @@ def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]
         "config": config_file,
         "stamp": stamp,
         "env": sorted((k, v) for k, v in env.items() if k.startswith("OM_") and not k.startswith("OM_MCP_")),
-        "home": env.get("HOME"),
-        "xdg": env.get("XDG_DATA_HOME"),
+        "data": str(data_dir(env)),  # where the database is when no db_path is configured
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8", "replace")).hexdigest()[:20]

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from om_mcp.paths import cache_dir
+
 TIMEOUT_SECONDS = 10.0
 NOT_LOGGED_IN = "claude is installed but not logged in: run `claude login`"
 
@@ -94,5 +96,4 @@ def _cache_file(claude: str, env: Mapping[str, str]) -> Path | None:
     if stamps[0][1] is None:
         return None  # no binary there: nothing worth remembering
     key = json.dumps([os.path.realpath(claude), stamps, env.get("ANTHROPIC_API_KEY") is not None], sort_keys=True)
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path(home) / ".cache"
-    return base / "om-mcp" / f"claude-login-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    return cache_dir(env) / f"claude-login-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"

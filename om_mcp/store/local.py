@@ -1,6 +1,11 @@
 """The SQLite file opened directly, for a process that does one short job and exits (the host hooks,
-`om-mcp ingest`, `doctor`'s checks): no event loop and no pool; the store's shared rules run on its
-synchronous driver. Code outside `store/` reaches the SQLite backend only through these names.
+`om-mcp ingest`, `doctor`'s checks): no event loop and no pool. Code outside `store/` reaches the
+SQLite backend only through these names.
+
+`read` and `write` run work written over the store's operations (`async def work(store, ...)`, `store`
+an `operations.Transaction`: the same operations, and signatures, as `Store`'s) in one transaction on
+the connection, synchronously: SQLite's driver completes every operation at once, so the work's
+coroutine runs to its end in one step, with no event loop (`store/tx.py: run_sync`).
 
 `admin`, `connect` and `on_read_only_filesystem` load on first use: they bring the async database
 module along, which a hook (run on every prompt) must not pay for.
@@ -9,21 +14,36 @@ module along, which a hook (run on every prompt) must not pay for.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from om_mcp.store.operations import Work, within
 from om_mcp.store.sqlite import direct
-from om_mcp.store.sqlite.driver import on_connection, run
+from om_mcp.store.sqlite.driver import on_connection
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _LATER = {
     "admin": "om_mcp.store.sqlite",
     "connect": "om_mcp.store.sqlite.database",
     "on_read_only_filesystem": "om_mcp.store.sqlite.database",
 }
-__all__ = ["admin", "connect", "direct", "on_connection", "on_read_only_filesystem", "run"]
+__all__ = ["admin", "connect", "direct", "on_read_only_filesystem", "read", "write"]
 
 if TYPE_CHECKING:
     from om_mcp.store.sqlite import admin
     from om_mcp.store.sqlite.database import connect, on_read_only_filesystem
+
+
+def read(conn: sqlite3.Connection, work: Work[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`work(store, *args, **kwargs)` on one snapshot of the file."""
+    return direct.read(conn, on_connection(within(work, *args, **kwargs)))
+
+
+def write(conn: sqlite3.Connection, work: Work[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`work(store, *args, **kwargs)` in one write transaction (BEGIN IMMEDIATE ... COMMIT), all or nothing."""
+    return direct.write(conn, on_connection(within(work, *args, **kwargs)))
 
 
 def __getattr__(name: str) -> Any:

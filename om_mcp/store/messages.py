@@ -11,17 +11,14 @@ thread) need.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from om_mcp.store import history, resends
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, thread
 from om_mcp.store.errors import StoreError
-from om_mcp.store.interface import WorkingMemorySeed
 from om_mcp.store.observations import ensure_record, record_state, unobserved_between
 from om_mcp.store.privacy import count_redactions
-from om_mcp.store.remembered import with_messages
-from om_mcp.store.rows import AppendResult, Message, NewMessage, Remembered, Thread
+from om_mcp.store.rows import AppendResult, Message, NewMessage, Thread, WorkingMemorySeed
 from om_mcp.store.tx import Tx
 
 LOCK_THREAD = (
@@ -41,13 +38,11 @@ async def append(
     counted_by: int = 0,
     thread_metadata: dict[str, Any] | None = None,
     working_memory: WorkingMemorySeed | None = None,
-    remembered: Callable[[list[Message]], list[Remembered]] | None = None,
 ) -> AppendResult:
     """Insert a batch, all or nothing, and keep the record's running totals.
 
     A message whose (thread, id) exists with the same content is skipped; with
-    other content it is an error and nothing of the batch is written. `remembered`: given the
-    messages stored, the lines they ask to be remembered, written here too (store/remembered.py).
+    other content it is an error and nothing of the batch is written.
     """
     result = AppendResult()
     row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
@@ -72,14 +67,8 @@ async def append(
             counted_seq = await tx.fetchval(
                 "SELECT counted_seq FROM om_cursors WHERE record_key = $1 AND thread_id = $2", record_key, thread_id
             )
-        seqs = await tx.insert_messages(thread_id, resource_id, counted_by, fresh)
-        result.appended = [
-            Message(seq, m.id, thread_id, resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
-            for seq, m in zip(seqs, fresh)
-        ]
-        result.redactions = await count_redactions(tx, resource_id, fresh)
         assert current is not None  # created above, or read from its locked row
-        await _update_thread(tx, current, fresh)
+        seqs = await insert_new(tx, current, fresh, counted_by, result)
         catch_up = 0, 0
         if (counted_seq or 0) < last_seq:
             catch_up = await unobserved_between(tx, thread_id, counted_seq or 0, last_seq)
@@ -96,8 +85,6 @@ async def append(
             len(observable) + catch_up[1],
             max(seqs),
         )
-        if remembered is not None and (lines := remembered(result.appended)):
-            result.remembered = await with_messages(tx, record_key, thread_id, result.appended, lines)
     result.state = await record_state(tx, record_key, thread_id)
     result.thread = current
     return result
@@ -163,6 +150,22 @@ async def _new_only(tx: Tx, thread_id: str, messages: list[NewMessage], result: 
     fresh, skipped = resends.new_by_id(thread_id, messages, {r[1]: message(r) for r in rows})
     result.skipped_duplicates += skipped
     return fresh
+
+
+async def insert_new(
+    tx: Tx, current: Thread, fresh: list[NewMessage], counted_by: int, result: AppendResult
+) -> list[int]:
+    """Store messages that are not stored yet (`_new_only`) in the thread, in order: the rows and
+    their search index, the resource's redaction counts, the thread's totals. An append and an
+    import both store their messages here; their seqs."""
+    seqs = await tx.insert_messages(current.id, current.resource_id, counted_by, fresh)
+    result.appended = [
+        Message(seq, m.id, current.id, current.resource_id, m.role, m.parts, m.created_at, m.metadata, m.tokens)
+        for seq, m in zip(seqs, fresh)
+    ]
+    result.redactions = await count_redactions(tx, current.resource_id, fresh)
+    await _update_thread(tx, current, fresh)
+    return seqs
 
 
 async def _update_thread(tx: Tx, current: Thread, fresh: list[NewMessage]) -> None:

@@ -1,35 +1,52 @@
-"""`Operations`: the `Store` protocol's operations, each mapped once to its rule in this package.
+"""`Operations`: the store's operations, each mapped once to its rule in this package.
 
-A backend's store class inherits this and supplies how one operation runs:
-`_read` (one consistent snapshot) and `_write` (one transaction that takes the
-locks it needs), each given an `async def op(tx, ...)` of the rules' modules.
+Each name below is an operation of every store (`interface.Store` inherits this
+class, so its signature is the rule's own, never restated). How one operation
+runs is what a subclass supplies: `_read` (one consistent snapshot) and `_write`
+(one transaction that takes the locks it needs), each given an
+`async def op(tx, ...)` of the rules' modules:
+
+* a backend's store class (`SQLiteStore`, `PostgresStore`): a transaction each;
+* `Transaction`: every operation inside one transaction already open, for work
+  composed of several (`Store.transaction`, `store.local.read`/`write`).
+
 What only one backend has (search SQL, vectors, the file's own care, listening
 for other processes) stays in that backend's class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+import importlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store import (
-    commits,
-    coordination,
-    forget,
-    history,
-    messages,
-    observations,
-    overview,
-    privacy,
-    remembered,
-    retired,
-    sessions,
-    spend,
-    threads,
-    transfer,
-    vectors,
-)
+from om_mcp.store import coordination, history, messages, observations, privacy, remembered, sessions, threads
 from om_mcp.store.tx import Tx
+
+if TYPE_CHECKING:
+    from om_mcp.store import commits, forget, overview, retired, spend, transfer, vectors
+else:
+
+    class _Later:
+        """A rules module imported when one of its rules is first called: the host hook (one process
+        per prompt) reaches the store through these operations too, and pays only for what it runs."""
+
+        def __init__(self, name: str):
+            self._module = f"om_mcp.store.{name}"
+
+        def __getattr__(self, name: str) -> Callable[..., Any]:
+            module = self._module
+
+            async def rule(*args: Any, **kwargs: Any) -> Any:
+                return await getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+            rule.__name__ = rule.__qualname__ = name
+            return rule
+
+    commits, forget, overview, retired, spend, transfer, vectors = map(
+        _Later, ("commits", "forget", "overview", "retired", "spend", "transfer", "vectors")
+    )
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,6 +70,8 @@ def writes(op: Op[P, R]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]
 
 
 class Operations:
+    """Every operation of the store (see the module docstring)."""
+
     async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         raise NotImplementedError
 
@@ -119,6 +138,8 @@ class Operations:
     put_ingest_state = writes(coordination.put_ingest_state)
     settled_threads = reads(sessions.settled_threads)
     recent_sessions = reads(sessions.recent_sessions)
+    lending_record = reads(sessions.lending_record)
+    session_hints = reads(sessions.session_hints)
 
     # looking at a memory (the status page; `om-mcp status`, `threads`, `show`)
     thread_states = reads(overview.thread_states)
@@ -135,6 +156,7 @@ class Operations:
 
     # remembered lines, the retired pile, the memory as it was
     remember = writes(remembered.remember)
+    remember_with_messages = writes(remembered.with_messages)
     retired_groups = reads(retired.retired)
     restore_lines = writes(retired.restore_lines)
     log_at = reads(history.log_at)
@@ -154,3 +176,44 @@ class Operations:
     export = reads(transfer.export)
     import_records = writes(transfer.import_records)
     set_thread_times = writes(transfer.set_thread_times)
+
+
+class Transaction(Operations):
+    """The operations inside one open transaction: each runs its rule on it, so what a caller
+    composes of several is all or nothing. Given to the work of `Store.transaction` (awaited,
+    either backend) and of `store.local.read`/`write` (SQLite's file, run synchronously: every
+    operation completes at once there, so the work must await nothing but these operations)."""
+
+    def __init__(self, tx: Tx):
+        self.tx = tx
+
+    async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await op(self.tx, *args, **kwargs)
+
+    async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        return await op(self.tx, *args, **kwargs)
+
+    @asynccontextmanager
+    async def savepoint(self, name: str = "om_step") -> AsyncIterator[None]:
+        """What the block writes is undone if it raises; the transaction's other writes stay."""
+        await self.tx.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            await self.tx.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            await self.tx.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        await self.tx.execute(f"RELEASE SAVEPOINT {name}")
+
+
+Work = Callable[Concatenate[Transaction, P], Coroutine[Any, Any, R]]
+
+
+def within(work: Work[P, R], *args: Any, **kwargs: Any) -> Callable[[Tx], Coroutine[Any, Any, R]]:
+    """`work(transaction, *args)` as one operation of a driver's transaction."""
+
+    async def op(tx: Tx) -> R:
+        return await work(Transaction(tx), *args, **kwargs)
+
+    op.__name__ = getattr(work, "__name__", "work")  # named in the retry log
+    return op

@@ -7,6 +7,7 @@ pass them around cheaply; JSON columns arrive decoded.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,6 +16,10 @@ Scope = Literal["thread", "resource"]
 # groups retired into the archive, kept out of every log and found by recall.
 RETIRED = -1
 RetiredReason = Literal["dropped", "merged", "superseded", "archived"]
+# A new thread's working memory: given what is stored for its scope, the value to store (or None).
+WorkingMemorySeed = tuple[Scope, Callable[[str | None], str | None]]
+# A message from another process on the same database (PostgreSQL: LISTEN/NOTIFY).
+Listener = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -100,7 +105,6 @@ class AppendResult:
     state: RecordState | None = None
     thread: Thread | None = None
     redactions: dict[str, int] = field(default_factory=dict)  # privacy rule -> matches the stored messages lost
-    remembered: int = 0  # lines the new messages asked to be remembered (`<remember>`), now in the log
 
 
 @dataclass(slots=True)

@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from om_mcp.privacy import redaction_event
-from om_mcp.store.coordination import add_events
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, thread
 from om_mcp.store.errors import StoreError
-from om_mcp.store.messages import _new_only, _update_thread
-from om_mcp.store.privacy import count_redactions
+from om_mcp.store.messages import _new_only, insert_new
 from om_mcp.store.rows import AppendResult, NewMessage
 from om_mcp.store.summaries import ImportResult
 from om_mcp.store.tx import Tx
 
 T = TypeVar("T")
 Item = tuple[str, Any]  # ("resource" | "thread" | "record" | "group", record dict) or ("messages", (thread id, rows))
+OnBatch = Callable[[AppendResult], Awaitable[None]]  # told what one message batch stored
 
 
 # -- export ------------------------------------------------------------------------------
@@ -154,8 +152,8 @@ async def _record(tx: Tx, key: str) -> AsyncIterator[dict[str, Any]]:
 
 
 class _Import:
-    def __init__(self, tx: Tx, counted_by: int):
-        self.tx, self.counted_by = tx, counted_by
+    def __init__(self, tx: Tx, counted_by: int, on_batch: OnBatch | None):
+        self.tx, self.counted_by, self.on_batch = tx, counted_by, on_batch
         self.result = ImportResult()
         self.new_threads: dict[str, str] = {}  # thread id -> its exported updated_at
         self.touched_threads: set[str] = set()
@@ -204,17 +202,15 @@ class _Import:
         found = await self.tx.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
         assert found is not None  # the format puts a thread before its messages
         current = thread(found)
-        outcome = AppendResult()
+        outcome = AppendResult(thread=current)
         fresh = await _new_only(self.tx, thread_id, rows, outcome)
         if outcome.skipped_duplicates:
             self.result.skipped["message"] += outcome.skipped_duplicates
         if not fresh:
             return
-        await self.tx.insert_messages(thread_id, current.resource_id, self.counted_by, fresh)
-        await _update_thread(self.tx, current, fresh)
-        redacted = await count_redactions(self.tx, current.resource_id, fresh)
-        if redacted:
-            await add_events(self.tx, [redaction_event(thread_id, current.resource_id, redacted)])
+        await insert_new(self.tx, current, fresh, self.counted_by, outcome)
+        if self.on_batch is not None:
+            await self.on_batch(outcome)
         self.touched_threads.add(thread_id)
         self.result.added["message"] += len(fresh)
 
@@ -347,10 +343,14 @@ class _Import:
         (self.result.added if added else self.result.skipped)[kind] += 1
 
 
-async def import_records(tx: Tx, items: Iterable[Item], counted_by: int = 0) -> ImportResult:
+async def import_records(
+    tx: Tx, items: Iterable[Item], counted_by: int = 0, on_batch: OnBatch | None = None
+) -> ImportResult:
     """Write resources, threads, message batches, observation records and groups, in the
-    format's order (references point back), in the caller's one transaction."""
-    run = _Import(tx, counted_by)
+    format's order (references point back), in the caller's one transaction. `on_batch` is
+    awaited with what each message batch stored, in that transaction (the engine's append
+    steps: `engine/append.py`)."""
+    run = _Import(tx, counted_by, on_batch)
     for kind, value in items:
         if kind == "messages":
             await run.messages(*value)

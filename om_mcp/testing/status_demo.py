@@ -12,6 +12,7 @@ reads it while the run lasts (durations stay real).
 
 from __future__ import annotations
 
+import importlib
 import random
 import sys
 from collections.abc import Iterator
@@ -165,8 +166,12 @@ def _text(rng: random.Random, role: str) -> str:
 
 async def fill(db_path: str | Path, *, seed: int = 7, latency: tuple[float, float] = (0.05, 0.3)) -> None:
     """Play the scripted conversations into `db_path` through the engine."""
-    import om_mcp.store.sqlite.store  # noqa: F401 - loaded before `simulated` patches what is loaded
     from om_mcp.engine.memory import Memory
+
+    # Loaded before `simulated` patches what is loaded: the SQLite store, and the rules the store
+    # itself loads on their first call (`store/operations.py`).
+    for name in ("sqlite.store", "commits", "forget", "overview", "spend", "transfer", "vectors"):
+        importlib.import_module(f"om_mcp.store.{name}")
 
     clock = Clock(START)
     rng = random.Random(seed)

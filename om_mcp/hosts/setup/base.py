@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from om_mcp.hosts.setup.files import Change
+from om_mcp.paths import xdg_home
 
 HOOK_CHECK_SESSION = "om-mcp-setup-check"
 
@@ -31,8 +32,7 @@ class Place:
             return self.home / "Library" / "Application Support" / app
         if self.platform == "win32":
             return Path(self.env.get("APPDATA") or self.home / "AppData" / "Roaming") / app
-        base = self.env.get("XDG_CONFIG_HOME")
-        return (Path(base) if base else self.home / ".config") / app
+        return xdg_home("CONFIG", self.env, self.home) / app
 
 
 @dataclass(frozen=True)

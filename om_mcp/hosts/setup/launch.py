@@ -25,6 +25,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from om_mcp.paths import config_dir
+
 SCRIPT = "om-mcp"
 
 
@@ -44,14 +46,6 @@ def om_mcp_command(argv0: str | None = None, executable: str | None = None) -> l
 def shell_command(command: list[str], *args: str) -> str:
     """The command line a host runs through its shell."""
     return shlex.join([*command, *args])
-
-
-def config_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = (
-        Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path(env.get("HOME") or Path.home()) / ".config"
-    )
-    return base / "om-mcp"
 
 
 def record_command(command: list[str], env: Mapping[str, str] | None = None) -> Path:

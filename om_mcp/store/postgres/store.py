@@ -10,21 +10,19 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store import observations
 from om_mcp.store.errors import StoreError
+from om_mcp.store.interface import Store
 from om_mcp.store.migrations import MIGRATIONS
-from om_mcp.store.operations import Op, Operations, writes
+from om_mcp.store.operations import Op, writes
 from om_mcp.store.postgres import admin, search, vectors
 from om_mcp.store.postgres.database import SETTINGS, PgDatabase
 from om_mcp.store.postgres.driver import PgTx
 from om_mcp.store.postgres.listen import CHANNEL, Listener, payload
 from om_mcp.store.postgres.migrate import migrate
 from om_mcp.store.urls import redact
-
-if TYPE_CHECKING:
-    from om_mcp.store.interface import Overview
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +46,7 @@ def _on_tx(op: Op[P, R], pgvector: bool) -> Callable[Concatenate[Any, P], Awaita
     return run
 
 
-class PostgresStore(Operations):
+class PostgresStore(Store):
     """The memory's PostgreSQL database (tables in its `om` schema)."""
 
     backend: Literal["postgres"] = "postgres"
@@ -128,7 +126,3 @@ class PostgresStore(Operations):
                 await listener.stop()
 
         return stop
-
-
-def _has_the_overview_reads(store: PostgresStore) -> Overview:
-    return store  # mypy checks PostgresStore against the Overview protocol, read by read

@@ -12,7 +12,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from om_mcp.store.operations import Op, Operations
+from om_mcp.store.interface import Store
+from om_mcp.store.operations import Op
 from om_mcp.store.rows import Rewrite, Rewritten
 from om_mcp.store.sqlite import admin, fts
 from om_mcp.store.sqlite.database import Database
@@ -34,7 +35,7 @@ def _reads(
     return method
 
 
-class SQLiteStore(Operations):
+class SQLiteStore(Store):
     """The memory's SQLite database."""
 
     backend: Literal["sqlite"] = "sqlite"
