@@ -39,6 +39,11 @@ TABLES = [
     Table("ingest_state", ("source",)),
     Table("om_redactions", ("resource_id", "rule")),
     Table("om_spend", ("day", "model")),
+    # The key goes with its tombstones: without it they could not be checked. Reservations
+    # and a pending erase belong to the source's processes and file, as leases do.
+    Table("om_tombstone_key", ("id",)),
+    Table("om_tombstones", ("digest",)),
+    Table("om_tombstone_refusals", ("resource_id",)),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 # Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).

@@ -30,6 +30,8 @@ from om_mcp.store.rows import (
     Pending,
     Record,
     RecordState,
+    Reservation,
+    Reserved,
     ResourceSummary,
     Rewrite,
     Rewritten,
@@ -264,12 +266,40 @@ class Store(Protocol):
     async def group_records(self, group_ids: list[str]) -> dict[str, str]: ...
     async def find_text(self, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found: ...
     async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None: ...
+    async def forgotten_summary(self, resource_id: str | None = None) -> dict[str, Any]: ...
+
+    # -- an erase not finished yet: deleted text still in the file's old pages (SQLite) ----------
+    async def erase_pending(self) -> str | None: ...
+    async def finish_erase(self, *, started: bool = False, wait: bool = True) -> bool: ...
 
     # -- model spend per UTC day, for the spend caps (store/spend.py) -------------------------
     async def add_spend(
-        self, day: str, model: str, input_tokens: int, output_tokens: int, usd: float | None
+        self,
+        day: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        usd: float | None,
+        *,
+        abandoned: bool = False,
+        refused: tuple[int, float] | None = None,
     ) -> None: ...
     async def spend_since(self, first_day: str) -> list[SpendDay]: ...
+    async def reserve_spend(
+        self, reservation: Reservation, caps: dict[str, float], month: tuple[str, str]
+    ) -> Reserved: ...
+    async def settle_spend(
+        self,
+        reservation_id: str,
+        input_tokens: int,
+        output_tokens: int,
+        usd: float | None,
+        *,
+        model: str | None = None,
+        abandoned: bool = False,
+        released: bool = False,
+    ) -> bool: ...
+    async def open_reservations(self, first_day: str) -> list[tuple[str, str, int, float]]: ...
 
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None: ...

@@ -23,6 +23,7 @@ from om_mcp.store import (
     sessions,
     spend,
     threads,
+    tombstones,
     transfer,
     vectors,
 )
@@ -125,14 +126,26 @@ class Operations:
     # privacy: redaction counts, added by append_messages
     redaction_counts = reads(privacy.redaction_counts)
 
-    # forgetting and correcting one thing
+    # forgetting and correcting one thing; what was forgotten (tombstones) and an erase not finished yet
     group_records = reads(forget.group_records)
     find_text = reads(forget.find_text)
     apply_rewrite = writes(forget.apply_rewrite)
+    forgotten_summary = reads(tombstones.summary)
+    erase_pending = reads(forget.erase_pending)
+    mark_erase_pending = writes(forget.mark_erase_pending)
+    clear_erase_pending = writes(forget.clear_erase_pending)
 
-    # model spend, for the spend caps
+    async def finish_erase(self, *, started: bool = False, wait: bool = True) -> bool:
+        """End a pending erase; True when none is left. PostgreSQL has no file of ours to fold: deleted
+        rows are gone from every table at once (their space is reclaimed by its VACUUM)."""
+        return True
+
+    # model spend, for the spend caps: a call's estimate reserved before it, settled after
     add_spend = writes(spend.add_spend)
     spend_since = reads(spend.spend_since)
+    reserve_spend = writes(spend.reserve)
+    settle_spend = writes(spend.settle)
+    open_reservations = reads(spend.open_reservations)
 
     # vectors for semantic recall
     pending_vectors = reads(vectors.pending)
