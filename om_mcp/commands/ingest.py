@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         print(
-            f"{summary['appended']} new message(s), {summary['skipped']} already stored, in thread "
-            f"{summary['thread_id']} of resource {summary['resource_id']}"
+            f"{summary['appended']} new message(s), {summary['skipped']} already stored"
+            + (f", {summary['forgotten']} refused (forgotten)" if summary["forgotten"] else "")
+            + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
         )
     return 0
@@ -171,6 +172,7 @@ def store(
         "resource_id": resource_id,
         "appended": 0,
         "skipped": 0,
+        "forgotten": 0,  # refused: they were forgotten (docs/forget.md)
         "worker": None,
     }
     try:
@@ -195,8 +197,9 @@ def store(
                 result = direct.write(conn, append, to_rows(batch, counter, config.max_message_chars, redactor))
                 summary["appended"] += len(result.appended)
                 summary["skipped"] += result.skipped_duplicates
+                summary["forgotten"] += result.forgotten
                 advance(len(batch))
-        if messages:
+        if messages and (existing is not None or summary["appended"]):
             direct.write(conn, on_connection(threads.set_metadata_paths), thread_id, {"ended_at": now_iso()})
         if start_worker and messages:
             settings = load_settings(str(config.db_path), config_file)

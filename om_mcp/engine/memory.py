@@ -213,6 +213,7 @@ class Memory:
         return AppendOutcome(
             appended=len([m for m in result.appended if not intake.is_gap_marker(m)]),
             skipped_duplicates=result.skipped_duplicates,
+            forgotten=result.forgotten,
             thread_id=thread_id,
             resource_id=resource_id,
             thread_created=result.thread_created,
@@ -381,7 +382,8 @@ class Memory:
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         intake.check_id(thread_id, "thread_id")
         count = await translated(self.store.delete_thread(thread_id))
-        return DeleteOut(thread_id=thread_id, deleted_messages=count)
+        pending = await self.store.erase_pending() is not None
+        return DeleteOut(thread_id=thread_id, deleted_messages=count, erase_pending=pending)
 
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""

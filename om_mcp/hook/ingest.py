@@ -55,6 +55,7 @@ class Ingested:
     appended: int = 0
     skipped: int = 0
     refused: int = 0  # messages whose id exists with other content (kept as stored)
+    forgotten: int = 0  # messages a tombstone refused: they were forgotten (docs/forget.md)
     rescanned: bool = False
     state: RecordState | None = None  # the record after the append (None: no thread yet)
     problems: list[str] = field(default_factory=list)  # one line each, for the hook log
@@ -178,6 +179,7 @@ def _append(
             redaction_events(conn, out.thread_id, out.resource_id, result)
         out.appended += len(result.appended)
         out.skipped += result.skipped_duplicates
+        out.forgotten += result.forgotten
 
     try:
         append(rows)

@@ -51,6 +51,9 @@ def register(server: MCPServer) -> None:
             ],
         )
         result: dict[str, Any] = {"stored": outcome.appended, "skipped": outcome.skipped_duplicates}
+        if outcome.forgotten:
+            result["forgotten"] = outcome.forgotten  # refused: the user had them forgotten
         if outcome.status is not None:
             result["status"] = status_view(outcome.status)
-        return compact(result) if result["skipped"] or "status" in result else compact({"stored": outcome.appended})
+        shown = result["skipped"] or "status" in result or "forgotten" in result
+        return compact(result) if shown else compact({"stored": outcome.appended})
