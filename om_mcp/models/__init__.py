@@ -4,8 +4,9 @@ Importing this package does not import litellm (a ~2.5 s import); that
 happens on the first real call, in `litellm_client.load_litellm`.
 """
 
-from om_mcp.models.base import Completion, ModelClient, Usage
+from om_mcp.models.base import Completion, Meter, ModelClient, Usage
 from om_mcp.models.errors import (
+    CapReached,
     ModelError,
     ModelSelectionError,
     ModelUnavailable,
@@ -56,6 +57,8 @@ __all__ = [
     "ModelSettings",
     "ModelTarget",
     "ModelUnavailable",
+    "CapReached",
+    "Meter",
     "TransientModelError",
     "UnusableAnswer",
     "Usage",
