@@ -19,7 +19,10 @@ thread and resource ids, titles, messages, working memory and metadata, and the 
 each thread in headless Chromium (skipped without one): did any run, or become markup. Prints the counts
 by surface. No assertions.
 
-    .venv/bin/python benchmarks/attacks.py
+Other rows: `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py),
+`spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
+
+    .venv/bin/python benchmarks/attacks.py [tenants] [forget] [spend]   # no name: every row
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import attacks_forget
+import attacks_spend
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -369,7 +374,7 @@ def xss(url: str) -> None:
     )
 
 
-def main() -> int:
+def tenants() -> int:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
     env.update(
@@ -405,5 +410,22 @@ def main() -> int:
     return 0
 
 
+# One row per class of attack; `attacks.py NAME ...` runs those, no name runs them all.
+ROWS: dict[str, Callable[[], object]] = {
+    "tenants": tenants,
+    "forget": attacks_forget.forgotten_text_back,
+    "spend": attacks_spend.spend_over_cap,
+}
+
+
+def main(names: list[str]) -> int:
+    unknown = [n for n in names if n not in ROWS]
+    if unknown:
+        raise SystemExit(f"unknown row {', '.join(unknown)}: choose from {', '.join(ROWS)}")
+    for name in names or list(ROWS):
+        ROWS[name]()
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

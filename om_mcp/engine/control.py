@@ -372,6 +372,8 @@ class Control:
             plan = await make()
             done = await translated(self.store.apply_rewrite(plan))
             if done is not None:
+                if plan.scrub:
+                    engine.health.forget_cached()  # its excerpt of an unusable answer may have been scrubbed
                 await engine.events.emit(plan.events, persisted=True)
                 return done
         raise InputError("the memory kept changing while forgetting; try again", field="observation_id")

@@ -70,6 +70,10 @@ class StoreHealthBook:
         self._cache[health.model] = (time.monotonic(), health)
         await self.store.put_model_health(health)
 
+    def forget_cached(self) -> None:
+        """Read the rows again next time (a forget scrubbed an excerpt they quote)."""
+        self._cache.clear()
+
 
 def resolve_choice(om: Any, role: str) -> tuple[Any, readiness.Readiness]:
     """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
