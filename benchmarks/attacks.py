@@ -31,6 +31,8 @@ while one client holds 505 idle connections (`idle_connections`), sessions a new
 abandoned ones fill the pool (`abandoned_sessions`), token guesses spread over 40 loopback
 addresses (`auth_guessing`), a 300 MB body to the status page's API and the server's memory
 (`huge_body`), and a folder with a crafted `.git` file run through the hook (`crafted_gitdir`).
+`forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
+`spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
 The server runs from a folder outside the checkout, so `PYTHONPATH=<another checkout>` measures
 that code (the figures before a change).
 """
@@ -55,6 +57,8 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import attacks_forget  # benchmarks/ is the script's folder, first on sys.path
+import attacks_spend
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -751,7 +755,7 @@ def crafted_gitdir() -> None:
 
 
 # One line each; rows are run in this order.
-ATTACKS: dict[str, Callable[[], None]] = {
+ATTACKS: dict[str, Callable[[], object]] = {
     "cross_tenant": cross_tenant,
     "model_health_excerpt": model_health_excerpt,
     "legacy_subscriptions": legacy_subscriptions,
@@ -760,6 +764,8 @@ ATTACKS: dict[str, Callable[[], None]] = {
     "auth_guessing": auth_guessing,
     "huge_body": huge_body,
     "crafted_gitdir": crafted_gitdir,
+    "forget": attacks_forget.forgotten_text_back,
+    "spend": attacks_spend.spend_over_cap,
 }
 
 

@@ -156,7 +156,7 @@ def test_forget_erases_the_text_from_the_file(db, filled):
     asked = om("forget", "--thread", "t-sourdough", db=db, config=config)
     assert asked.returncode == 2 and "--yes" in asked.stderr  # no terminal to ask on
     done = data(om("forget", "--thread", "t-sourdough", "--yes", "--json", db=db, config=config))
-    assert done == {"thread_id": "t-sourdough", "threads": 1, "messages": 8}
+    assert done == {"thread_id": "t-sourdough", "threads": 1, "messages": 8, "erase_pending": False}
     assert om("show", "t-sourdough", db=db, config=config).returncode == 4
     gone = om("forget", "--resource", "team-infra", "--yes", db=db, config=config)
     assert gone.returncode == 0 and "1 thread, 30 messages" in gone.stdout

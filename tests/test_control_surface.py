@@ -121,6 +121,7 @@ def test_forget_each_selector_from_the_shell(db: Path):
         "groups": 0,
         "derived": 0,
         "more": False,
+        "erase_pending": False,
     }
     assert A[::-1].encode() not in raw_bytes(db)
     shown = json.loads(om("show", "t", "--json", "--messages", "50", db=db).stdout)
@@ -144,11 +145,7 @@ def test_bad_input_changes_nothing_and_names_what_is_unknown(db: Path):
         ),
         (("forget", "--observation", "not-an-id", "--yes"), 2, "give a group id"),
         (("forget", "--message", "m-nope", "--thread", "t", "--yes"), 4, "unknown message 'm-nope' in thread 't'"),
-        (
-            ("forget", "--match", "nothing-holds-this", "--yes"),
-            4,
-            "no message or observation holds 'nothing-holds-this'",
-        ),
+        (("forget", "--match", "nothing-holds-this", "--yes"), 4, "nothing stored holds 'nothing-holds-this'"),
         (("forget", "--message", "x"), 2, "--message needs --thread"),
         (("edit", "0123456789abcdef.abcdef", "new text"), 4, "unknown observation '0123456789abcdef.abcdef'"),
         (("restore", "t", "--generation", "9"), 4, "unknown generation 9 of thread:t (it has 0, 1)"),

@@ -295,7 +295,7 @@ async def test_forgetting_a_phrase_removes_it_from_everything_derived(tmp_path):
         for kept in (C, D):
             assert await leftovers(memory, kept) > 0, kept
         assert "likes" in (await memory.get_working_memory("a", "r")).memory
-        with pytest.raises(NotFound, match=f"no message or observation holds '{SECRET}' in resource 'r'"):
+        with pytest.raises(NotFound, match=f"nothing stored holds '{SECRET}' in resource 'r'"):
             await memory.control.forget_match(SECRET, "r")
         events = [e.payload for e in await memory.store.events(thread_id="a") if e.type == "data-om-forget"]
         assert len(events) == 1 and events[0]["selector"] == "match" and SECRET not in json.dumps(events)
@@ -427,7 +427,7 @@ async def test_the_tools_forget_by_each_selector_and_correct_a_line(tmp_path):
                 client, "delete_thread", thread_id="t", observation_id="0123456789abcdef.abcdef"
             )
             assert "give a group id" in await fail(client, "delete_thread", thread_id="t", observation_id="x")
-            assert "no message or observation holds" in await fail(
+            assert "nothing stored holds" in await fail(
                 client, "delete_thread", thread_id="t", match="nothing-like-this"
             )
             assert "give one of" in await fail(client, "delete_thread", thread_id="t", match="abc", message_id="x")

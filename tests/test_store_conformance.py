@@ -32,7 +32,7 @@ from om_mcp.store import (
     open_store,
 )
 from om_mcp.store.operations import Operations
-from om_mcp.store.rows import Rewrite
+from om_mcp.store.rows import Reservation, Rewrite
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_location")]
 
@@ -501,10 +501,9 @@ async def test_remembered_lines_are_written_with_their_messages_and_alone():
         def lines(stored):
             return [Remembered(m.id, f"* {m.id} said to remember [user-stated]", 6) for m in stored]
 
-        result = await store.append_messages("t", "r", "thread:t", [new("a"), new("b")], remembered=lines)
-        assert result.remembered == 2
-        again = await store.append_messages("t", "r", "thread:t", [new("a")], remembered=lines)
-        assert again.remembered == 0 and again.skipped_duplicates == 1
+        result = await store.append_messages("t", "r", "thread:t", [new("a"), new("b")])
+        assert await store.remember_with_messages("thread:t", "t", result.appended, lines(result.appended)) == 2
+        assert await store.remember_with_messages("thread:t", "t", [], lines(result.appended)) == 0  # not stored now
         texts = [(g.text, g.first_message_id) for g in await store.groups("thread:t")]
         assert texts == [("* a said to remember [user-stated]", "a"), ("* b said to remember [user-stated]", "b")]
         gid = await store.remember("resource:~user", "~user", None, group("* I use tabs [user-stated]", 0, 0), [])
@@ -814,6 +813,82 @@ async def test_spend_adds_up_per_day_and_model():
             for d in await store.spend_since("2026-01-02")
         ] == [("2026-01-02", "local", 1, 7, 7, 0.0, 1), ("2026-01-02", "m", 2, 5, 4, 0.25, 1)]
         assert len(await store.spend_since("2026-01-01")) == 3
+
+
+async def test_reservations_hold_a_cap_for_every_writer_and_settle_to_what_was_used():
+    """Many writers reserving at once (PostgreSQL: a pool of connections) never hold more than the cap;
+    a settled call counts what it used, a released one nothing, an abandoned one its estimate, and a
+    reservation never settled is folded in at its estimate once its time is up."""
+    month = ("2026-01-01", "2026-02-01")
+    caps = {"daily_tokens": 1000.0}
+
+    def reservation(rid: str, tokens: int = 100, ttl: float = 600.0) -> Reservation:
+        return Reservation(rid, "2026-01-02", "m", tokens - 20, 20, 0.001, ttl)
+
+    async with opened() as store:
+        outcomes = await asyncio.gather(*(store.reserve_spend(reservation(f"r{i}"), caps, month) for i in range(25)))
+        made = [f"r{i}" for i, o in enumerate(outcomes) if o.made]
+        assert len(made) == 10  # 10 x 100 fit under 1,000; the 15 others were refused
+        refused = next(o for o in outcomes if not o.made)
+        assert refused.refused_by == "daily_tokens" and refused.totals.day_tokens + 100 > 1000
+        held = await store.open_reservations("2026-01-01")
+        assert sum(r[2] for r in held) == 1000
+        assert await store.settle_spend(made[0], 30, 10, 0.0004)
+        assert await store.settle_spend(made[1], 0, 0, None, released=True)
+        assert await store.settle_spend(made[2], 0, 0, None, abandoned=True)
+        assert not await store.settle_spend(made[2], 0, 0, None)  # once
+        [day] = await store.spend_since("2026-01-02")
+        assert (day.calls, day.input_tokens + day.output_tokens, day.abandoned_calls, day.refused_calls) == (
+            2,
+            140,
+            1,
+            15,
+        )
+        assert day.refused_tokens == 100  # the last refused estimate: what every process's status reads
+        # a reservation whose process died: folded in at its estimate by the next reservation
+        assert (await store.reserve_spend(reservation("lost", ttl=-1.0), {}, month)).made
+        assert (await store.reserve_spend(reservation("next"), {}, month)).made
+        [day] = await store.spend_since("2026-01-02")
+        assert (day.calls, day.abandoned_calls, day.refused_tokens) == (3, 2, 0)  # a call fitted: no reason to wait
+        assert "lost" not in {r[1] for r in await store.open_reservations("2026-01-01")}
+
+
+async def test_tombstones_refuse_what_was_forgotten_on_every_way_in():
+    """A forgotten message is refused by its id in its thread and by its content (folded text of its
+    text parts, role) anywhere in its resource; a deleted thread by its id at an import. What is kept
+    is a keyed hash: no text, no id."""
+    async with opened() as store:
+        said = new("m1", "My old address is 12 Quokka Road")
+        await store.append_messages("t", "r", "thread:t", [said, new("m2", "noted", role="assistant")])
+        found = await store.find_text("quokka road", "r")
+        [gone] = found.messages
+        done = await store.apply_rewrite(Rewrite({}, messages={"t": [gone.seq]}))
+        assert done is not None and done.messages == 1
+        again = await store.append_messages("t", "r", "thread:t", [said])
+        assert (again.appended, again.forgotten) == ([], 1)
+        spelled = new("other-id", "  my OLD address is\n12 quokka road ")  # another id, another thread
+        copy = await store.append_messages("t2", "r", "thread:t2", [spelled, new("k", "kept")])
+        assert copy.forgotten == 1 and [m.id for m in copy.appended] == ["k"]
+        elsewhere = await store.append_messages("t3", "other", "thread:t3", [spelled])  # another resource
+        assert elsewhere.forgotten == 0 and len(elsewhere.appended) == 1
+        assert (await store.append_messages("t4", "r", "thread:t4", [said])).forgotten == 1
+        assert await store.get_thread("t4") is None  # nothing to create a thread for
+        summary = await store.forgotten_summary("r")
+        assert (summary["tombstones"], summary["refused"]) == ({"content": 1, "message": 1}, 3)
+        # a deleted thread: its ids are refused, its export is not imported back
+        await filled(store, "gone", count=2)
+        await store.delete_thread("gone")
+        assert (await store.append_messages("gone", "r", "thread:gone", [new("gone-0")])).forgotten == 1
+        items = [
+            ("resource", {"id": "r", "working_memory": None, "created_at": T0, "updated_at": T0}),
+            ("thread", {"id": "gone", "resource_id": "r", "title": "x", "created_at": T0, "updated_at": T0}),
+            ("messages", ("gone", [new("gone-1")])),
+        ]
+        result = await store.import_records(items)
+        assert result.skipped["forgotten thread"] == 1 and result.skipped["forgotten message"] == 1
+        assert await store.get_thread("gone") is None
+        assert (await store.forgotten_summary())["tombstones"] == {"content": 1, "message": 3, "thread": 1}
+        assert await store.erase_pending() is None and await store.finish_erase()
 
 
 async def test_recent_sessions_list_a_resources_threads_with_messages_newest_first():

@@ -19,7 +19,11 @@ EXIT_FAILED = 1
 EXIT_CONFIG = 2  # bad arguments or configuration
 EXIT_DATABASE = 3
 EXIT_NOT_FOUND = 4
-EXIT_CODES = "exit codes: 0 ok, 1 failed, 2 bad arguments or configuration, 3 database refused, 4 not found"
+EXIT_PENDING = 5  # done in the memory, not yet in the file: a forget whose erase waits for a reader
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 failed, 2 bad arguments or configuration, 3 database refused, 4 not found,"
+    " 5 forgotten but not yet erased from the file"
+)
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, *, json_flag: bool = False) -> None:
@@ -134,3 +138,5 @@ def run_memory(config: Config, main: Callable[[Any], Awaitable[int]], **options:
         return fail(str(error), EXIT_CONFIG)
     except (Unavailable, StoreUnavailable) as error:  # e.g. a write to a read-only database
         return fail(str(error), EXIT_FAILED)
+    except ConfigError as error:  # found only once the engine resolves its models (a cap without a price)
+        return fail(str(error), EXIT_CONFIG)

@@ -5,11 +5,16 @@
     om-mcp forget --message ID --thread T         # one message
     om-mcp forget --observation ID [--with-sources]   # one observation line or group (ids: `om-mcp show`)
     om-mcp forget --match "my old address" [--resource R]   # everything holding a phrase
+    om-mcp forget --finish                        # end an erase that had to wait for a reader
 
 Everything derived goes too (search entries, vectors, buffered observations; a line from
-every generation of the log; for --match, the tasks, titles, extracted values, events
-and working-memory lines that quote it), the search index is rewritten and the WAL folded
-in, and SQLite zeroes freed pages: afterwards the text is not in the file's bytes.
+every generation of the log; for --match, the titles, metadata, tasks, extracted values,
+events, working-memory lines and model-health excerpts that quote it), the search index is
+rewritten and the WAL folded in, and SQLite zeroes freed pages: afterwards the text is not in
+the file's bytes. What was forgotten leaves a tombstone (a keyed hash, never the text), so no
+way in stores it again (docs/forget.md). When another connection reads an older snapshot (an
+export in progress), the old pages cannot leave the file yet: the command says so and exits 5
+until `--finish` (or the server's background work) completes the erase.
 Shows what would go and asks first on a terminal; elsewhere it needs --yes (--dry-run
 shows it and changes nothing).
 """
@@ -26,6 +31,7 @@ from om_mcp.commands.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_PENDING,
     add_config_arguments,
     fail,
     prepare,
@@ -42,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--with-sources", action="store_true", help="--observation: forget the messages it was observed from too"
     )
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="finish an erase that waited for a reader (exit 5 while a reader still holds an older snapshot)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="show what would be forgotten; change nothing")
     parser.add_argument("--yes", action="store_true", help="do not ask (needed when not on a terminal)")
     add_config_arguments(parser, json_flag=True)
@@ -51,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> str | None:
     """What is wrong with the combination of flags, or None."""
     one = [name for name in ("message", "observation", "match") if getattr(args, name)]
+    if args.finish:
+        return None if not (one or args.thread or args.resource) else "--finish goes alone"
     if len(one) > 1:
         return "give one of --message, --observation, --match"
     if args.with_sources and one != ["observation"]:
@@ -73,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         return code
 
     async def main(memory: Any) -> int:
+        if args.finish:
+            return await _finish(memory)
         if args.message or args.observation or args.match:
             return await _one_thing(memory, args)
         return await _whole(memory, args)
@@ -106,14 +121,40 @@ async def _whole(memory: Any, args: argparse.Namespace) -> int:
     else:
         threads, messages = await memory.forget_resource(args.resource)
         report = {"resource_id": args.resource, "threads": threads, "messages": messages}
+    pending = await memory.store.erase_pending() is not None
     if args.json:
-        print_json(report)
+        print_json({**report, "erase_pending": pending})
     else:
+        where = "the memory" if pending else "the database file"
         print(
             f"forgot {what.split(' (')[0]}: {count(report['threads'], 'thread')},"
-            f" {count(report['messages'], 'message')}; their text is erased from the database file"
+            f" {count(report['messages'], 'message')}; their text is erased from {where}"
         )
-    return EXIT_OK
+    return _pending() if pending else EXIT_OK
+
+
+PENDING = (
+    "the erase is not complete yet: another connection (an export, a backup, a reader) holds an older snapshot"
+    " of the database, so old pages of the file still hold the text. It finishes when that reader is done:"
+    " run `om-mcp forget --finish` (a running server finishes it by itself)"
+)
+
+
+def _pending() -> int:
+    print(f"om-mcp: {PENDING}", file=sys.stderr)
+    return EXIT_PENDING
+
+
+async def _finish(memory: Any) -> int:
+    """End a pending erase: exit 0 once the file holds no forgotten text, 5 while a reader still blocks it."""
+    since = await memory.store.erase_pending()
+    if since is None:
+        print("no erase is pending: what was forgotten is out of the database file")
+        return EXIT_OK
+    if await memory.store.finish_erase():
+        print(f"erased: what was forgotten since {since} is out of the database file now")
+        return EXIT_OK
+    return _pending()
 
 
 async def _one_thing(memory: Any, args: argparse.Namespace) -> int:
@@ -167,7 +208,7 @@ async def _one_thing(memory: Any, args: argparse.Namespace) -> int:
         print_json(done.model_dump(exclude={"items"}))
     else:
         print(_summary(done))
-    return EXIT_OK
+    return _pending() if done.erase_pending else EXIT_OK
 
 
 def _show(preview: Any, args: argparse.Namespace) -> None:
@@ -197,12 +238,13 @@ def _counts(result: Any) -> str:
     if result.groups:
         parts.append(f"{count(result.groups, 'group')} left empty")
     if result.derived:
-        parts.append(f"{count(result.derived, 'derived value')} (tasks, titles, events, working memory)")
+        parts.append(f"{count(result.derived, 'derived value')} (titles, metadata, tasks, events, working memory)")
     return ", ".join(parts)
 
 
 def _summary(done: Any) -> str:
-    return f"forgot {_counts(done)}; the text is erased from the database"
+    where = "the memory" if done.erase_pending else "the database file"
+    return f"forgot {_counts(done)}; the text is erased from {where}"
 
 
 def _confirm(args: argparse.Namespace, question: str) -> int | None:

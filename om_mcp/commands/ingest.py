@@ -81,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         print(
-            f"{summary['appended']} new message(s), {summary['skipped']} already stored, in thread "
-            f"{summary['thread_id']} of resource {summary['resource_id']}"
+            f"{summary['appended']} new message(s), {summary['skipped']} already stored"
+            + (f", {summary['forgotten']} refused (forgotten)" if summary["forgotten"] else "")
+            + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
         )
     return 0
@@ -169,6 +170,7 @@ def store(
         "resource_id": resource_id,
         "appended": 0,
         "skipped": 0,
+        "forgotten": 0,  # refused: they were forgotten (docs/forget.md)
         "worker": None,
     }
     try:
@@ -203,6 +205,7 @@ def store(
                 done = local.write(conn, record, rows, start + BATCH >= len(messages))
                 summary["appended"] += len(done.appended)
                 summary["skipped"] += done.skipped
+                summary["forgotten"] += done.forgotten
                 state = done.state
                 advance(len(part))
         if start_worker and messages:

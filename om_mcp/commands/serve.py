@@ -49,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
     config, refused = open_database_or_exit(config)
     if refused:
         return refused
+    if config.observational_memory.budget.dollars:
+        from om_mcp.engine.observation.engine import budget_refusal
+
+        problem = budget_refusal(config)
+        if problem:
+            print(f"om-mcp: {problem}", file=sys.stderr)
+            return 2
     from om_mcp import heap
     from om_mcp.server import sdk
 

@@ -70,6 +70,7 @@ async def gather(memory: Any, threads: int) -> dict[str, Any]:
         },
         "spend": (await memory.observation.budget.state()).as_dict(),
         "redactions": await store.redaction_counts(),
+        "forgotten": {**await store.forgotten_summary(), "erase_pending_since": await store.erase_pending()},
         "threads": await store.thread_states(om.scope, limit=threads),
     }
 
@@ -93,7 +94,20 @@ def _spend(spend: dict[str, Any]) -> str:
     limits = ", ".join(
         f"{key.replace('_', ' ')} {money(v) if key.endswith('usd') else f'{v:,}'}" for key, v in caps.items()
     )
-    line = f"today {amount(spend['today'])}; this month {amount(spend['this_month'])}"
+
+    def extra(period: dict[str, Any]) -> str:
+        said = [
+            f"{period[key]:,} {label}"
+            for key, label in (
+                ("reserved_tokens", "tokens reserved by calls in flight"),
+                ("abandoned_calls", "abandoned (counted at their estimate)"),
+                ("refused_calls", "refused (over a cap)"),
+            )
+            if period.get(key)
+        ]
+        return f" ({', '.join(said)})" if said else ""
+
+    line = f"today {amount(spend['today'])}{extra(spend['today'])}; this month {amount(spend['this_month'])}"
     line += f"; caps: {limits}" if caps else "; no caps ([observational_memory.budget])"
     return line + (f"\n          PAUSED: {spend['reason']}" if spend["reason"] else "")
 
@@ -136,6 +150,16 @@ def show(report: dict[str, Any]) -> None:
     if redactions:
         rules = ", ".join(f"{rule} {n:,}" for rule, n in redactions.items())
         out.write(f"privacy   {sum(redactions.values()):,} redactions kept out of stored messages: {rules}\n")
+    forgotten = report["forgotten"]
+    if forgotten["tombstones"] or forgotten["erase_pending_since"]:
+        kept = sum(forgotten["tombstones"].values())
+        line = f"forgotten {kept:,} tombstones; {forgotten['refused']:,} forgotten messages refused since"
+        if forgotten["erase_pending_since"]:
+            line += (
+                f"\n          ERASE PENDING since {forgotten['erase_pending_since']}: a reader held an older snapshot,"
+                " so old pages of the file may still hold forgotten text; run `om-mcp forget --finish`"
+            )
+        out.write(line + "\n")
     if report["threads"]:
         out.write("\n")
         print_table(thread_table_rows(report["threads"]), THREAD_COLUMNS)

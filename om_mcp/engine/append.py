@@ -97,6 +97,7 @@ class Recorded:
 
     appended: list[Message] = field(default_factory=list)
     skipped: int = 0  # re-sent messages, stored already
+    forgotten: int = 0  # messages the tombstones refused: the user had them forgotten
     refused: list[str] = field(default_factory=list)  # one line per message kept as stored (`keep_going`)
     thread_created: bool = False
     state: RecordState | None = None  # the record after the append (None: the thread does not exist)
@@ -154,6 +155,7 @@ async def record(store: Transaction, batch: Batch) -> Recorded:
         for result in results:
             done.appended += result.appended
             done.skipped += result.skipped_duplicates
+            done.forgotten += result.forgotten
             done.thread_created = done.thread_created or result.thread_created
             exists = True
             if result.appended:

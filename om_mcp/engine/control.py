@@ -54,9 +54,16 @@ class ForgetOut(BaseModel):
     lines: int = Field(0, description="observation lines of active logs")
     earlier_lines: int = Field(0, description="copies in earlier generations and buffered observations")
     groups: int = Field(0, description="observation groups left empty and removed")
-    derived: int = Field(0, description="tasks, titles, extracted values, events, working-memory lines")
+    derived: int = Field(
+        0, description="tasks, titles, metadata, extracted values, events, working-memory lines, model-health excerpts"
+    )
     items: list[dict[str, Any]] = Field(default_factory=list, description="what goes (previews)")
     more: bool = Field(False, description="more messages match than the preview lists")
+    erase_pending: bool = Field(
+        False,
+        description="gone from the memory, but old pages of the database file still hold it while another"
+        " connection reads an older snapshot: the erase finishes once it is done (`om-mcp forget --finish`)",
+    )
 
 
 class EditOut(BaseModel):
@@ -95,7 +102,9 @@ class Control:
             seqs.append(marker.seq)
         event = user_event(EventType.FORGET, thread_id, resource_id, selector="message", messages=1)
         done = await self._apply(_fixed(Rewrite({}, messages={thread_id: seqs}, events=[event])))
-        return ForgetOut(done=True, selector="message", messages=1 if done.messages else 0)
+        return ForgetOut(
+            done=True, selector="message", messages=1 if done.messages else 0, erase_pending=not done.erased
+        )
 
     # -- observations ---------------------------------------------------------------------
 
@@ -158,7 +167,9 @@ class Control:
             return rewrite
 
         done = await self._apply(make)
-        return preview.model_copy(update={"done": True, "messages": done.messages, "items": []})
+        return preview.model_copy(
+            update={"done": True, "messages": done.messages, "items": [], "erase_pending": not done.erased}
+        )
 
     async def edit_observation(
         self, observation_id: str, text: Any, thread_id: str | None = None, resource_id: str | None = None
@@ -210,9 +221,10 @@ class Control:
     async def forget_match(
         self, phrase: Any, resource_id: str | None = None, *, thread_id: str | None = None, apply: bool = True
     ) -> ForgetOut:
-        """Forget every message and observation line holding `phrase` (ignoring case), in one
-        resource or all of them, and scrub it from what was derived. `apply=False`: a preview.
-        `thread_id` only names the thread the forget's event is listed under."""
+        """Forget every message and observation line holding `phrase` in any field it stores (ignoring
+        case and Unicode normalisation), in one resource or all of them, and scrub it from what was
+        derived (titles, metadata, working memory, tasks, events, model-health excerpts). `apply=False`:
+        a preview. `thread_id` only names the thread the forget's event is listed under."""
         if not isinstance(phrase, str) or len(phrase.strip()) < MATCH_MIN_CHARS:
             raise InputError(f"match must be at least {MATCH_MIN_CHARS} characters", field="match")
         phrase = phrase.strip()
@@ -220,9 +232,9 @@ class Control:
         if resource_id is not None:
             intake.check_id(resource_id, "resource_id")
         found = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
-        if not (found.messages or found.groups or found.chunks):
+        if not (found.messages or found.groups or found.chunks or found.derived):
             where = f" in resource {resource_id!r}" if resource_id else ""
-            raise NotFound(f"no message or observation holds {phrase!r}{where}", field="match")
+            raise NotFound(f"nothing stored holds {phrase!r}{where}", field="match")
         if not apply:
             _, would = await forget_phrase.plan(
                 self.store, self.counter.count_text, phrase, found, resource_id=None, thread_id=None
@@ -234,6 +246,7 @@ class Control:
                 lines=would["lines"],
                 earlier_lines=would["earlier_lines"],
                 groups=would["groups"],
+                derived=found.derived,
                 items=await forget_phrase.items(self.store, phrase, found),
                 more=found.truncated,
             )
@@ -255,6 +268,7 @@ class Control:
             total.groups += done.groups_removed
             total.lines += counted["lines"]
             total.earlier_lines += counted["earlier_lines"]
+            total.erase_pending = not done.erased
             if not counted["more"]:
                 return total
 
@@ -422,6 +436,8 @@ class Control:
             plan = await make()
             done = await translated(self.store.apply_rewrite(plan))
             if done is not None:
+                if plan.scrub:
+                    engine.health.forget_cached()  # its excerpt of an unusable answer may have been scrubbed
                 await engine.events.emit(plan.events, persisted=True)
                 return done
         raise InputError("the memory kept changing while forgetting; try again", field="observation_id")

@@ -12,7 +12,9 @@ own loop) one `tick`:
 4. schedules what the numbers make due (`ObservationEngine.poll`);
 5. observes the unobserved tail of host sessions that are over (ended, or quiet
    for ten minutes), like a manual observe: the next session's context then holds
-   the end of this one.
+   the end of this one;
+and, before 3, tries once more to end an erase that waited for a reader (a forget
+while an export held an older snapshot), without waiting for it.
 All of it is scheduled on the memory's worker; nothing here waits for a model
 except the engine's own block-after valve.
 """
@@ -88,6 +90,7 @@ class Drainer:
         """One round; returns how many records or sessions got work."""
         await self.hold_lease()
         await self.recount()
+        await self.memory.store.finish_erase(wait=False)  # an erase that had to wait for a reader, if any
         if not await self.can_observe():
             return 0
         await self.activate_host_sessions()

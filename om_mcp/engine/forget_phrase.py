@@ -15,6 +15,7 @@ from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.text import message_text
 from om_mcp.store import Record, Store
 from om_mcp.store.rows import Found, Rewrite
+from om_mcp.store.scrub import fold
 
 SNIPPET_CHARS = 120
 
@@ -23,7 +24,7 @@ def snippet(text: str, phrase: str | None = None) -> str:
     """One line of at most SNIPPET_CHARS, around the phrase when there is one."""
     flat = " ".join(text.split())
     if phrase:
-        at = flat.casefold().find(phrase.casefold())
+        at = fold(flat).find(fold(phrase))
         if at > SNIPPET_CHARS // 2:
             flat = "…" + flat[at - SNIPPET_CHARS // 3 :]
     return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1] + "…"
@@ -56,7 +57,7 @@ async def items(store: Store, phrase: str, found: Found) -> list[dict[str, Any]]
             listed += [
                 {"id": line.id(group.id), "text": snippet(line.text, phrase)}
                 for line in lines.lines(group.text)
-                if line.hash is not None and phrase.casefold() in line.text.casefold()
+                if line.hash is not None and fold(phrase) in fold(line.text)
             ]
     return listed
 

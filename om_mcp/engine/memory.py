@@ -230,6 +230,7 @@ class Memory:
         return AppendOutcome(
             appended=done.messages,
             skipped_duplicates=done.skipped,
+            forgotten=done.forgotten,
             thread_id=thread_id,
             resource_id=resource_id,
             thread_created=done.thread_created,
@@ -516,7 +517,8 @@ class Memory:
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         intake.check_id(thread_id, "thread_id")
         count = await translated(self.store.delete_thread(thread_id))
-        return DeleteOut(thread_id=thread_id, deleted_messages=count)
+        pending = await self.store.erase_pending() is not None
+        return DeleteOut(thread_id=thread_id, deleted_messages=count, erase_pending=pending)
 
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""

@@ -73,6 +73,12 @@ class Status(BaseModel):
     redactions: dict[str, int] = Field(
         default_factory=dict, description="matches kept out of this resource's stored messages, per privacy rule"
     )
+    forgotten: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what forgetting left behind: `refused`, messages of this resource the tombstones kept out"
+        " (they had been forgotten); `erase_pending_since`, when deleted text still sits in old pages of the"
+        " database file because another connection reads an older snapshot",
+    )
     # The same observation state without the breaker's failure text (`for_tenant`); never shown itself.
     tenant_observation: ObservationState | None = Field(None, exclude=True)
 
@@ -114,6 +120,7 @@ class MessageOut(BaseModel):
 class AppendOutcome(BaseModel):
     appended: int
     skipped_duplicates: int
+    forgotten: int = Field(0, description="messages refused because they were forgotten (tombstones)")
     thread_id: str
     resource_id: str
     thread_created: bool = False
@@ -171,6 +178,9 @@ class ThreadOut(BaseModel):
 class DeleteOut(BaseModel):
     thread_id: str
     deleted_messages: int
+    erase_pending: bool = Field(
+        False, description="gone from the memory, but old pages of the database file still hold it (a reader)"
+    )
 
 
 class SearchResult(BaseModel):

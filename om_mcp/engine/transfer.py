@@ -203,6 +203,11 @@ async def _append_conversation(
             result.added["message"] += outcome.appended
         if outcome.skipped_duplicates:
             result.skipped["message"] += outcome.skipped_duplicates
+        if outcome.forgotten:
+            result.skipped["forgotten message"] += outcome.forgotten
+    if await memory.store.get_thread(thread.id) is None:
+        result.skipped["forgotten conversation"] += 1  # every message of it was forgotten
+        return
     last = thread.messages[-1].get("created_at")
     await memory.store.set_thread_times(
         thread.id,

@@ -52,6 +52,7 @@ class Ingested:
     appended: int = 0
     skipped: int = 0
     refused: int = 0  # messages whose id exists with other content (kept as stored)
+    forgotten: int = 0  # messages a tombstone refused: they were forgotten (docs/forget.md)
     rescanned: bool = False
     state: RecordState | None = None  # the record after the append (None: no thread yet)
     problems: list[str] = field(default_factory=list)  # one line each, for the hook log
@@ -161,6 +162,7 @@ def ingest(
             appended=len(done.appended),
             skipped=done.skipped,
             refused=len(done.refused),
+            forgotten=done.forgotten,
             rescanned=read.rescanned,
             state=done.state,
             problems=[*read.problems, *done.refused],

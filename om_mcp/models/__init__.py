@@ -20,8 +20,9 @@ from om_mcp.config.models import (
     normalize_choice,
     parse_model_choice,
 )
-from om_mcp.models.base import Completion, ModelClient, Usage
+from om_mcp.models.base import Completion, Meter, ModelClient, Usage
 from om_mcp.models.errors import (
+    CapReached,
     ModelError,
     ModelSelectionError,
     ModelUnavailable,
@@ -60,6 +61,8 @@ __all__ = [
     "ModelUnavailable",
     "NoSampler",
     "Sampler",
+    "CapReached",
+    "Meter",
     "TransientModelError",
     "UnusableAnswer",
     "Usage",

@@ -46,3 +46,19 @@ class ModelClient(Protocol):
     async def complete(
         self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
     ) -> Completion: ...
+
+
+class Meter(Protocol):
+    """What the router tells of every attempt it makes: the engine's spend meter (engine/budget.py),
+    which counts every call, whoever serves it (a provider, the claude CLI, MCP sampling), by the same rule.
+
+    `reserve` comes before the call, with what it will send: it returns a ticket and the settings to call
+    with (it may lower `max_output_tokens`, so the estimate bounds the call), or raises `CapReached` and no
+    call is made. `settle` comes after, once, with the completion or the error (`None` and an error: the
+    call failed; a cancellation is an error too); the meter decides what the call cost."""
+
+    async def reserve(
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings
+    ) -> tuple[Any, ModelSettings]: ...
+
+    async def settle(self, ticket: Any, completion: Completion | None, error: BaseException | None) -> None: ...

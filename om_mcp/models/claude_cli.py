@@ -102,7 +102,7 @@ class ClaudeCliClient:
                 done = await run_process(args, prompt.encode("utf-8"), env, workdir, timeout)
             except TimeoutError:
                 raise ModelError(
-                    f"claude -p timed out after {timeout:.1f}s", transient=True, model=target.model
+                    f"claude -p timed out after {timeout:.1f}s", transient=True, model=target.model, timed_out=True
                 ) from None
         return parse_output(done, target)
 

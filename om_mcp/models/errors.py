@@ -33,6 +33,7 @@ class ModelError(Exception):
         status_code: int | None = None,
         model: str | None = None,
         attempts: int = 0,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -41,6 +42,8 @@ class ModelError(Exception):
         self.status_code = status_code
         self.model = model
         self.attempts = attempts
+        # The call was cut on our side: the provider may have done (and billed) the work all the same.
+        self.timed_out = timed_out
 
 
 class TransientModelError(ModelError):
@@ -74,6 +77,10 @@ class ModelUnavailable(ModelError):
     def __init__(self, message: str, *, retry_at: float | None = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.retry_at = retry_at
+
+
+class CapReached(ModelUnavailable):
+    """No call was made: its estimated cost would pass a spend cap (the engine's meter refused it)."""
 
 
 TRANSIENT_STATUS = frozenset({408, 425, 429})

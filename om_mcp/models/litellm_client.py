@@ -167,7 +167,10 @@ def _model_error(exc: Exception, target: ModelTarget) -> ModelError:
     if len(text) > 1000:
         text = text[:1000] + "..."
     label = f"{name} (HTTP {status})" if status and name not in ("Timeout", "APIConnectionError") else name
-    return ModelError(f"{label}: {text}", transient=transient, status_code=status, model=target.model)
+    timed_out = name in ("Timeout", "APITimeoutError")
+    return ModelError(
+        f"{label}: {text}", transient=transient, status_code=status, model=target.model, timed_out=timed_out
+    )
 
 
 # litellm stacks class names in front of the provider's message:

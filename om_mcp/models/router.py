@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -27,8 +27,15 @@ from om_mcp.config.models import (
     normalize_choice,
 )
 from om_mcp.models import health as breaker
-from om_mcp.models.base import Completion, ModelClient
-from om_mcp.models.errors import ModelError, ModelSelectionError, ModelUnavailable, UnusableAnswer, is_transient
+from om_mcp.models.base import Completion, Meter, ModelClient
+from om_mcp.models.errors import (
+    CapReached,
+    ModelError,
+    ModelSelectionError,
+    ModelUnavailable,
+    UnusableAnswer,
+    is_transient,
+)
 from om_mcp.models.health import HealthBook
 
 log = logging.getLogger(__name__)
@@ -66,8 +73,8 @@ class ModelRouter:
         self.clients = clients
         self.health = health
         self._warming = 0  # warm-ups in progress
-        # Told of every completed call (what it used and cost): the engine's spend meter.
-        self.on_completion: Callable[[Completion], Awaitable[None]] | None = None
+        # Told of every attempt, before and after it (what it may cost, what it used): the engine's spend meter.
+        self.meter: Meter | None = None
 
     @property
     def by_size(self) -> bool:
@@ -104,6 +111,10 @@ class ModelRouter:
 
             self.clients = Clients()
         return self.clients.for_target(target)
+
+    def models(self) -> list[str]:
+        """Every model this router may call (each by-size tier's too)."""
+        return [t.model for t in self._every_target()]
 
     def _every_target(self) -> list[ModelTarget]:
         if isinstance(self.choice, ByInputSize):
@@ -191,8 +202,7 @@ class ModelRouter:
                 attempts += 1
                 started = anyio.current_time()
                 try:
-                    with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
-                        completion = await client.complete(messages, target, self.settings, timeout)
+                    completion = await self._attempt(client, messages, target, timeout)
                     problem = accept(completion) if accept is not None else None
                     harder = escalate(completion, problem) if problem is not None and escalate is not None else None
                     remaining = deadline - anyio.current_time()
@@ -209,9 +219,9 @@ class ModelRouter:
                         closed = breaker.after_success(state, target)
                         if closed is not None:
                             await self.health.put(closed)
-                    if self.on_completion is not None:
-                        await self.on_completion(completion)
                     return completion.model_copy(update={"attempts": attempts})
+                except CapReached:
+                    raise  # no call was made, and another model would pass the same cap
                 except ModelUnavailable as exc:
                     last = exc  # no call was made (e.g. no sampling client): not a failure of the model
                     break
@@ -270,6 +280,28 @@ class ModelRouter:
             model=last.model,
             attempts=attempts,
         ) from last
+
+    async def _attempt(
+        self, client: ModelClient, messages: list[dict[str, Any]], target: ModelTarget, timeout: float
+    ) -> Completion:
+        """One call, metered: reserved before (a cap may refuse it: `CapReached`), settled after whatever
+        happens (an answer, an error, a timeout, a cancellation), so no call goes uncounted."""
+        if self.meter is None:
+            with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
+                return await client.complete(messages, target, self.settings, timeout)
+        ticket, settings = await self.meter.reserve(messages, target, self.settings)
+        completion: Completion | None = None
+        error: BaseException | None = None
+        try:
+            with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
+                completion = await client.complete(messages, target, settings, timeout)
+            return completion
+        except BaseException as exc:  # noqa: BLE001 - settled below, then raised as it was
+            error = exc
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.meter.settle(ticket, completion, error)
 
 
 def _jittered(seconds: float, jitter: float) -> float:

@@ -104,6 +104,7 @@ class SamplingBroker:
                     f"the client did not answer the sampling request within {timeout:.1f}s",
                     transient=True,
                     model=target.model,
+                    timed_out=True,
                 ) from None
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:

@@ -40,6 +40,11 @@ TABLES = [
     Table("om_redactions", ("resource_id", "rule")),
     Table("om_spend", ("day", "model")),
     Table("om_working_memory_history", ("id",)),
+    # The key goes with its tombstones: without it they could not be checked. Reservations
+    # and a pending erase belong to the source's processes and file, as leases do.
+    Table("om_tombstone_key", ("id",)),
+    Table("om_tombstones", ("digest",)),
+    Table("om_tombstone_refusals", ("resource_id",)),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 # Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).

@@ -18,10 +18,12 @@ leave the database (`Tx.purge`; SQLiteStore also folds the WAL in).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
-from om_mcp.store import coordination, scrub
+from om_mcp.store import coordination, scrub, tombstones
 from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
-from om_mcp.store.rows import Found, Rewrite, Rewritten
+from om_mcp.store.rows import Found, Message, Rewrite, Rewritten
 from om_mcp.store.tx import Tx
 
 _OWNED = "AND ($2::text IS NULL OR r.resource_id = $2)"
@@ -33,33 +35,59 @@ async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
+def _where(tx: Tx, column: str, needle: str | None, param: str) -> str:
+    """SQL preselecting rows of `column` that may hold the phrase (`needle`: scrub.preselect's, or None
+    when only a check of every row in scope will do)."""
+    return tx.contains(column, param) if needle is not None else f"({param}::text IS NOT NULL)"  # every row
+
+
+def _message_holds(row: Sequence[Any], found: str) -> bool:
+    """Does a message row hold the folded phrase in any field it stores: its text, any string of its
+    parts at any depth (tool arguments and results, names, a file's decoded data), its metadata?"""
+    body, parts, metadata = row[5], row[6], row[8]
+    return found in scrub.fold(body or "") or scrub.holds_json(parts, found) or scrub.holds_json(metadata, found)
+
+
 async def find_text(tx: Tx, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found:
-    """The messages, groups (every generation) and buffered chunks holding `phrase`, ignoring case."""
+    """The messages, groups (every generation) and buffered chunks holding `phrase` in any stored field,
+    ignoring case and Unicode normalisation, and how many derived values quote it (store/scrub.py)."""
     found = scrub.needle(phrase)
-    rows = await tx.fetch(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {tx.contains('m.body', '$1')}"
-        " AND ($2::text IS NULL OR m.resource_id = $2) ORDER BY m.seq LIMIT $3",
-        phrase,
+    plain = scrub.preselect(found, exact=tx.folds_exactly)
+    in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
+    messages: list[Message] = []
+
+    def take(row: Sequence[Any]) -> bool:
+        if _message_holds(row, found):
+            messages.append(message(row))
+        return len(messages) > limit
+
+    # A file part's base64 data hides its text from the SQL: messages with one are checked here.
+    await tx.scan(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE ({_where(tx, 'm.body', plain, '$1')}"
+        f" OR {_where(tx, 'm.parts', in_json, '$2')} OR {_where(tx, 'm.metadata', in_json, '$2')}"
+        """ OR m.parts LIKE '%"data":%') AND ($3::text IS NULL OR m.resource_id = $3) ORDER BY m.seq""",
+        plain or "",
+        in_json or "",
         resource_id,
-        limit + 1,
+        until=take,
     )
-    messages = [message(r) for r in rows if found in (r[5] or "").casefold()]
-    out = Found(messages=messages[:limit], truncated=len(rows) > limit)
+    out = Found(messages=messages[:limit], truncated=len(messages) > limit)
     groups = await tx.fetch(
         f"SELECT g.record_key, {GROUP_COLUMNS} FROM om_groups g JOIN om_records r ON r.key = g.record_key"
-        f" WHERE {tx.contains('g.text', '$1')} {_OWNED} ORDER BY g.record_key, g.generation, g.position",
-        phrase,
+        f" WHERE {_where(tx, 'g.text', plain, '$1')} {_OWNED} ORDER BY g.record_key, g.generation, g.position",
+        plain or "",
         resource_id,
     )
-    out.groups = [(r[0], g) for r in groups if found in (g := group(r[1:])).text.casefold()]
+    out.groups = [(r[0], g) for r in groups if found in scrub.fold((g := group(r[1:])).text)]
     columns = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLUMNS.split(","))
     chunks = await tx.fetch(
         f"SELECT c.record_key, {columns} FROM om_chunks c JOIN om_records r ON r.key = c.record_key"
-        f" WHERE {tx.contains('c.text', '$1')} {_OWNED} ORDER BY c.record_key, c.first_seq",
-        phrase,
+        f" WHERE {_where(tx, 'c.text', plain, '$1')} {_OWNED} ORDER BY c.record_key, c.first_seq",
+        plain or "",
         resource_id,
     )
-    out.chunks = [(r[0], c) for r in chunks if found in (c := chunk(r[1:])).text.casefold()]
+    out.chunks = [(r[0], c) for r in chunks if found in scrub.fold((c := chunk(r[1:])).text)]
+    out.derived = await _scrub(tx, phrase, resource_id, write=False)
     return out
 
 
@@ -139,7 +167,8 @@ async def _drop_chunks_from(tx: Tx, key: str, thread_id: str, first_seq: int) ->
 
 async def _forget_messages(tx: Tx, thread_id: str, seqs: list[int], touched: set[str]) -> int:
     rows = await tx.fetch(
-        "SELECT seq, id, tokens, observable FROM messages WHERE thread_id = $1 AND seq = ANY ($2::bigint[])",
+        f"SELECT m.seq, m.id, m.tokens, m.observable, {MESSAGE_COLUMNS} FROM messages m"
+        " WHERE m.thread_id = $1 AND m.seq = ANY ($2::bigint[])",
         thread_id,
         seqs,
     )
@@ -147,6 +176,11 @@ async def _forget_messages(tx: Tx, thread_id: str, seqs: list[int], touched: set
         return 0
     seqs = [r[0] for r in rows]
     ids = [r[1] for r in rows]
+    gone = [message(r[4:]) for r in rows]
+    # Forgotten for good: nothing brings these back (store/tombstones.py).
+    await tombstones.bury_messages(
+        tx, [(m.thread_id, m.resource_id, m.id, m.role, m.parts, m.metadata) for m in gone], content=True
+    )
     reindex = await tx.unindex_messages(thread_id, seqs)
     # A message's vector embeds the one before it, so the next message's goes too (rebuilt later).
     after = [
@@ -231,13 +265,17 @@ async def _nearest(tx: Tx, thread_id: str, low: int, high: int, order: str) -> s
     )
 
 
-async def _scrub(tx: Tx, phrase: str, resource_id: str | None) -> int:
-    """Remove the phrase from what the models derived (see store/scrub.py); how many values went."""
+async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = True) -> int:
+    """Remove the phrase from what the models derived (see store/scrub.py); how many values went.
+    `write=False`: only count them (what a forget would scrub)."""
     found = scrub.needle(phrase)
-    escaped = json.dumps(found, ensure_ascii=False)[1:-1]  # how it reads inside a JSON payload
+    in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
+
+    async def execute(sql: str, *args: Any) -> int:
+        return await tx.execute(sql, *args) if write else 1
 
     def quotes(*values: str | None) -> bool:
-        return any(found in v.casefold() or escaped in v.casefold() for v in values if v)
+        return any(scrub.holds_json(v, found) for v in values if v)
 
     keys = [
         r[0]
@@ -252,20 +290,20 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None) -> int:
         ):
             for name, value in (("current_task", task), ("suggested_response", response)):
                 if scrub.holds(value, found):
-                    await tx.execute(
+                    await execute(
                         f"UPDATE om_cursors SET {name} = NULL WHERE record_key = $1 AND thread_id = $2", key, thread_id
                     )
                     removed += 1
         extracted = await tx.fetchval("SELECT extracted FROM om_records WHERE key = $1", key)
         cleaned, n = scrub.without(json.loads(extracted or "{}"), found)
         if n:
-            await tx.execute(
+            await execute(
                 "UPDATE om_records SET extracted = $1 WHERE key = $2", json.dumps(cleaned, ensure_ascii=False), key
             )
             removed += n
         reflection = await tx.fetchrow("SELECT text, hints FROM om_buffered_reflections WHERE record_key = $1", key)
         if reflection is not None and quotes(*reflection):
-            removed += await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
+            removed += await execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
         # A buffered chunk's hints (its task, its suggested response) may quote it: the chunk goes,
         # and its messages are buffered again.
         quoting: dict[str, int] = {}
@@ -275,51 +313,77 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None) -> int:
             if thread_id not in quoting and quotes(hints):
                 quoting[thread_id] = first
         for thread_id, first in sorted(quoting.items()):
-            removed += await _drop_chunks_from(tx, key, thread_id, first)
+            removed += await _drop_chunks_from(tx, key, thread_id, first) if write else 1
     events = await tx.fetch(
         "SELECT id, payload FROM om_events"
         " WHERE ($1::text IS NULL OR resource_id = $1 OR record_key = ANY ($2::text[]))"
-        f" AND ({tx.contains('payload', '$3')} OR {tx.contains('payload', '$4')})",
+        f" AND {_where(tx, 'payload', in_json, '$3')}",
         resource_id,
         keys,
-        phrase,
-        escaped,
+        in_json or "",
     )
     doomed = [r[0] for r in events if quotes(r[1])]
     if doomed:
-        removed += await tx.execute("DELETE FROM om_events WHERE id = ANY ($1::bigint[])", doomed)
+        delete = "DELETE FROM om_events WHERE id = ANY ($1::bigint[])"
+        removed += await tx.execute(delete, doomed) if write else len(doomed)
+    # The breaker's excerpt of an unusable answer may quote it (a model's status, for every resource).
+    for model, error in await tx.fetch("SELECT model, last_error FROM model_health WHERE last_error IS NOT NULL"):
+        if found in scrub.fold(error):
+            cleaned_error = scrub.without_excerpt(error)
+            await execute("UPDATE model_health SET last_error = $1 WHERE model = $2", cleaned_error, model)
+            removed += 1
     for thread_id, title, metadata, memory in await tx.fetch(
         "SELECT id, title, metadata, working_memory FROM threads WHERE $1::text IS NULL OR resource_id = $1",
         resource_id,
     ):
         if scrub.holds(title, found):
-            await tx.execute("UPDATE threads SET title = NULL, title_pinned = false WHERE id = $1", thread_id)
+            await execute("UPDATE threads SET title = NULL, title_pinned = false WHERE id = $1", thread_id)
             removed += 1
         cleaned, n = scrub.without(json.loads(metadata or "{}"), found)
         if n:
-            await tx.execute(
+            await execute(
                 "UPDATE threads SET metadata = $1 WHERE id = $2", json.dumps(cleaned, ensure_ascii=False), thread_id
             )
             removed += n
-        removed += await _scrub_memory(tx, "threads", thread_id, memory, found)
+        removed += await _scrub_memory(tx, "threads", thread_id, memory, found, write)
     for rid, memory in await tx.fetch(
         "SELECT id, working_memory FROM resources WHERE $1::text IS NULL OR id = $1", resource_id
     ):
-        removed += await _scrub_memory(tx, "resources", rid, memory, found)
+        removed += await _scrub_memory(tx, "resources", rid, memory, found, write)
     return removed
 
 
-async def _scrub_memory(tx: Tx, table: str, owner: str, memory: str | None, found: str) -> int:
+async def _scrub_memory(tx: Tx, table: str, owner: str, memory: str | None, found: str, write: bool) -> int:
     """A working memory without the entries or lines holding the phrase, and its earlier
     values too (store/history.py); how many went."""
     text, n = scrub.text_without(memory, found) if memory else ("", 0)
-    if n:
+    if n and write:
         await tx.execute(f"UPDATE {table} SET working_memory = $1 WHERE id = $2", text, owner)
     scope = "thread" if table == "threads" else "resource"
     for row_id, earlier in await tx.fetch(
         "SELECT id, text FROM om_working_memory_history WHERE scope = $1 AND owner = $2", scope, owner
     ):
         cleaned, m = scrub.text_without(earlier, found) if earlier else ("", 0)
-        if m:
+        if m and write:
             await tx.execute("UPDATE om_working_memory_history SET text = $1 WHERE id = $2", cleaned, row_id)
     return n
+
+
+# -- an erase the file could not finish yet (SQLite: a reader held an older snapshot) --------------
+
+
+async def erase_pending(tx: Tx) -> str | None:
+    """Since when deleted text may still be in the file's old pages, or None."""
+    return await tx.fetchval("SELECT since FROM om_erase_pending WHERE id = 1")
+
+
+async def mark_erase_pending(tx: Tx) -> None:
+    await tx.execute(
+        "INSERT INTO om_erase_pending AS p (id, since, forgets) VALUES (1, $1, 1)"
+        " ON CONFLICT (id) DO UPDATE SET forgets = p.forgets + 1",
+        now_iso(),
+    )
+
+
+async def clear_erase_pending(tx: Tx) -> None:
+    await tx.execute("DELETE FROM om_erase_pending WHERE id = 1")

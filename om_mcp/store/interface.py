@@ -60,6 +60,10 @@ class Store(Operations):
     async def backup(self, target: str) -> int:
         raise NotImplementedError
 
+    async def finish_erase(self, *, started: bool = False, wait: bool = True) -> bool:
+        """End a pending erase (deleted text still in the file's old pages); True when none is left."""
+        raise NotImplementedError
+
     # -- changes seen by other processes (PostgreSQL; nothing to do on SQLite) ----------------
     async def broadcast(self, message: dict[str, Any]) -> None:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from om_mcp.store import history, resends
+from om_mcp.store import history, resends, tombstones
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, now_iso, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.observations import ensure_record, record_state, unobserved_between
@@ -47,6 +47,12 @@ async def append(
     result = AppendResult()
     row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
     if row is None:
+        # Nothing to create a thread for when every message was forgotten (checked here, before the thread
+        # exists: a forget that deleted it has committed, its tombstones are seen).
+        messages, result.forgotten = await tombstones.keep(tx, resource_id, thread_id, messages)
+        if not messages:
+            result.state = await record_state(tx, record_key, thread_id)
+            return result
         current = await _create_thread(tx, thread_id, resource_id, thread_metadata, working_memory)
         if current is None:  # created by another transaction meanwhile: now it is there to lock
             row = await tx.fetchrow(LOCK_THREAD, record_key, thread_id)
@@ -61,7 +67,7 @@ async def append(
                 " a thread keeps its resource for life",
                 field="resource_id",
             )
-    fresh = await _new_only(tx, thread_id, messages, result)
+    fresh = await _new_only(tx, thread_id, resource_id, messages, result)
     if fresh:
         if await ensure_record(tx, record_key, resource_id, thread_id):
             counted_seq = await tx.fetchval(
@@ -133,8 +139,13 @@ async def _create_thread(
     return thread(row)
 
 
-async def _new_only(tx: Tx, thread_id: str, messages: list[NewMessage], result: AppendResult) -> list[NewMessage]:
-    """The messages not stored yet; re-sends are counted, clashes refused (see om_mcp.store.resends)."""
+async def _new_only(
+    tx: Tx, thread_id: str, resource_id: str, messages: list[NewMessage], result: AppendResult
+) -> list[NewMessage]:
+    """The messages not stored yet and not forgotten: what a tombstone refuses is counted
+    (store/tombstones.py), re-sends too, clashes refused (see om_mcp.store.resends). The thread is locked."""
+    messages, forgotten = await tombstones.keep(tx, resource_id, thread_id, messages)
+    result.forgotten += forgotten
     if size := resends.tail_size(messages):
         rows = await tx.fetch(
             f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 ORDER BY m.seq DESC LIMIT $2",

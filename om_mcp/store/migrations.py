@@ -33,6 +33,11 @@ MIGRATIONS: list[Migration] = [
     Migration("text stored once, running totals, model health, ingest positions", sqlite.v4, postgres.v4),
     Migration("the user's changes to a log, redaction counts, model spend", sqlite.step(sqlite.V5), postgres.V5),
     Migration("retired lines and the archive, working memory history", sqlite.step(sqlite.MONTHS), postgres.MONTHS),
+    Migration(
+        "tombstones of what was forgotten, a pending erase, spend reservations",
+        sqlite.step(sqlite.TOMBSTONES_AND_RESERVATIONS),
+        postgres.TOMBSTONES_AND_RESERVATIONS,
+    ),
 ]
 LATEST_VERSION = len(MIGRATIONS)
 APPLICATION_ID = sqlite.APPLICATION_ID  # SQLite's PRAGMA application_id; 'om-mcp' in PostgreSQL's om_meta

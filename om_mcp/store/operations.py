@@ -21,7 +21,17 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from om_mcp.store import coordination, history, messages, observations, privacy, remembered, sessions, threads
+from om_mcp.store import (
+    coordination,
+    history,
+    messages,
+    observations,
+    privacy,
+    remembered,
+    sessions,
+    threads,
+    tombstones,
+)
 from om_mcp.store.tx import Tx
 
 if TYPE_CHECKING:
@@ -149,10 +159,14 @@ class Operations:
     # privacy: redaction counts, added by append_messages
     redaction_counts = reads(privacy.redaction_counts)
 
-    # forgetting and correcting one thing
+    # forgetting and correcting one thing; what was forgotten (tombstones) and an erase not finished yet
     group_records = reads(forget.group_records)
     find_text = reads(forget.find_text)
     apply_rewrite = writes(forget.apply_rewrite)
+    forgotten_summary = reads(tombstones.summary)
+    erase_pending = reads(forget.erase_pending)
+    mark_erase_pending = writes(forget.mark_erase_pending)
+    clear_erase_pending = writes(forget.clear_erase_pending)
 
     # remembered lines, the retired pile, the memory as it was
     remember = writes(remembered.remember)
@@ -163,9 +177,12 @@ class Operations:
     working_memory_at = reads(history.working_memory_at)
     messages_at = reads(history.messages_at)
 
-    # model spend, for the spend caps
+    # model spend, for the spend caps: a call's estimate reserved before it, settled after
     add_spend = writes(spend.add_spend)
     spend_since = reads(spend.spend_since)
+    reserve_spend = writes(spend.reserve)
+    settle_spend = writes(spend.settle)
+    open_reservations = reads(spend.open_reservations)
 
     # vectors for semantic recall
     pending_vectors = reads(vectors.pending)

@@ -105,6 +105,7 @@ class AppendResult:
     state: RecordState | None = None
     thread: Thread | None = None
     redactions: dict[str, int] = field(default_factory=dict)  # privacy rule -> matches the stored messages lost
+    forgotten: int = 0  # messages a tombstone refused: they were forgotten (store/tombstones.py)
 
 
 @dataclass(slots=True)
@@ -406,6 +407,53 @@ class SpendDay:
     output_tokens: int
     usd: float  # of the calls that had a price
     unpriced_calls: int  # calls with no known price (a local model, sampling): counted in tokens only
+    abandoned_calls: int = 0  # reserved and never settled (timed out, cancelled, crashed): counted at their estimate
+    refused_calls: int = 0  # not made: their estimate would have passed a cap
+    refused_tokens: int = 0  # the estimate of the last call refused (0 once a call fits again)
+    refused_usd: float = 0.0
+
+
+@dataclass(slots=True)
+class Reservation:
+    """A model call's estimated cost, held against the caps from before the call until it is settled."""
+
+    id: str
+    day: str  # the UTC day it counts for, settled or abandoned
+    model: str
+    input_tokens: int
+    output_tokens: int
+    usd: float | None  # None: no price known
+    ttl: float  # seconds after which a reservation never settled counts as an abandoned call
+
+
+@dataclass(slots=True)
+class SpendTotals:
+    """Spend settled plus reserved (calls in flight), for the day and the month a reservation falls in."""
+
+    day_tokens: int = 0
+    day_usd: float = 0.0
+    month_tokens: int = 0
+    month_usd: float = 0.0
+    reserved_tokens: int = 0  # of those, today's open reservations
+    reserved_usd: float = 0.0
+
+    def spent(self, cap: str) -> float:
+        """The total a cap (its config key: daily_usd, monthly_tokens...) is checked against."""
+        return {
+            "daily_tokens": self.day_tokens,
+            "daily_usd": self.day_usd,
+            "monthly_tokens": self.month_tokens,
+            "monthly_usd": self.month_usd,
+        }[cap]
+
+
+@dataclass(slots=True)
+class Reserved:
+    """A reservation's outcome: made, or refused by the cap it would have passed (totals before it)."""
+
+    made: bool
+    totals: SpendTotals
+    refused_by: str | None = None  # the cap's config key
 
 
 @dataclass(slots=True)
@@ -431,8 +479,11 @@ class Rewritten:
     groups_removed: int = 0
     groups_changed: int = 0
     chunks: int = 0  # buffered chunks changed or dropped (their messages are buffered again)
-    derived: int = 0  # tasks, titles, extracted values, events and working-memory lines scrubbed
+    derived: int = 0  # tasks, titles, extracted values, events, working-memory lines, model-health excerpts scrubbed
     records: list[str] = field(default_factory=list)  # the records whose log changed
+    # False: deleted from every table, but old pages still in the SQLite file or its -wal while another
+    # connection reads an older snapshot; the erase is pending (`Store.erase_pending`) until a checkpoint ends it.
+    erased: bool = True
 
 
 @dataclass(slots=True)
@@ -443,3 +494,4 @@ class Found:
     groups: list[tuple[str, Group]] = field(default_factory=list)  # (record key, group)
     chunks: list[tuple[str, Chunk]] = field(default_factory=list)  # (record key, chunk)
     truncated: bool = False  # more messages hold it than the limit
+    derived: int = 0  # titles, tasks, metadata, working memory, events, model-health excerpts quoting it

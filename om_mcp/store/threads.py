@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from om_mcp.store import history
+from om_mcp.store import history, tombstones
 from om_mcp.store.decode import THREAD_COLUMNS, dumps, now_iso, thread
 from om_mcp.store.errors import NotFound
 from om_mcp.store.keys import resource_key, thread_key
@@ -168,7 +168,13 @@ async def _forget_threads(tx: Tx, thread_ids: list[str]) -> int:
     """Delete threads with everything derived from them; their message count."""
     if not thread_ids:
         return 0
-    count = await tx.fetchval("SELECT COUNT(*) FROM messages WHERE thread_id = ANY ($1::text[])", thread_ids)
+    stored = await tx.fetch(
+        "SELECT thread_id, resource_id, id FROM messages WHERE thread_id = ANY ($1::text[])", thread_ids
+    )
+    count = len(stored)
+    # Forgotten for good: an ingest, a hook or an import does not bring them back (store/tombstones.py). Their
+    # ids only: the content of every "ok" of a deleted thread must not refuse later ones.
+    await tombstones.bury_messages(tx, [(t, r, m, "", [], None) for t, r, m in stored], content=False)
     # Groups made from these threads, and reflections whose range took one in: a
     # reflection's text cannot be split, so it goes with any thread it covered.
     doomed = await tx.fetch(
@@ -253,6 +259,7 @@ async def delete_thread(tx: Tx, thread_id: str) -> int:
     await _require(tx, thread_id, lock=True)
     await _lock_records(tx, [thread_id])
     count = await _forget_threads(tx, [thread_id])
+    await tombstones.bury_threads(tx, [thread_id])
     await tx.purge()
     return count
 
@@ -269,6 +276,7 @@ async def delete_resource(tx: Tx, resource_id: str) -> tuple[int, int]:
     key = resource_key(resource_id)
     await _lock_records(tx, threads, [key])
     messages = await _forget_threads(tx, threads)
+    await tombstones.bury_threads(tx, threads, resource_id)
     groups = [r[0] for r in await tx.fetch("SELECT id FROM om_groups WHERE record_key = $1", key)]
     await tx.forget_index([], groups)
     for statement in (

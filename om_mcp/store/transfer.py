@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from om_mcp.store import tombstones
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.messages import _new_only, insert_new
@@ -159,9 +160,16 @@ class _Import:
         self.touched_threads: set[str] = set()
         self.skipped_records: set[str] = set()
         self.records: dict[str, tuple[str, str | None, str]] = {}  # key -> (scope, thread id, resource id)
+        # Deleted threads and resources (their tombstones): an earlier export brings none of it back.
+        self.buried_resources: set[str] = set()
+        self.buried_threads: dict[str, str] = {}  # thread id -> its resource
 
     async def resource(self, r: dict[str, Any]) -> None:
         exists = await self.tx.fetchval("SELECT 1 FROM resources WHERE id = $1", r["id"])
+        if not exists and await tombstones.buried(self.tx, tombstones.RESOURCE, r["id"]):
+            self.buried_resources.add(r["id"])
+            self.result.skipped["forgotten resource"] += 1
+            return
         await self.tx.execute(
             "INSERT INTO resources (id, working_memory, created_at, updated_at) VALUES ($1, $2, $3, $4)"
             " ON CONFLICT (id) DO UPDATE SET working_memory = COALESCE(resources.working_memory,"
@@ -175,6 +183,12 @@ class _Import:
 
     async def thread(self, t: dict[str, Any]) -> None:
         owner = await self.tx.fetchval("SELECT resource_id FROM threads WHERE id = $1 FOR UPDATE", t["id"])
+        if owner is None and (
+            t["resource_id"] in self.buried_resources or await tombstones.buried(self.tx, tombstones.THREAD, t["id"])
+        ):
+            self.buried_threads[t["id"]] = t["resource_id"]
+            self.result.skipped["forgotten thread"] += 1
+            return
         if owner is not None:
             if owner != t["resource_id"]:
                 raise StoreError(
@@ -199,13 +213,19 @@ class _Import:
         self._count("thread", True)
 
     async def messages(self, thread_id: str, rows: list[NewMessage]) -> None:
+        if thread_id in self.buried_threads:
+            self.result.skipped["forgotten message"] += len(rows)
+            await tombstones.count_refused(self.tx, self.buried_threads[thread_id], len(rows))
+            return
         found = await self.tx.fetchrow(f"SELECT {THREAD_COLUMNS} FROM threads t WHERE t.id = $1", thread_id)
         assert found is not None  # the format puts a thread before its messages
         current = thread(found)
         outcome = AppendResult(thread=current)
-        fresh = await _new_only(self.tx, thread_id, rows, outcome)
+        fresh = await _new_only(self.tx, thread_id, current.resource_id, rows, outcome)
         if outcome.skipped_duplicates:
             self.result.skipped["message"] += outcome.skipped_duplicates
+        if outcome.forgotten:
+            self.result.skipped["forgotten message"] += outcome.forgotten
         if not fresh:
             return
         await insert_new(self.tx, current, fresh, self.counted_by, outcome)
@@ -217,7 +237,10 @@ class _Import:
     async def record(self, r: dict[str, Any]) -> None:
         key = r["key"]
         self.records[key] = (r["scope"], r.get("thread_id"), r["resource_id"])
-        if await self.tx.fetchval("SELECT 1 FROM om_records WHERE key = $1", key):
+        forgotten = r["resource_id"] in self.buried_resources or (
+            r["scope"] == "thread" and r.get("thread_id") in self.buried_threads
+        )
+        if forgotten or await self.tx.fetchval("SELECT 1 FROM om_records WHERE key = $1", key):
             self.skipped_records.add(key)
             self._count("observation_record", False)
             return

@@ -119,9 +119,13 @@ class Tx:
         """A vector as the `embeddings.vector` column takes it."""
         raise NotImplementedError
 
+    # Does `contains` fold the column as store/scrub.py's `fold` does (then its needle is the folded
+    # phrase itself), or lower ASCII only (then the needle is `scrub.preselect`'s ASCII run)?
+    folds_exactly: bool = False
+
     def contains(self, column: str, text: str) -> str:
-        """SQL preselecting rows whose `column` holds `text` (SQL: a placeholder) ignoring case; the
-        rules check each row again with `str.casefold`, which may fold more letters than the SQL."""
+        """SQL preselecting rows whose `column` holds `text` (SQL: a placeholder holding a needle made
+        by `scrub.preselect`, already folded); the rules check each row again with `scrub.fold`."""
         raise NotImplementedError
 
     def json_elements(self, column: str) -> str:

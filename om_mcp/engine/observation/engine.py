@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
-from om_mcp.config import Config
+from om_mcp.config import Config, ConfigError
 from om_mcp.config.models import AUTO, normalize_choice
-from om_mcp.engine.budget import Budget, BudgetState, Clock
+from om_mcp.engine.budget import Budget, BudgetState, Clock, price_refusal
 from om_mcp.engine.observation import activation, thresholds, turn
 from om_mcp.engine.observation import status as status_view
 from om_mcp.engine.observation.buffering import BufferStep
@@ -74,6 +74,35 @@ class StoreHealthBook:
         self._cache[health.model] = (time.monotonic(), health)
         await self.store.put_model_health(StoredHealth(**asdict(health)))
 
+    def forget_cached(self) -> None:
+        """Read the rows again next time (a forget scrubbed an excerpt they quote)."""
+        self._cache.clear()
+
+
+def resolve_choice(om: Any, role: str) -> tuple[Any, readiness.Readiness]:
+    """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
+    own = getattr(om, role).model
+    other = om.reflection.model if role == "observation" else om.observation.model
+    choice = om.model if om.model is not None else (own if own is not None else other)
+    if choice is None or choice == AUTO:
+        auto = resolve_auto()
+        ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
+        return list(auto.targets), ready
+    targets = normalize_choice(choice)
+    if not isinstance(targets, list):
+        return choice, readiness.Readiness(True, "models chosen by input size")
+    return choice, readiness.check_all(targets)
+
+
+def budget_refusal(config: Config) -> str | None:
+    """Why the spend caps cannot hold with the models configured (a dollar cap on a model with no price),
+    in one line naming the options; None when they can. What `om-mcp serve` checks before it starts."""
+    om = config.observational_memory
+    if not om.enabled or not om.budget.dollars:
+        return None
+    models = [m for role in ("observation", "reflection") for m in ModelRouter(resolve_choice(om, role)[0]).models()]
+    return price_refusal(om.budget, models)
+
 
 class ObservationEngine:
     def __init__(
@@ -119,8 +148,12 @@ class ObservationEngine:
             extractors=self.extractors.inline("reflection"),
             multi_thread=self.om.scope == "resource",
         )
-        self.budget = Budget(store, self.om.budget, clock)
-        self.observer.router.on_completion = self.reflector.router.on_completion = self.budget.record
+        if self.om.enabled:
+            refusal = price_refusal(self.om.budget, self.observer.router.models() + self.reflector.router.models())
+            if refusal is not None:
+                raise ConfigError(refusal)
+        self.budget = Budget(store, self.om.budget, counter, clock, ttl=self.om.call_policy.total_budget_seconds)
+        self.observer.router.meter = self.reflector.router.meter = self.budget
         self.injected_client = client is not None
         if self.injected_client:
             self.readiness = readiness.Readiness(True, "the model client given to the engine")
@@ -141,19 +174,7 @@ class ObservationEngine:
         )
 
     def _resolve(self, role: str) -> tuple[Any, readiness.Readiness]:
-        """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
-        om = self.om
-        own = getattr(om, role).model
-        other = om.reflection.model if role == "observation" else om.observation.model
-        choice = om.model if om.model is not None else (own if own is not None else other)
-        if choice is None or choice == AUTO:
-            auto = resolve_auto()
-            ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
-            return list(auto.targets), ready
-        targets = normalize_choice(choice)
-        if not isinstance(targets, list):
-            return choice, readiness.Readiness(True, "models chosen by input size")
-        return choice, readiness.check_all(targets)
+        return resolve_choice(self.om, role)
 
     # -- small shared helpers -------------------------------------------------------
 
@@ -275,9 +296,26 @@ class ObservationEngine:
         budget = await self.budget.state()
         redactions = await self.store.redaction_counts(resource_id)
         state, tenant = self.observation_state(health, budget), self.observation_state(health, budget, detail=False)
+        forgotten = await self.forgotten(resource_id)
         return status_view.build(
-            self.deps, self.worker, snap, thread_id, resource_id, state, budget, redactions, tenant_observation=tenant
+            self.deps,
+            self.worker,
+            snap,
+            thread_id,
+            resource_id,
+            state,
+            budget,
+            redactions,
+            forgotten,
+            tenant_observation=tenant,
         )
+
+    async def forgotten(self, resource_id: str) -> dict[str, Any]:
+        """What the status says of forgetting: messages of the resource the tombstones refused, and a
+        pending erase (only what is not nothing)."""
+        refused = (await self.store.forgotten_summary(resource_id))["refused"]
+        pending = await self.store.erase_pending()
+        return {k: v for k, v in (("refused", refused), ("erase_pending_since", pending)) if v}
 
     def observation_state(
         self, health: ModelHealth | None, budget: BudgetState | None = None, detail: bool = True

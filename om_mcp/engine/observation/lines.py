@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from om_mcp.store.scrub import fold
+
 USER_STATED = "[user-stated]"
 GROUP_ID = re.compile(r"^[0-9a-f]{16}$")
 LINE_ID = re.compile(r"^([0-9a-f]{16})\.([0-9a-f]{6})$")
@@ -139,12 +141,13 @@ def remove_hashes(text: str, hashes: Iterable[str]) -> tuple[str, int]:
 
 
 def remove_containing(text: str, phrase: str) -> tuple[str, int]:
-    """Lines that contain `phrase` (case-insensitive), with their sub-bullets; a structural line
-    holding it (a thread tag, say) is blanked instead, so no copy of the phrase is left."""
-    needle = phrase.casefold()
-    out, removed = remove(text, lambda line: needle in line.text.casefold())
-    if needle in out.casefold():
-        kept = [t for t in out.splitlines() if needle not in t.casefold()]
+    """Lines that contain `phrase` (ignoring case and Unicode normalisation: `fold`), with their
+    sub-bullets; a structural line holding it (a thread tag, say) is blanked instead, so no copy of
+    the phrase is left."""
+    needle = fold(phrase)
+    out, removed = remove(text, lambda line: needle in fold(line.text))
+    if needle in fold(out):
+        kept = [t for t in out.splitlines() if needle not in fold(t)]
         removed += len(out.splitlines()) - len(kept)
         out = "\n".join(kept)
     return out, removed

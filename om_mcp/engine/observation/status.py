@@ -8,7 +8,7 @@ The server, which knows who asks, picks one."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.thresholds import activation_prefix, message_threshold
@@ -42,6 +42,7 @@ def build(
     observation: ObservationState,
     budget: BudgetState | None = None,
     redactions: dict[str, int] | None = None,
+    forgotten: dict[str, Any] | None = None,
     *,
     tenant_observation: ObservationState,
 ) -> Status:
@@ -98,6 +99,7 @@ def build(
         discarded_cycles=dict(deps.discards.get(key, {})),
         spend=budget.as_dict() if budget is not None else None,
         redactions=redactions or {},
+        forgotten=forgotten or {},
     )
 
 

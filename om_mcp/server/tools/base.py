@@ -92,4 +92,6 @@ def status_view(status: Any) -> dict[str, Any]:
         }
     if status.redactions:
         view["redactions"] = status.redactions
+    if status.forgotten:
+        view["forgotten"] = status.forgotten
     return view

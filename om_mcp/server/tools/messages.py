@@ -53,8 +53,10 @@ def register(server: MCPServer) -> None:
         result: dict[str, Any] = {"stored": outcome.appended, "skipped": outcome.skipped_duplicates}
         if outcome.remembered:
             result["remembered"] = outcome.remembered
+        if outcome.forgotten:
+            result["forgotten"] = outcome.forgotten  # refused: the user had them forgotten
         if outcome.status is not None:
             result["status"] = status_view(outcome.status)
-        if not (result["skipped"] or "status" in result):
+        if not (result["skipped"] or "status" in result or "forgotten" in result):
             result.pop("skipped")
         return compact(result)

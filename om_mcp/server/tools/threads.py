@@ -115,4 +115,4 @@ def register(server: MCPServer) -> None:
                 thread_uris(thread_id) + ([resource_uri(thread.resource_id, "threads")] if thread else [])
             ),
         )
-        return compact({"deleted_messages": deleted.deleted_messages})
+        return compact({"deleted_messages": deleted.deleted_messages, "erase_pending": deleted.erase_pending or None})

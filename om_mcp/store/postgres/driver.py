@@ -19,6 +19,7 @@ from om_mcp.store.tx import Row, Tx
 T = TypeVar("T")
 
 NOW = "extract(epoch FROM clock_timestamp())"
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 # The records that may need a cycle, less those some process holds a live lease on (their cycle
 # is running) and those locked by a commit right now (SKIP LOCKED): replicas polling together do
@@ -161,8 +162,11 @@ class PgTx(Tx):
     def vector(self, values: list[float]) -> Any:
         return [float(v) for v in values]
 
+    folds_exactly = False
+
     def contains(self, column: str, text: str) -> str:
-        return f"strpos(lower({column}), lower({text})) > 0"
+        # ASCII lowered by translate(), the same in every locale (lower() follows the database's).
+        return f"strpos(translate({column}, '{_UPPER}', '{_UPPER.lower()}'), {text}) > 0"
 
     def json_elements(self, column: str) -> str:
         return f"json_array_elements(({column})::json)"

@@ -246,3 +246,43 @@ INSERT INTO om_working_memory_history (scope, owner, text, saved_at)
 INSERT INTO om_working_memory_history (scope, owner, text, saved_at)
     SELECT 'thread', id, working_memory, updated_at FROM threads WHERE working_memory IS NOT NULL;
 """
+
+# Tombstones, refusals, a pending erase and spend reservations (see sqlite/migrations.py
+# TOMBSTONES_AND_RESERVATIONS). PostgreSQL has no WAL file to fold: om_erase_pending stays empty.
+TOMBSTONES_AND_RESERVATIONS = f"""
+CREATE TABLE om_tombstone_key (
+    id integer PRIMARY KEY CHECK (id = 1),
+    secret text NOT NULL,
+    created_at {C} NOT NULL
+);
+CREATE TABLE om_tombstones (
+    digest {C} PRIMARY KEY,
+    kind text NOT NULL,
+    created_at {C} NOT NULL
+);
+CREATE TABLE om_tombstone_refusals (
+    resource_id {C} PRIMARY KEY,
+    refused bigint NOT NULL DEFAULT 0,
+    last_refused_at {C}
+);
+CREATE TABLE om_erase_pending (
+    id integer PRIMARY KEY CHECK (id = 1),
+    since {C} NOT NULL,
+    forgets integer NOT NULL DEFAULT 1
+);
+CREATE TABLE om_spend_reservations (
+    id {C} PRIMARY KEY,
+    day {C} NOT NULL,
+    model text NOT NULL,
+    input_tokens bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    usd double precision,
+    expires_at double precision NOT NULL,
+    created_at {C} NOT NULL
+);
+CREATE INDEX om_spend_reservations_by_day ON om_spend_reservations (day);
+ALTER TABLE om_spend ADD COLUMN abandoned_calls bigint NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_calls bigint NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_usd double precision NOT NULL DEFAULT 0;
+"""

@@ -104,6 +104,11 @@ class PostgresStore(Store):
         # into a SQLite file (store/copy.py, which opens both backends, so it cannot live in either).
         raise StoreError("a PostgreSQL memory is backed up with `om-mcp backup` (a copy), or pg_dump")
 
+    async def finish_erase(self, *, started: bool = False, wait: bool = True) -> bool:
+        """PostgreSQL has no file of ours to fold: deleted rows are gone from every table at once
+        (their space is reclaimed by its VACUUM)."""
+        return True
+
     # changes seen by other processes
     async def broadcast(self, message: dict[str, Any]) -> None:
         """Tell the other processes on this database (LISTEN/NOTIFY; delivered at once, not stored)."""

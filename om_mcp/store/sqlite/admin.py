@@ -54,9 +54,23 @@ def integrity(conn: sqlite3.Connection) -> list[str]:
     return problems
 
 
-def checkpoint(conn: sqlite3.Connection) -> None:
-    """Fold the WAL into the file and truncate it (deleted text leaves the -wal too)."""
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+def checkpoint(conn: sqlite3.Connection, wait_ms: int | None = None) -> bool:
+    """Fold the WAL into the file and truncate it, so deleted text leaves the file and the -wal; False
+    when another connection's read snapshot kept it from finishing (the old pages are still there).
+    SQLite waits for readers up to the busy timeout (`wait_ms` instead, when given)."""
+    if wait_ms is not None:
+        before = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+    try:
+        busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError as error:
+        if "locked" not in str(error).lower() and "busy" not in str(error).lower():
+            raise
+        return False  # a writer held the file meanwhile: the next attempt folds it in
+    finally:
+        if wait_ms is not None:
+            conn.execute(f"PRAGMA busy_timeout = {before}")
+    return not busy
 
 
 def backup(conn: sqlite3.Connection, target: str) -> int:

@@ -34,6 +34,7 @@ import anyio
 
 from om_mcp.store.errors import DatabaseRefused, StoreUnavailable
 from om_mcp.store.migrations import LATEST_VERSION, MIGRATIONS
+from om_mcp.store.scrub import fold
 from om_mcp.store.sqlite import checks
 from om_mcp.store.sqlite.migrations import migrate
 
@@ -63,7 +64,8 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         # Freed pages are zeroed, so deleted text does not linger in the file.
         conn.execute("PRAGMA secure_delete = ON")
-        # lower() knows only ASCII; forgetting a phrase must ignore case in any script (store/forget.py, `Tx.contains`).
+        # lower() knows only ASCII; forgetting a phrase must ignore case and Unicode normalisation in any
+        # script (store/scrub.py `fold`, `Tx.contains`).
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         write(conn, migrate, [m.sqlite for m in MIGRATIONS])
     except BaseException:
@@ -111,7 +113,7 @@ def _connect_read_only(path: Path, check: bool) -> sqlite3.Connection:
 
 
 def _casefold(value: str | None) -> str | None:
-    return value.casefold() if isinstance(value, str) else value
+    return fold(value) if isinstance(value, str) else value
 
 
 def write(conn: sqlite3.Connection, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -391,6 +391,53 @@ INSERT INTO om_working_memory_history (scope, owner, text, saved_at)
     SELECT 'thread', id, working_memory, updated_at FROM threads WHERE working_memory IS NOT NULL;
 """
 
+# Forget for good, caps that cap (docs/forget.md, docs/budget.md):
+# - tombstones: keyed hashes (HMAC-SHA256 with this database's own random key, made at the
+#   first forget) of what was forgotten: message ids, message content, thread and resource ids.
+#   Every way in consults them, so nothing forgotten is stored again; never the text itself;
+# - how many messages the tombstones refused, per resource (for the status);
+# - an erase that could not fold the WAL into the file yet (a reader held an older snapshot);
+# - spend reservations: a call's estimate, written before the call in one step every process
+#   shares, settled after it; the calls abandoned (counted at their estimate) and refused (with the
+#   estimate of the last one refused, which every process's status reads until a call fits again).
+TOMBSTONES_AND_RESERVATIONS = """
+CREATE TABLE om_tombstone_key (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    secret TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE om_tombstones (
+    digest TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE om_tombstone_refusals (
+    resource_id TEXT PRIMARY KEY,
+    refused INTEGER NOT NULL DEFAULT 0,
+    last_refused_at TEXT
+);
+CREATE TABLE om_erase_pending (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    since TEXT NOT NULL,
+    forgets INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE om_spend_reservations (
+    id TEXT PRIMARY KEY,
+    day TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    usd REAL,
+    expires_at REAL NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX om_spend_reservations_by_day ON om_spend_reservations(day);
+ALTER TABLE om_spend ADD COLUMN abandoned_calls INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_calls INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE om_spend ADD COLUMN refused_usd REAL NOT NULL DEFAULT 0;
+"""
+
 
 def _statements(script: str) -> list[str]:
     """Split a script into statements (triggers need care with ';')."""

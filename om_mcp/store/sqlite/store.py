@@ -57,21 +57,39 @@ class SQLiteStore(Store):
     async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         return await self.db.write(on_connection(op), *args, **kwargs)
 
+    # After a deletion the WAL is folded into the file, so the deleted pages' old images leave the file
+    # and the -wal. A connection reading an older snapshot (an export in progress) keeps them there: then
+    # the erase is marked pending (status shows it, `om-mcp forget` exits non-zero) until a later
+    # checkpoint, by `finish_erase` (the worker's poll, `om-mcp forget --finish`, the next forget), ends it.
     async def delete_thread(self, thread_id: str) -> int:
         count = await super().delete_thread(thread_id)
-        await self.db.raw(admin.checkpoint)  # the deleted pages' old images leave the -wal file too
+        await self.finish_erase(started=True)
         return count
 
     async def delete_resource(self, resource_id: str) -> tuple[int, int]:
         counts = await super().delete_resource(resource_id)
-        await self.db.raw(admin.checkpoint)
+        await self.finish_erase(started=True)
         return counts
 
     async def apply_rewrite(self, plan: Rewrite) -> Rewritten | None:
         done = await super().apply_rewrite(plan)
         if done is not None:
-            await self.db.raw(admin.checkpoint)  # the old pages leave the -wal too
+            done.erased = await self.finish_erase(started=True)
         return done
+
+    async def finish_erase(self, *, started: bool = False, wait: bool = True) -> bool:
+        """Fold the WAL in; True when no erase is left pending. `started`: a deletion just committed (an
+        erase that cannot finish now is marked pending); `wait`: wait for readers up to the busy timeout
+        (else give up at once: a poll that only tries)."""
+        if not started and await self.erase_pending() is None:
+            return True
+        if await self.db.raw(admin.checkpoint, None if wait else 0):
+            if await self.erase_pending() is not None:
+                await self.clear_erase_pending()
+            return True
+        if started:
+            await self.mark_erase_pending()
+        return False
 
     # search
     search_messages = _reads(fts.find)
