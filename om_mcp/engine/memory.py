@@ -184,7 +184,7 @@ class Memory:
         """Store a batch, all or nothing; re-sent messages (same id, or the same content
         when sent without ids) are skipped and counted. Never waits for a model."""
         resource_id, _ = await self._resolve(thread_id, resource_id)
-        metadata = intake.check_thread_metadata(thread_metadata)
+        metadata = intake.scrubbed(self.config, intake.check_thread_metadata(thread_metadata))
         await self.counter.ready()
         rows = await intake.rows(self.config, self.counter, self.store, thread_id, messages)
         seed = self.working_memory.seed(metadata.get("working_memory"))
@@ -342,6 +342,7 @@ class Memory:
     ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
+        memory = intake.scrubbed(self.config, memory)
         return await translated(
             self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
         )
@@ -349,6 +350,7 @@ class Memory:
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically (WM-08/09)."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
+        partial = intake.scrubbed(self.config, partial)
         return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
 
     @staticmethod
@@ -367,8 +369,8 @@ class Memory:
         if title is not None:
             if not isinstance(title, str) or not title.strip():
                 raise InputError("title must be a non-empty string", field="title")
-            intake.check_title(title, "title")
-        metadata = intake.check_metadata(metadata, "metadata") or None
+            title = intake.scrubbed(self.config, intake.check_title(title, "title"))
+        metadata = intake.scrubbed(self.config, intake.check_metadata(metadata, "metadata")) or None
         thread = await translated(
             self.store.update_thread(
                 thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None

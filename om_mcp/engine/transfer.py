@@ -103,8 +103,29 @@ def _items(memory: Any, records: Iterator[dict[str, Any]]) -> Iterator[tuple[str
             batch.append(record)
         elif kind in kinds:
             yield from flush()
-            yield kinds[kind], record
+            yield kinds[kind], _scrubbed(memory, record)
     yield from flush()
+
+
+# The free text of each record besides messages (which `_prepare` takes through the intake).
+_TEXT_FIELDS = {
+    "resource": ("working_memory",),
+    "thread": ("title", "metadata", "working_memory"),
+    "observation_record": ("hints", "extracted"),
+    "observation_group": ("text",),
+}
+
+
+def _scrubbed(memory: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """A record with the privacy rules applied to its text: an export made before a rule existed,
+    or with privacy off, brings no secret in. A group's tokens are counted again when it changed."""
+    fields = {name: record.get(name) for name in _TEXT_FIELDS[record["type"]] if record.get(name) is not None}
+    clean = intake.scrubbed(memory.config, fields)
+    if clean == fields:
+        return record
+    if "text" in fields and clean["text"] != fields["text"]:
+        clean["tokens"] = memory.counter.count_text(clean["text"])
+    return {**record, **clean}
 
 
 def _prepare(memory: Any, records: list[dict[str, Any]]) -> list:

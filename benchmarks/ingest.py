@@ -1,0 +1,121 @@
+"""`om-mcp ingest` throughput, and the share of it the secret scan takes.
+
+    .venv/bin/python benchmarks/ingest.py [--turns 600] [--runs 5] [--compare /tmp/om-base]
+
+Writes a Claude Code transcript of `--turns` turns as a coding session makes them: a prompt, a
+`Read` of one of this repository's source files (its output cut to 2,000 characters as ingest
+cuts it), a `Bash` call with its output, and a reply. Then runs `python -m om_mcp ingest FILE
+--no-worker` on a new database, `--runs` times, and reports the median wall time, messages per
+second and MB of transcript per second. `--compare PATH` runs another checkout's code the same
+way (PYTHONPATH=PATH), interleaved with this one so the machine's load falls on both alike, and
+prints the ratio. Each checkout is also run once under cProfile: the share of the command's time
+spent in `Redactor.message` (the secret scan of every message), the figure issue 27 started from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_PROFILE = """
+import cProfile, pstats, sys
+from om_mcp.cli import main
+profile = cProfile.Profile()
+try:
+    profile.runcall(main, sys.argv[1:])
+except SystemExit:
+    pass
+stats = pstats.Stats(profile)
+total = max(row[3] for row in stats.stats.values())
+scan = sum(row[3] for (path, _, name), row in stats.stats.items() if name == "message" and "privacy" in path)
+print(f"SHARE {scan / total:.4f}", file=sys.stderr)
+"""
+
+
+def write_transcript(path: Path, turns: int) -> None:
+    sys.path.insert(0, str(REPO))
+    from om_mcp.testing.transcripts import ClaudeTranscript
+
+    sources = sorted((REPO / "om_mcp").rglob("*.py"))
+    prose = (REPO / "README.md").read_text(encoding="utf-8").split("\n\n")
+    transcript = ClaudeTranscript(path, "bench-session", "/home/user/project")
+    for i in range(turns):
+        source = sources[i % len(sources)]
+        text = source.read_text(encoding="utf-8")
+        transcript.user(f"{prose[i % len(prose)][:400]}\n\nWhat does {source.name} do?")
+        call = transcript.tool_call("Read", {"file_path": f"/home/user/project/{source.relative_to(REPO)}"})
+        transcript.tool_result(call, text[:2000])
+        call = transcript.tool_call("Bash", {"command": f"grep -n 'def ' {source.name} | head -20"})
+        defs = "\n".join(f"{n}:{line}" for n, line in enumerate(text.splitlines()) if "def " in line)
+        transcript.tool_result(call, defs[:2000])
+        transcript.assistant(prose[(i * 7) % len(prose)][:800])
+
+
+def ingest(checkout: Path, transcript: Path, folder: Path, profile: bool = False) -> tuple[float, float | None]:
+    db = folder / f"om-{time.monotonic_ns()}.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    env.update(PYTHONPATH=str(checkout), HOME=str(folder), OM_DB_PATH=str(db))
+    head = ["-c", _PROFILE] if profile else ["-m", "om_mcp"]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, *head, "ingest", str(transcript), "--no-worker", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=folder,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"ingest failed in {checkout}: {done.stderr}")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    share = next((float(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("SHARE ")), None)
+    return elapsed, share
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--compare", type=Path, help="another checkout of om-mcp (e.g. the base commit)")
+    args = parser.parse_args()
+    checkouts = {"this": REPO}
+    if args.compare:
+        checkouts["compare"] = args.compare.resolve()
+    with tempfile.TemporaryDirectory(prefix="om-ingest-bench-") as tmp:
+        folder = Path(tmp)
+        transcript = folder / "session.jsonl"
+        write_transcript(transcript, args.turns)
+        size = transcript.stat().st_size / 1e6
+        messages = sum(
+            1 for line in transcript.open() if json.loads(line).get("type") in ("user", "assistant")
+        )  # transcript entries that become messages
+        times: dict[str, list[float]] = {name: [] for name in checkouts}
+        for _ in range(args.runs):
+            for name, checkout in checkouts.items():  # interleaved: the load falls on both
+                times[name].append(ingest(checkout, transcript, folder)[0])
+        shares = {name: ingest(checkout, transcript, folder, profile=True)[1] for name, checkout in checkouts.items()}
+        print(f"transcript: {args.turns} turns, {messages} entries, {size:.1f} MB; median of {args.runs} runs")
+        for name, checkout in checkouts.items():
+            median = statistics.median(times[name])
+            share = f"{shares[name] * 100:.1f} %" if shares[name] is not None else "?"
+            print(
+                f"{name:8s} {checkout}: {median:.2f} s ({messages / median:,.0f} entries/s, {size / median:.2f} MB/s);"
+                f" the secret scan {share} of the command's time (cProfile)"
+            )
+        if args.compare:
+            ratio = statistics.median(times["this"]) / statistics.median(times["compare"])
+            print(f"this / compare: {ratio:.3f} (below 1: this checkout is faster)")
+
+
+if __name__ == "__main__":
+    main()
