@@ -6,9 +6,10 @@ Writes a Claude Code transcript of `--turns` turns as a coding session makes the
 `Read` of one of this repository's source files (its output cut to 2,000 characters as ingest
 cuts it), a `Bash` call with its output, and a reply. Then runs `python -m om_mcp ingest FILE
 --no-worker` on a new database, `--runs` times, and reports the median wall time, messages per
-second and MB of transcript per second. `--compare PATH` runs another checkout's code the same
-way (PYTHONPATH=PATH), interleaved with this one so the machine's load falls on both alike, and
-prints the ratio. Each checkout is also run once under cProfile: the share of the command's time
+second and MB of transcript per second, of the child's CPU time (steadier than its wall time on
+a loaded machine; both are shown). `--compare PATH` runs another checkout's code the same way
+(PYTHONPATH=PATH), interleaved with this one so the machine's load falls on both alike, and
+prints the ratios. Each checkout is also run once under cProfile: the share of the command's time
 spent in `Redactor.message` (the secret scan of every message), the figure issue 27 started from.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,11 +62,15 @@ def write_transcript(path: Path, turns: int) -> None:
         transcript.assistant(prose[(i * 7) % len(prose)][:800])
 
 
-def ingest(checkout: Path, transcript: Path, folder: Path, profile: bool = False) -> tuple[float, float | None]:
+def ingest(checkout: Path, transcript: Path, folder: Path, profile: bool = False) -> tuple[float, float, float | None]:
+    """(wall seconds, CPU seconds of the child, the scan's share of its time when profiled)."""
     db = folder / f"om-{time.monotonic_ns()}.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and k != "PYTHONDONTWRITEBYTECODE"}
+    # Bytecode cached as an installed package has it (each checkout apart), so neither pays for compiling
     env.update(PYTHONPATH=str(checkout), HOME=str(folder), OM_DB_PATH=str(db))
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache" / checkout.name)
     head = ["-c", _PROFILE] if profile else ["-m", "om_mcp"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *head, "ingest", str(transcript), "--no-worker", "--json"],
@@ -74,12 +80,14 @@ def ingest(checkout: Path, transcript: Path, folder: Path, profile: bool = False
         cwd=folder,
     )
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"ingest failed in {checkout}: {done.stderr}")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     share = next((float(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("SHARE ")), None)
-    return elapsed, share
+    return elapsed, cpu, share
 
 
 def main() -> None:
@@ -99,22 +107,28 @@ def main() -> None:
         messages = sum(
             1 for line in transcript.open() if json.loads(line).get("type") in ("user", "assistant")
         )  # transcript entries that become messages
-        times: dict[str, list[float]] = {name: [] for name in checkouts}
+        walls: dict[str, list[float]] = {name: [] for name in checkouts}
+        cpus: dict[str, list[float]] = {name: [] for name in checkouts}
+        for checkout in checkouts.values():
+            ingest(checkout, transcript, folder)  # writes each checkout's bytecode cache once
         for _ in range(args.runs):
             for name, checkout in checkouts.items():  # interleaved: the load falls on both
-                times[name].append(ingest(checkout, transcript, folder)[0])
-        shares = {name: ingest(checkout, transcript, folder, profile=True)[1] for name, checkout in checkouts.items()}
-        print(f"transcript: {args.turns} turns, {messages} entries, {size:.1f} MB; median of {args.runs} runs")
+                wall, cpu, _ = ingest(checkout, transcript, folder)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+        shares = {name: ingest(checkout, transcript, folder, profile=True)[2] for name, checkout in checkouts.items()}
+        print(f"transcript: {args.turns} turns, {messages} entries, {size:.1f} MB; medians of {args.runs} runs")
         for name, checkout in checkouts.items():
-            median = statistics.median(times[name])
+            wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
             share = f"{shares[name] * 100:.1f} %" if shares[name] is not None else "?"
             print(
-                f"{name:8s} {checkout}: {median:.2f} s ({messages / median:,.0f} entries/s, {size / median:.2f} MB/s);"
-                f" the secret scan {share} of the command's time (cProfile)"
+                f"{name:8s} {checkout}: {wall:.2f} s wall, {cpu:.2f} s CPU ({messages / cpu:,.0f} entries/s,"
+                f" {size / cpu:.2f} MB/s of CPU); the secret scan {share} of the command's time (cProfile)"
             )
         if args.compare:
-            ratio = statistics.median(times["this"]) / statistics.median(times["compare"])
-            print(f"this / compare: {ratio:.3f} (below 1: this checkout is faster)")
+            for what, runs in (("wall", walls), ("CPU", cpus)):
+                ratio = statistics.median(runs["this"]) / statistics.median(runs["compare"])
+                print(f"this / compare, {what}: {ratio:.3f} (below 1: this checkout is faster)")
 
 
 if __name__ == "__main__":

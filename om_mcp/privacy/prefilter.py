@@ -53,15 +53,21 @@ class Prefilter:
         for index, rule in enumerate(self.rules):
             for keyword in rule.keywords:
                 self._rules_of.setdefault(keyword, set()).add(index)
-        self._hidden = {k: tuple(o for o in self._rules_of if _can_hide(k, o)) for k in self._rules_of}
+        self._hidden: dict[str, tuple[str, ...]] = {}  # worked out for a keyword the first time it is found
         self._cache: dict[frozenset[str], list[Rule]] = {}
         self._search = re.compile(trie(self._rules_of)) if self._rules_of else None
+
+    def _can_hide(self, keyword: str) -> tuple[str, ...]:
+        hidden = self._hidden.get(keyword)
+        if hidden is None:
+            hidden = self._hidden[keyword] = tuple(o for o in self._rules_of if _can_hide(keyword, o))
+        return hidden
 
     def candidates(self, lowered: str) -> list[Rule]:
         """The rules that can match a text (given lower-cased), in their order."""
         found = set(self._search.findall(lowered)) if self._search is not None else set()
         for keyword in list(found):
-            found.update(other for other in self._hidden[keyword] if other not in found and other in lowered)
+            found.update(other for other in self._can_hide(keyword) if other not in found and other in lowered)
         if not found and not self.always:
             return []
         key = frozenset(found)

@@ -32,15 +32,25 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from om_mcp.privacy.prefilter import Prefilter
-from om_mcp.privacy.rules import MARKER_PREFIX, RULES, Rule, extra_rule, is_placeholder, literal, marker, secret_word
+from om_mcp.privacy.rules import (
+    MARKER_PREFIX,
+    RULES,
+    Lazy,
+    Rule,
+    extra_rule,
+    is_placeholder,
+    literal,
+    marker,
+    secret_word,
+)
 
 PRIVATE_MARKER = "[private]"
 PRIVATE_RULE = "private"  # the name <private> spans are counted under
 _PRIVATE_TAG = re.compile(r"<(/?)private>", re.I)
-_AUTHORIZATION = re.compile(r"^(?:basic|bearer|token|digest|apikey|api-key)\s+(?P<secret>\S{8,})$", re.I)
+_AUTHORIZATION = Lazy(r"^(?:basic|bearer|token|digest|apikey|api-key)\s+(?P<secret>\S{8,})$", re.I)
 _AUTHORIZATION_KEYS = {"authorization", "proxy-authorization"}
-_FLAG = re.compile(r"^-{1,2}[A-Za-z][\w.-]*$")
-_TEXT_MIMES = re.compile(r"^(?:text/|application/(?:json|xml|yaml|x-yaml|toml|x-sh|javascript|sql)|.*\+(?:json|xml)$)")
+_FLAG = Lazy(r"^-{1,2}[A-Za-z][\w.-]*$")
+_TEXT_MIMES = Lazy(r"^(?:text/|application/(?:json|xml|yaml|x-yaml|toml|x-sh|javascript|sql)|.*\+(?:json|xml)$)")
 # Shorter than any secret a rule matches, and than `<private>`: nothing to find.
 _MIN_CHARS = 8
 _MIN_KEY_CHARS = 16

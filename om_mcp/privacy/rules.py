@@ -37,12 +37,37 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 MARKER_PREFIX = "[redacted:"
+
+
+class Lazy:
+    """A regular expression compiled the first time it is used: the host hook is a new process on
+    every prompt, and most of these are needed only once a secret-looking match is found."""
+
+    def __init__(self, source: str, flags: int = 0):
+        self.source, self.flags = source, flags
+
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self.compiled.match(text)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, endpos)
+
+    def sub(self, replacement: str, text: str) -> str:
+        return self.compiled.sub(replacement, text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
 
 
 def marker(rule: str) -> str:
@@ -103,7 +128,7 @@ def _mixed(match: re.Match[str], text: str) -> bool:
 # Every rule's prefix, which documentation shows bare (`OPENAI_API_KEY=sk-proj-`), and those of
 # the rules that match more than a prefix.
 _EXTRA_PREFIXES = ("sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-api03-", "sk-ant-admin01-", "github_pat_")
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = Lazy(
     r"""^(?:
         [*x.#_-]{3,} | \*{3,}[^*]{0,6}                # ****, xxxx, ****abcd (a masked key shows its end)
       | <[^>]*> | \$\{[^}]*\} | \$\(?\w+\)? | \{\{?[^}]*\}?\} | %\(?\w*\)?s   # <your-key>, ${VAR}, $VAR, {x}, %s
@@ -117,7 +142,7 @@ _PLACEHOLDER = re.compile(
     )$""",
     re.I | re.X,
 )
-_ELLIPSIS = re.compile(r"\.\.\.|…")
+_ELLIPSIS = Lazy(r"\.\.\.|…")
 
 
 def is_placeholder(value: str) -> bool:
@@ -127,7 +152,7 @@ def is_placeholder(value: str) -> bool:
     if not value or _PLACEHOLDER.match(value):
         return True
     lowered = value.lower()
-    prefix = next((p for p in KNOWN_PREFIXES if lowered.startswith(p)), "")
+    prefix = next((p for p in known_prefixes() if lowered.startswith(p)), "")
     rest = value[len(prefix) :]
     if prefix and (not rest or len(set(rest)) == 1):
         return True  # nothing but a prefix (`sk-proj-`), or a prefix and one character repeated (`ghp_xxxx`)
@@ -144,7 +169,7 @@ _STRONG = ("password", "passwd", "passphrase", "secret", "token", "credentials",
 _WEAK = ("pass", "pwd", "key", "auth")
 _COMPOUND = ("api", "secret", "access", "private", "master", "signing", "encryption", "license", "auth", "client")
 # Names that end in a secret word and name something else.
-_NOT_SECRET_NAMES = re.compile(
+_NOT_SECRET_NAMES = Lazy(
     r"(?:public|publishable|primary|foreign|sort|partition|range|hash|row|cache|lookup|dict|map|group|index|unique"
     r"|idempotency|i18n|translation|message|object|s3|file|next|page|continuation|cursor|csrf|xsrf|hot|short|"
     r"shortcut|sign|max|min|num|count|total|input|output|prompt|completion)[_.-]?(?:key|token)$",
@@ -178,14 +203,15 @@ def secret_word(name: str, word_start: int | None = None) -> str | None:
     return None
 
 
-_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")  # self.token, os.environ
+_ATTRIBUTE = Lazy(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")  # self.token, os.environ
 # snake_case, camelCase, PascalCase, CONSTANT_CASE names, of word-sized parts (a random token's are longer)
-_IDENTIFIER = re.compile(
-    r"^(?:[a-z][a-z0-9]{0,14}(?:_[a-z0-9]{1,15})+|[a-z]{1,15}(?:[A-Z][a-z0-9]{0,14})+|(?:[A-Z][a-z0-9]{1,14}){2,}"
-    r"|[A-Z][A-Z0-9]{0,14}(?:_[A-Z0-9]{1,15})+)$"
+# (digits only at the end of a part: `user_profile_42`, `valueV2`, not `Gt0kenValue`)
+_IDENTIFIER = Lazy(
+    r"^(?:[a-z]{1,15}\d{0,3}(?:_[a-z]{0,15}\d{0,3})+|[a-z]{1,15}\d{0,3}(?:[A-Z][a-z]{0,14}\d{0,3})+"
+    r"|(?:[A-Z][a-z]{1,14}\d{0,3}){2,}|[A-Z]{1,15}\d{0,3}(?:_[A-Z]{0,15}\d{0,3})+)$"
 )
-_SLUG = re.compile(r"^[a-z0-9._-]+(?:/[a-z0-9._-]+)+$")  # gemini/gemini-2.5-flash, org/repo: a name
-_PATH = re.compile(r"^(?:~|\.{1,2})?/|^[A-Za-z]:\\|://")
+_SLUG = Lazy(r"^[a-z0-9._-]+(?:/[a-z0-9._-]+)+$")  # gemini/gemini-2.5-flash, org/repo: a name
+_PATH = Lazy(r"^(?:~|\.{1,2})?/|^[A-Za-z]:\\|://")
 
 
 def literal(value: str, word: str = "password") -> bool:
@@ -379,7 +405,7 @@ def _url_scheme(match: re.Match[str], text: str) -> bool:
     return _SCHEME.search(text, 0, match.start()) is not None
 
 
-_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}\Z")
+_SCHEME = Lazy(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}\Z")
 
 
 def _prefixed(name: str, source: str, *keywords: str, flags: int = 0) -> Rule:
@@ -540,14 +566,13 @@ RULES: tuple[Rule, ...] = (
 
 NAMES: frozenset[str] = frozenset(rule.name for rule in RULES)
 RULE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
-KNOWN_PREFIXES: tuple[str, ...] = tuple(
-    sorted(
-        {k for rule in RULES if rule.name != "secret-assignment" for k in rule.keywords if len(k) >= 3}
-        | set(_EXTRA_PREFIXES),
-        key=len,
-        reverse=True,
-    )
-)
+
+
+@cache
+def known_prefixes() -> tuple[str, ...]:
+    """Every rule's prefix, longest first, and those of the rules that match more than a prefix."""
+    keywords = {k for rule in RULES if rule.name != "secret-assignment" for k in rule.keywords if len(k) >= 3}
+    return tuple(sorted(keywords | set(_EXTRA_PREFIXES), key=len, reverse=True))
 
 
 def extra_rule(name: str, pattern: str) -> Rule:
