@@ -10,7 +10,8 @@ second and MB of transcript per second, of the child's CPU time (steadier than i
 a loaded machine; both are shown). `--compare PATH` runs another checkout's code the same way
 (PYTHONPATH=PATH), interleaved with this one so the machine's load falls on both alike, and
 prints the ratios. Each checkout is also run once under cProfile: the share of the command's time
-spent in `Redactor.message` (the secret scan of every message), the figure issue 27 started from.
+spent in `Redactor.message` (the secret scan of every message), the figure issue 27 started from;
+and the scan is timed alone, over the same messages, and from a cold start as the host hook pays it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,45 @@ total = max(row[3] for row in stats.stats.values())
 scan = sum(row[3] for (path, _, name), row in stats.stats.items() if name == "message" and "privacy" in path)
 print(f"SHARE {scan / total:.4f}", file=sys.stderr)
 """
+
+
+# The scan alone, in a child on a checkout's code: every message of the transcript through the
+# redactor the hook and ingest use (CPU, best of 5), and a cold start as the hook has it on each
+# prompt (import, build, one turn; CPU, best of 7 processes).
+_SCAN = """
+import sys, time
+from om_mcp.engine.intake import normalise_parts
+from om_mcp.hosts.claude_code import read_messages
+from om_mcp.privacy import redactor_for
+messages, _ = read_messages(sys.argv[1])
+items = [(m["role"], normalise_parts(m["content"]), m.get("metadata")) for m in messages]
+redactor = redactor_for(None)
+best = 9e9
+for _ in range(5):
+    start = time.process_time()
+    for role, parts, metadata in items:
+        redactor.message(role, parts, metadata)
+    best = min(best, time.process_time() - start)
+print(best)
+"""
+_COLD = """
+import time
+start = time.process_time()
+from om_mcp.privacy import redactor_for
+redactor = redactor_for({})
+text = {"type": "text", "text": "run the tests and fix the failing one; the token is in .env"}
+redactor.message("user", [text], None)
+call = {"type": "tool-call", "tool_name": "Bash", "args": {"command": "pytest -q tests"}, "tool_call_id": "toolu_01"}
+redactor.message("assistant", [call], None)
+print(time.process_time() - start)
+"""
+
+
+def child_seconds(checkout: Path, folder: Path, code: str, *args: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(checkout), PYTHONPYCACHEPREFIX=str(folder / "pycache" / checkout.name))
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip())
 
 
 def write_transcript(path: Path, turns: int) -> None:
@@ -124,6 +164,13 @@ def main() -> None:
             print(
                 f"{name:8s} {checkout}: {wall:.2f} s wall, {cpu:.2f} s CPU ({messages / cpu:,.0f} entries/s,"
                 f" {size / cpu:.2f} MB/s of CPU); the secret scan {share} of the command's time (cProfile)"
+            )
+        for name, checkout in checkouts.items():
+            scan = child_seconds(checkout, folder, _SCAN, str(transcript))
+            cold = min(child_seconds(checkout, folder, _COLD) for _ in range(7))
+            print(
+                f"{name:8s} the scan alone over the {messages} entries: {scan * 1000:.0f} ms CPU;"
+                f" a hook's cold start (import, build, one turn): {cold * 1000:.1f} ms CPU"
             )
         if args.compare:
             for what, runs in (("wall", walls), ("CPU", cpus)):

@@ -260,19 +260,27 @@ def false_positives(name: str, texts: list[tuple[str, str]]) -> None:
 
 
 def detect_secrets_on(name: str, texts: list[tuple[str, str]]) -> None:
+    """detect-secrets as its `scan` command runs it: file by file, default plugins and filters."""
     try:
-        from detect_secrets.core.scan import scan_line
+        from detect_secrets.core.scan import scan_file
         from detect_secrets.settings import default_settings
     except ImportError:
         print("detect-secrets: not installed (pip install detect-secrets)")
         return
-    lines = [(where, line) for where, text in texts for line in text.splitlines()]
+    import tempfile
+
     chars = sum(len(t) for _, t in texts)
-    with default_settings():
+    with tempfile.TemporaryDirectory() as folder, default_settings():
+        paths = []
+        for index, (where, text) in enumerate(texts):
+            suffix = Path(where).suffix if Path(where).suffix in (".py", ".md") else ".txt"
+            path = Path(folder) / f"{index}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            paths.append(path)
         start = time.process_time()
-        found = Counter()
-        for _, line in lines:
-            for secret in scan_line(line):
+        found: Counter[str] = Counter()
+        for path in paths:
+            for secret in scan_file(str(path)):
                 found[secret.type] += 1
         seconds = time.process_time() - start
     print(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 import subprocess
 from collections import Counter
@@ -424,7 +425,26 @@ def test_no_false_positive_on_the_repositorys_own_source_and_tests():
             if secret not in FIXTURE_CREDENTIALS:
                 false_positives.append(f"{path.name}: {rule} on {secret[:80]!r}")
     assert false_positives == [], "\n".join(false_positives)
-    assert len(found) == 17, found  # the fixture credentials above, each where it is used (docs/privacy.md)
+    assert len(found) == FOUND_ON_PURPOSE, found  # the fixture credentials above, each where it is used
+
+
+FOUND_ON_PURPOSE = 17  # docs/privacy.md's figure
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "privacy.md"
+
+
+def test_the_privacy_page_names_every_rule_and_holds_its_figures():
+    text = DOCS.read_text(encoding="utf-8")
+    for name in sorted({rule.name for rule in RULES}):
+        assert f"`{name}`" in text, name
+    assert f"the detectors find {FOUND_ON_PURPOSE} secrets" in text
+    root = DOCS.parents[1]
+    for script in set(re.findall(r"benchmarks/[\w]+\.py", text)) | set(re.findall(r"privacy/[\w]+\.py", text)):
+        assert (root / script).exists() or (root / "om_mcp" / script).exists(), script
+    for placeholder in ("sk-proj-", "ghp_", "AKIAXXXXXXXXXXXXXXXX", "sk-...", "sk-...Xy9z", "your-key-here", "****abcd"):
+        assert f"`{placeholder}`" in text and redact(f"key {placeholder}")[1] == Counter(), placeholder
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**Keep private.**", 1)[1].split("\n\n", 1)[0]
+    assert "(docs/privacy.md)" in paragraph and "unclosed `<private>` hides the rest of the message" in paragraph
 
 
 # --------------------------------------------------------------------------------------

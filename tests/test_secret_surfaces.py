@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.engine import observer_reply, role_of, text_of
+from support.engine import role_of, text_of
 from support.files import raw_bytes
 from support.hooks import SESSION_ID, Box
 from support.mcp import connect, ok
