@@ -72,6 +72,7 @@ class _Pass:
 
     counts: Counter[str]
     private: bool = False
+    keys: bool = True  # scan dictionary keys: not inside a model's parsed answer, whose keys are our ids
 
 
 class Redactor:
@@ -163,7 +164,7 @@ class Redactor:
             out = {}
             for k, v in value.items():
                 # A key is a name; one long enough to hold a token is scanned as text.
-                long_key = isinstance(k, str) and len(k) >= _MIN_KEY_CHARS
+                long_key = scan.keys and isinstance(k, str) and len(k) >= _MIN_KEY_CHARS
                 clean_key = self._text(k, _Pass(scan.counts)) if long_key else k
                 out[clean_key] = self._value(v, scan, k if isinstance(k, str) else None)
             return out
@@ -174,6 +175,7 @@ class Redactor:
                 flag = item if isinstance(item, str) and _FLAG.match(item) else None
             return items if isinstance(value, list) else tuple(items)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            scan.keys = False  # thread ids, extractors' slugs
             fields = [f.name for f in dataclasses.fields(value) if f.init]
             return dataclasses.replace(
                 value, **{name: self._value(getattr(value, name), scan, None) for name in fields}
