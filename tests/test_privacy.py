@@ -126,8 +126,9 @@ EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
             "lin_api_" + "a1B2c3D4e5" * 4,
             "SK" + "0123456789abcdef" * 2,
             "hvs." + "CAESI" + "a1B2c3D4e5" * 9,
+            "VAULT=s." + "q6k80mfmxrfx52l1s1ahdria",
         ],
-        ["msg.content", "the SG. prefix", "dop_v1_ is DigitalOcean's"],
+        ["msg.content", "the SG. prefix", "dop_v1_ is DigitalOcean's", "s.someverylongattributename"],
     ),
     "jwt": ([f"Cookie: session={JWT}"], ["eyJ is how base64 JSON starts", "eyJhbGciOiJIUzI1NiJ9 alone"]),
     "bearer-header": (

@@ -3,7 +3,7 @@
 Every rule names literal keywords, one of which occurs (lower-cased) in each of its
 matches (`ghp_` for GitHub tokens, `://` for passwords in URLs). One regular expression
 of all the keywords runs over the lower-cased text; only the rules whose keyword it saw
-run their own expression. Most text holds none, so most text costs that one search.
+run their own expression. A text that holds none costs that one search.
 
 The expression is the keywords as a trie (`s(?:k(?:-|_live_)|...)`), so each position of
 the text costs one branch per character rather than one per keyword. It reports matches

@@ -1,4 +1,5 @@
-"""The built-in secret detectors: one named rule each, matched before anything is stored.
+"""The built-in secret detectors, matched before anything is stored: each a named rule (some
+names cover several expressions, one per prefix: `service-token`, `secret-assignment`).
 
 A match becomes `[redacted:<rule>]`. Where a rule names the part that is secret (the
 value of `password=...`, the token after `Bearer`), only that part is replaced, so
@@ -27,18 +28,16 @@ Why these shapes:
   bare word with letters and digits that is not a call, an attribute, a type, a path or
   a placeholder.
 - `keywords` are lower-case literals one of which occurs in every match of the rule.
-  They are what the prefilter looks for (privacy/scan.py): one regular expression of all
-  of them finds which rules can match a text, and only those run. Most text holds none.
+  They are what the prefilter looks for (privacy/prefilter.py): one regular expression of
+  all of them finds which rules can match a text, and only those run.
   A rule's expression is compiled the first time a text needs it: the host hook runs in a
   new process on every prompt, and compiling all of them up front costs it 20 ms.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -107,20 +106,15 @@ class Rule:
         return match.span()
 
 
-def entropy(value: str) -> float:
-    """Shannon entropy in bits per character (gitleaks' measure of randomness)."""
-    counts = Counter(value)
-    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values()) if value else 0.0
-
-
 def _classes(value: str) -> int:
     """How many of lower case, upper case and digits a value mixes."""
     return sum((any(c.islower() for c in value), any(c.isupper() for c in value), any(c.isdigit() for c in value)))
 
 
 def _mixed(match: re.Match[str], text: str) -> bool:
-    """A random token mixes two of lower, upper and digits; kebab-case words (`sk-learn-...`) do not."""
-    return _classes(match.group(0).partition("-")[2]) >= 2
+    """A random token mixes two of lower, upper and digits after its prefix; kebab-case words
+    (`sk-learn-...`) do not."""
+    return _classes(re.split(r"[-.]", match.group(0), maxsplit=1)[-1]) >= 2
 
 
 # -- placeholders: what documentation and examples write instead of a secret -------------------
