@@ -71,6 +71,19 @@ def secret(i: int) -> str:
     return f"BOBSECRET{i}"
 
 
+def wait_for(port: int, process: subprocess.Popen) -> None:
+    """Until the server listens on `port`; a minute at most."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.05)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -446,15 +459,7 @@ async def _server(tmp: Path, **extra: str) -> AsyncIterator[Client]:
         [*command, str(tmp / "m.db")], cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit("the server did not start") from None
-                await anyio.sleep(0.05)
+        wait_for(port, process)
         async with connect(f"http://127.0.0.1:{port}/mcp", ADMIN) as client:
             yield client
     finally:
@@ -647,15 +652,7 @@ def main() -> int:
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or process.poll() is not None:
-                        raise SystemExit("the server did not start") from None
-                    time.sleep(0.05)
+            wait_for(port, process)
             anyio.run(attack, f"http://127.0.0.1:{port}/mcp")
             xss(f"http://127.0.0.1:{port}/mcp")
         finally:

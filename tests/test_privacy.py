@@ -441,7 +441,8 @@ def test_the_privacy_page_names_every_rule_and_holds_its_figures():
     root = DOCS.parents[1]
     for script in set(re.findall(r"benchmarks/[\w]+\.py", text)) | set(re.findall(r"privacy/[\w]+\.py", text)):
         assert (root / script).exists() or (root / "om_mcp" / script).exists(), script
-    for placeholder in ("sk-proj-", "ghp_", "AKIAXXXXXXXXXXXXXXXX", "sk-...", "sk-...Xy9z", "your-key-here", "****abcd"):
+    placeholders = ("sk-proj-", "ghp_", "AKIAXXXXXXXXXXXXXXXX", "sk-...", "sk-...Xy9z", "your-key-here", "****abcd")
+    for placeholder in placeholders:
         assert f"`{placeholder}`" in text and redact(f"key {placeholder}")[1] == Counter(), placeholder
     readme = (root / "README.md").read_text(encoding="utf-8")
     paragraph = readme.split("**Keep private.**", 1)[1].split("\n\n", 1)[0]

@@ -49,6 +49,19 @@ def memory_config(db: Path, **env: str):
     return load_config(env={"OM_DB_PATH": str(db), "OM_OBSERVATIONAL_MEMORY__ENABLED": "false", **env})
 
 
+def observing(db: Path, **env: str):
+    """Observation in thread scope, synchronously (no buffering), on the scripted model."""
+    return load_config(
+        env={
+            "OM_DB_PATH": str(db),
+            "OM_MODEL": "default",
+            "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
+            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+            **env,
+        }
+    )
+
+
 @pytest.mark.anyio
 async def test_every_field_the_tools_store_is_scanned(tmp_path: Path):
     db = tmp_path / "om.db"
@@ -169,19 +182,14 @@ def _decoding_model(extra: str = "") -> ScriptedModel:
 @pytest.mark.anyio
 async def test_what_the_observer_and_reflector_write_is_scanned_before_it_is_committed(tmp_path: Path):
     db = tmp_path / "om.db"
-    config = load_config(
-        env={
-            "OM_DB_PATH": str(db),
-            "OM_MODEL": "default",
-            "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE": "true",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY": "true",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT": json.dumps(
-                [{"name": "secret", "metadata_key_path": "facts.secret"}]
-            ),
-            "OM_WORKING_MEMORY__SCOPE": "thread",
-        }
+    config = observing(
+        db,
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE="true",
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__MANAGE_WORKING_MEMORY="true",
+        OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT=json.dumps(
+            [{"name": "secret", "metadata_key_path": "facts.secret"}]
+        ),
+        OM_WORKING_MEMORY__SCOPE="thread",
     )
     encoded = base64.b64encode(GH_DECODED.encode()).decode()
     async with await Memory.open(config, client=_decoding_model()) as memory:
@@ -204,14 +212,7 @@ async def test_what_the_observer_and_reflector_write_is_scanned_before_it_is_com
 @pytest.mark.anyio
 async def test_a_failure_quoting_the_model_stores_no_secret(tmp_path: Path):
     db = tmp_path / "om.db"
-    config = load_config(
-        env={
-            "OM_DB_PATH": str(db),
-            "OM_MODEL": "default",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
-            "OM_OBSERVATIONAL_MEMORY__CALL_POLICY__BACKOFF_INITIAL_SECONDS": "0",
-        }
-    )
+    config = observing(db, OM_OBSERVATIONAL_MEMORY__CALL_POLICY__BACKOFF_INITIAL_SECONDS="0")
     refusal = f"I cannot keep {GH_DECODED} or {SLACK} in a log."  # no observations: an unusable answer
     async with await Memory.open(config, client=ScriptedModel(lambda messages, target: refusal)) as memory:
         await memory.append_messages("t", [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}])
@@ -228,15 +229,8 @@ async def test_an_export_made_with_privacy_off_imports_no_secret(tmp_path: Path)
     """Every record of om-mcp's own export: messages, and besides them titles, thread metadata,
     working memory (thread and resource), observation text, tasks and extracted values."""
     old = tmp_path / "old.db"
-    config = load_config(
-        env={
-            "OM_DB_PATH": str(old),
-            "OM_MODEL": "default",
-            "OM_PRIVACY__ENABLED": "false",
-            "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT": json.dumps([{"name": "secret"}]),
-        }
+    config = observing(
+        old, OM_PRIVACY__ENABLED="false", OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT=json.dumps([{"name": "secret"}])
     )
     encoded = base64.b64encode(GH_DECODED.encode()).decode()
     export = tmp_path / "memory.jsonl"

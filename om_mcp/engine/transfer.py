@@ -119,10 +119,9 @@ _TEXT_FIELDS = {
 def _scrubbed(memory: Any, record: dict[str, Any]) -> dict[str, Any]:
     """A record with the privacy rules applied to its text: an export made before a rule existed,
     or with privacy off, brings no secret in. A group's tokens are counted again when it changed."""
-    fields = {name: record.get(name) for name in _TEXT_FIELDS[record["type"]] if record.get(name) is not None}
-    # hints are keyed by thread id: an id stays as it is
+    fields: dict[str, Any] = {name: record[name] for name in _TEXT_FIELDS[record["type"]] if record.get(name)}
     clean = {k: intake.scrubbed(memory.config, v) for k, v in fields.items() if k != "hints"}
-    if "hints" in fields:
+    if "hints" in fields:  # keyed by thread id: an id stays as it is
         clean["hints"] = {thread: intake.scrubbed(memory.config, hint) for thread, hint in fields["hints"].items()}
     if clean == fields:
         return record
