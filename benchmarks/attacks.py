@@ -33,12 +33,19 @@ addresses (`auth_guessing`), a 300 MB body to the status page's API and the serv
 (`huge_body`), and a folder with a crafted `.git` file run through the hook (`crafted_gitdir`).
 `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
 `spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
+`secrets`: one secret of each class (cloud, VCS, chat, payment and AI keys, private keys, JWTs,
+passwords in URLs, connection strings, env-file lines, command-line flags, an unclosed `<private>`)
+planted on every surface (messages, tool arguments and results under any key, metadata, titles,
+working memory, the host hook, `om-mcp ingest`, an import of an export made with privacy off, and what
+the Observer writes after decoding one the user pasted in base64), each surface on a database of its
+own, then looked for in the bytes of the SQLite file and its -wal (goal: none stored).
 The server runs from a folder outside the checkout, so `PYTHONPATH=<another checkout>` measures
 that code (the figures before a change).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -755,6 +762,261 @@ def crafted_gitdir() -> None:
 
 
 # One line each; rows are run in this order.
+# -- secrets: planted on every surface, then looked for in the bytes of the database file and its -wal ---------
+
+# (class, the text planted, the secret in it that must not be stored)
+PLANTS = [
+    ("cloud key", "aws_access_key_id = AKIA" + "J7ZQ4XK2M9PL3VWN", "AKIA" + "J7ZQ4XK2M9PL3VWN"),
+    (
+        "VCS token",
+        "token ghp_" + "Zq8Lm2Nx4Vb6Cd1Fg3Hj5Kp7Rt9Wy0Ua2Se4",
+        "ghp_" + "Zq8Lm2Nx4Vb6Cd1Fg3Hj5Kp7Rt9Wy0Ua2Se4",
+    ),
+    ("GitLab token", "push with glpat-" + "Rq3Tv5Wx7Yz9Ab1Cd3Ef", "glpat-" + "Rq3Tv5Wx7Yz9Ab1Cd3Ef"),
+    (
+        "chat token",
+        "SLACK=xoxb-" + "298347291034-2983472910345-QwErTyUiOpAsDfGh",
+        "xoxb-" + "298347291034-2983472910345",
+    ),
+    ("payment key", "stripe sk_live_" + "51HqL8dKq2mN4pR6sT8vX0yZ", "sk_live_" + "51HqL8dKq2mN4pR6sT8vX0yZ"),
+    (
+        "AI key",
+        "OPENAI_API_KEY=sk-proj-" + "Qm3Np5Rs7Tu9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5L",
+        "sk-proj-" + "Qm3Np5Rs7Tu9Vw1Xy3Za5Bc7",
+    ),
+    (
+        "AI key (Anthropic)",
+        "sk-ant-api03-" + "Hx7Jk2Lm4Np6Qr8St0Uv2Wx4Yz6Ab8Cd0Ef2Gh4",
+        "sk-ant-api03-" + "Hx7Jk2Lm4Np6Qr8",
+    ),
+    (
+        "private key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+        "-----END OPENSSH PRIVATE KEY-----",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ),
+    (
+        "JWT",
+        "session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhdHRhY2tlciJ9.Qx2Lm4Np6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2",
+        "Qx2Lm4Np6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2",
+    ),
+    ("URL password", "https://admin:Wr0ngH0rse@intranet.example/report", "Wr0ngH0rse"),
+    ("connection string", "Server=db;Database=app;User Id=sa;Password=C0nnStr1ng!;", "C0nnStr1ng!"),
+    ("env file line", "# .env\nAPP_SECRET=envS3cretValue9\nDEBUG=false", "envS3cretValue9"),
+    ("command-line flag", "docker login --username ci --password D0ckerPass42", "D0ckerPass42"),
+    ("PGPASSWORD=", "PGPASSWORD=Pgp4ssw0rd7 psql -h db", "Pgp4ssw0rd7"),
+    ("GITHUBTOKEN= (no separator)", "GITHUBTOKEN=Gt0kenValue77aa", "Gt0kenValue77aa"),
+    ("curl -u", "curl -u admin:Cur1Pass99 https://intranet", "Cur1Pass99"),
+    ("unclosed <private>", "my diagnosis <private>the unclosed private diagnosis", "the unclosed private diagnosis"),
+]
+ONE_LINE = [plant for plant in PLANTS if "\n" not in plant[1]]  # what a title can hold
+
+
+def _stored(db: Path, secrets: list[str]) -> list[str]:
+    data = b"".join(Path(f"{db}{suffix}").read_bytes() for suffix in ("", "-wal") if Path(f"{db}{suffix}").exists())
+    return [secret for secret in secrets if secret.encode() in data]
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    env.update(HOME=str(tmp), XDG_DATA_HOME=str(tmp / "data"), XDG_CACHE_HOME=str(tmp / "cache"), **extra)
+    return env
+
+
+def wait_for(port: int, process: subprocess.Popen) -> None:
+    """Until the server listens on `port`; a minute at most."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.05)
+
+
+@asynccontextmanager
+async def _server(tmp: Path, **extra: str) -> AsyncIterator[Client]:
+    """`om-mcp serve --transport http` on the row's own database, and a client with the admin token."""
+    port = free_port()
+    env = _env(tmp, OM_SERVER__AUTH__TOKENS=json.dumps(TOKENS), OM_SERVER__HTTP__RATE_LIMIT_PER_MINUTE="0", **extra)
+    command = [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port), "--db"]
+    process = subprocess.Popen(
+        [*command, str(tmp / "m.db")], cwd=REPO, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(port, process)
+        async with connect(f"http://127.0.0.1:{port}/mcp", ADMIN) as client:
+            yield client
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+async def secrets_in_tool_calls(tmp: Path) -> tuple[str, int, list[str]]:
+    """Messages, tool arguments and results under `url`/`data`, message and thread metadata."""
+    async with _server(tmp, OM_OBSERVATIONAL_MEMORY="false") as client:
+        for i, (_, text, _secret) in enumerate(PLANTS):
+            call = {"type": "tool-call", "tool_name": "WebFetch", "tool_call_id": f"c{i}", "args": {"url": text}}
+            result = {"type": "tool-result", "tool_name": "WebFetch", "tool_call_id": f"c{i}", "result": {"data": text}}
+            messages = [
+                {"role": "user", "content": text},
+                {"role": "assistant", "content": [call], "metadata": {"url": text, "data": {"note": text}}},
+                {"role": "tool", "content": [result]},
+            ]
+            metadata = {"ci": {"url": text}}
+            await tool(
+                client, "append_messages", {"thread_id": f"t{i}", "messages": messages, "thread_metadata": metadata}
+            )
+    return (
+        "MCP tools: messages, tool args/results, metadata",
+        5 * len(PLANTS),
+        _stored(tmp / "m.db", [p[2] for p in PLANTS]),
+    )
+
+
+async def secrets_in_titles_and_working_memory(tmp: Path) -> tuple[str, int, list[str]]:
+    async with _server(tmp, OM_OBSERVATIONAL_MEMORY="false") as client:
+        for i, (_, text, _secret) in enumerate(PLANTS):
+            thread = {"thread_id": f"t{i}"}
+            title = {"title": text} if "\n" not in text else {}
+            await tool(client, "append_messages", {**thread, "messages": [note(1, "hi")], "thread_metadata": title})
+            if title:
+                await tool(client, "update_thread", {**thread, "title": f"again {text}", "metadata": {"k": text}})
+            await tool(client, "update_working_memory", {**thread, "memory": f"# Notes\n- {text}"})
+    planted = 3 * len(ONE_LINE) + len(PLANTS)
+    return "MCP tools: titles, thread metadata, working memory", planted, _stored(tmp / "m.db", [p[2] for p in PLANTS])
+
+
+def _transcript(path: Path, session: str) -> None:
+    from om_mcp.testing.transcripts import ClaudeTranscript
+
+    transcript = ClaudeTranscript(path, session, str(path.parent))
+    for _, text, _secret in PLANTS:
+        transcript.user(text)
+        call = transcript.tool_call("WebFetch", {"url": text, "prompt": "read it"})
+        transcript.tool_result(call, text)
+        call = transcript.tool_call("Bash", {"command": text})
+        transcript.tool_result(call, "ok")
+        transcript.assistant(f"noted: {text}")
+
+
+def secrets_through_the_hook_and_ingest(tmp: Path) -> tuple[str, int, list[str]]:
+    env = _env(tmp, OM_DB_PATH=str(tmp / "m.db"), OM_MODEL="openai/gpt-4o-mini")
+    _transcript(tmp / "hooked.jsonl", "hooked")
+    event = {"session_id": "hooked", "transcript_path": str(tmp / "hooked.jsonl"), "cwd": str(tmp)}
+    hook = [sys.executable, "-m", "om_mcp", "hook", "claude-code", "--no-worker"]
+    subprocess.run(
+        hook, input=json.dumps({**event, "hook_event_name": "UserPromptSubmit"}).encode(), env=env, check=True
+    )
+    _transcript(tmp / "ingested.jsonl", "ingested")
+    ingest = [sys.executable, "-m", "om_mcp", "ingest", str(tmp / "ingested.jsonl"), "--no-worker"]
+    subprocess.run(ingest, env=env, check=True, capture_output=True)
+    planted = 2 * 5 * len(PLANTS)  # hook and ingest: prompt, tool args twice, result, reply
+    return "host hook and om-mcp ingest (a Claude Code session)", planted, _stored(tmp / "m.db", [p[2] for p in PLANTS])
+
+
+async def secrets_through_an_import(tmp: Path) -> tuple[str, int, list[str]]:
+    """An om-mcp export made with privacy off: messages, titles, thread metadata, working memory,
+    observation text, tasks and extracted values, imported into a memory with privacy on."""
+    from om_mcp.config import load_config
+    from om_mcp.engine import Memory
+    from om_mcp.testing import ScriptedModel
+
+    everything = " ".join(p[1].replace("\n", " ") for p in ONE_LINE)
+    log = "\n".join(f"* 🔴 (10:00) {p[1]}" for p in ONE_LINE)
+    reply = (
+        f"<observations>\nDate: Mar 2, 2026\n{log}\n</observations>\n<current-task>{everything}</current-task>\n"
+        f"<suggested-response>{everything}</suggested-response>\n<secret>{everything}</secret>"
+    )
+    old = load_config(
+        env={
+            "OM_DB_PATH": str(tmp / "old.db"),
+            "OM_MODEL": "default",
+            "OM_PRIVACY__ENABLED": "false",
+            "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread",
+            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__EXTRACT": json.dumps([{"name": "secret"}]),
+        }
+    )
+    async with await Memory.open(old, client=ScriptedModel(lambda messages, target: reply)) as memory:
+        messages = [{"role": "user", "content": p[1]} for p in PLANTS] + [{"role": "assistant", "content": "ok"}]
+        await memory.append_messages("t", messages, thread_metadata={"title": everything[:400], "ci": everything})
+        await memory.update_working_memory("t", f"# Notes\n- {everything}")
+        await memory.observe("t")
+        with (tmp / "export.jsonl").open("w", encoding="utf-8") as out:
+            await memory.export_to(out)
+    command = [sys.executable, "-m", "om_mcp", "import", str(tmp / "export.jsonl")]
+    subprocess.run(command, env=_env(tmp, OM_DB_PATH=str(tmp / "m.db")), check=True, capture_output=True)
+    planted = len(PLANTS) + 6 * len(ONE_LINE)  # messages; title, metadata, memory, log, task, extracted
+    return "om-mcp import of an export made with privacy off", planted, _stored(tmp / "m.db", [p[2] for p in PLANTS])
+
+
+async def secrets_the_observer_decodes(tmp: Path) -> tuple[str, int, list[str]]:
+    """The user pastes each secret base64-encoded (no detector reads it); the Observer decodes it
+    into its log, the task, the suggested response and the thread's title."""
+    import base64
+
+    from om_mcp.testing.fake_server import FakeLLMServer, request_text
+
+    def decode(request: dict[str, Any]) -> str:
+        found = re.findall(r"encoded: ([A-Za-z0-9+/=]+)", request_text(request))
+        said = [base64.b64decode(x).decode().replace("\n", " ") for x in dict.fromkeys(found)] or ["nothing"]
+        lines = "\n".join(f"* 🔴 (10:00) the user's {x}" for x in said)
+        return (
+            f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>\n<current-task>use {said[0]}</current-task>\n"
+            f"<suggested-response>try {said[-1]}</suggested-response>\n<thread-title>{said[0][:80]}</thread-title>"
+        )
+
+    with FakeLLMServer(decode) as llm:
+        model = json.dumps({"model": "openai/fake", "api_base": llm.base_url})
+        title = {"OM_OBSERVATIONAL_MEMORY__OBSERVATION__THREAD_TITLE": "true"}
+        async with _server(tmp, OM_MODEL=model, OM_OBSERVATIONAL_MEMORY__SCOPE="thread", **title) as client:
+            for i, (_, text, _secret) in enumerate(PLANTS):
+                encoded = base64.b64encode(text.encode()).decode()
+                messages = [note(1, f"encoded: {encoded}"), {"id": "m2", "role": "assistant", "content": "ok"}]
+                await tool(client, "append_messages", {"thread_id": f"t{i}", "messages": messages})
+                await tool(client, "observe", {"thread_id": f"t{i}"})
+    return (
+        "what the Observer writes (decoded from base64)",
+        4 * len(PLANTS),
+        _stored(tmp / "m.db", [p[2] for p in PLANTS]),
+    )
+
+
+# Each a surface; (what, secrets planted, those found in the database file's bytes afterwards)
+SECRET_ROWS: list[Callable[[Path], Any]] = [
+    secrets_in_tool_calls,
+    secrets_in_titles_and_working_memory,
+    secrets_through_the_hook_and_ingest,
+    secrets_through_an_import,
+    secrets_the_observer_decodes,
+]
+
+
+def secrets() -> None:
+    """Per surface: the plants (each class written in each place it reaches), and the classes whose
+    secret is anywhere in the bytes of that surface's database file or its -wal afterwards (goal: 0)."""
+    print(
+        f"\nsecrets: {len(PLANTS)} classes planted on each surface, then looked for in the bytes of the database"
+        " file and its -wal"
+    )
+    header = f"{'surface':<58} {'plants':>6} {'classes stored':>14}"
+    print(header)
+    print("-" * len(header))
+    plants = stored = 0
+    for row in SECRET_ROWS:
+        with tempfile.TemporaryDirectory(prefix="om-secrets-") as tmp:
+            if inspect.iscoroutinefunction(row):
+                what, planted, found = anyio.run(row, Path(tmp))
+            else:
+                what, planted, found = row(Path(tmp))
+        plants, stored = plants + planted, stored + len(found)
+        print(f"{what:<58} {planted:>6} {len(found):>9} of {len(PLANTS)}" + (f"  {found}" if found else ""))
+    print(f"{'all':<58} {plants:>6} {stored:>9} of {len(PLANTS) * len(SECRET_ROWS)}")
+
+
 ATTACKS: dict[str, Callable[[], object]] = {
     "cross_tenant": cross_tenant,
     "model_health_excerpt": model_health_excerpt,
@@ -766,6 +1028,7 @@ ATTACKS: dict[str, Callable[[], object]] = {
     "crafted_gitdir": crafted_gitdir,
     "forget": attacks_forget.forgotten_text_back,
     "spend": attacks_spend.spend_over_cap,
+    "secrets": secrets,
 }
 
 

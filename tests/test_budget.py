@@ -19,7 +19,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from om_mcp.server.sampling import SamplingBroker
 from support.engine import config, msg, observer_reply
 from support.mcp import connect, ok
 from support.processes import PYTHON, clean_env
@@ -30,6 +29,7 @@ from om_mcp.engine import Memory
 from om_mcp.engine.budget import Period, Spend, judge
 from om_mcp.models.base import Completion, Usage
 from om_mcp.server import build_server
+from om_mcp.server.sampling import SamplingBroker
 from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply
 

@@ -6,9 +6,14 @@ the redaction on every path that stores a message (MCP tools, the host hook, `om
 
 from __future__ import annotations
 
+import base64
 import json
+import random
+import re
+import string
 import subprocess
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,7 +25,7 @@ from support.timeouts import scaled
 
 from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import Memory
-from om_mcp.privacy import RULES, redactor_for
+from om_mcp.privacy import RULES, Redactor, redactor_for, scrub
 from om_mcp.server import build_server
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -33,12 +38,17 @@ KEY_BLOCK = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq\nq3Kx9\n-----E
 # rule -> (texts it must redact, texts it must leave alone)
 EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
     "private-key": (
-        [f"the key:\n{KEY_BLOCK}\nok", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA (cut short"],
+        [
+            f"the key:\n{KEY_BLOCK}\nok",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA (cut short",
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\nAAAAIB\nPrivate-MAC: 8a7f6e",
+            "AGE-SECRET-KEY-1" + ("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" * 2)[:58],
+        ],
         ["-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQ\n-----END PUBLIC KEY-----", "a private key is a file"],
     ),
     "aws-access-key": (
-        [f"aws_access_key_id = {AWS}", f"id {AWS}."],
-        ["AKIA is the prefix of AWS key ids", "AKIASHORT1", "XAKIAQWERTYUIOPASDFGHJ"],
+        [f"aws_access_key_id = {AWS}", f"id {AWS}.", "ABSK" + "QmVkcm9ja0FQSUtleS1" * 7],
+        ["AKIA is the prefix of AWS key ids", "AKIASHORT1", "XAKIAQWERTYUIOPASDFGHJ", "AKIAXXXXXXXXXXXXXXXX"],
     ),
     "aws-secret-key": (
         [
@@ -47,38 +57,107 @@ EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
         ],
         ["the AWS secret key goes in ~/.aws/credentials", "aws_region = eu-west-1"],
     ),
-    "google-api-key": (["key=AIza" + "SyB-1234567890abcdefghijklmnopqrstu"], ["AIza alone", "AIzaShort-123"]),
+    "google-api-key": (
+        [
+            "key=AIza" + "SyB-1234567890abcdefghijklmnopqrstu",
+            "GOCSPX-" + "1a2B3c4D5e6F7g8H9i0J1k2L3m4N",
+            "ya29." + "a0AfB_byC1d2E3f4G5h6I7j8K9l0M1n2O3p4",
+        ],
+        ["AIza alone", "AIzaShort-123", "GOCSPX- is Google's prefix"],
+    ),
+    "azure-key": (
+        ["DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "a1B2c3D4" * 11 + "==;EndpointSuffix=core"],
+        ["AccountKey=<your key>", "the AccountKey setting"],
+    ),
     "github-token": (
         [
             f"token {GITHUB}",
             "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123",
         ],
-        ["ghp_short", "see github.com/ghp_/settings"],
+        ["ghp_short", "see github.com/ghp_/settings", "ghp_" + "x" * 36, "GITHUB_TOKEN=ghp_..."],
     ),
-    "gitlab-token": (["glpat-" + "xY9zAbCdEfGh12345678"], ["glpat- is GitLab's prefix"]),
+    "gitlab-token": (
+        ["glpat-" + "xY9zAbCdEfGh12345678", "glrt-" + "t1_aBcDeFgHiJkLmNoPqRsTuVwXyZ012.01abcdefg"],
+        ["glpat- is GitLab's prefix"],
+    ),
     "slack-token": (
-        [SLACK, "https://hooks.slack.com/services/" + "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"],
+        [
+            SLACK,
+            "https://hooks.slack.com/services/" + "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "xapp-1-A0123456789-1234567890123-" + "a1b2c3d4e5" * 3,
+        ],
         ["xoxb- tokens are Slack bot tokens", "https://hooks.slack.com/"],
     ),
-    "stripe-key": (["sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"], ["sk_live_ is Stripe's prefix", "sk_live_short"]),
+    "stripe-key": (
+        ["sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc", "whsec_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"],
+        ["sk_live_ is Stripe's prefix", "sk_live_short"],
+    ),
     "anthropic-key": (
-        ["ANTHROPIC=" + "sk-ant-api03-" + "a" * 40 + "-bCd"],
+        ["ANTHROPIC=" + "sk-ant-api03-" + "a1B2c3D4e5" * 4 + "-bCd"],
         ["sk-ant-api03- is the prefix", "the sk-ant- keys"],
     ),
     "openai-key": (
-        ["sk-proj-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3"],
-        ["sk-proj-", "a task-oriented sk- prefix", "risk-averse-approach-to-ai-safety-and-more-words"],
+        ["sk-proj-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Yz3", "sk-" + "3f5a9c0e1d2b4a6c8e0f1a3b5c7d9e1f"],
+        [
+            "sk-proj-",
+            "a task-oriented sk- prefix",
+            "risk-averse-approach-to-ai-safety-and-more-words",
+            "sk-learn-compatible-estimators-and-transformers",
+        ],
     ),
-    "npm-token": (["//registry.npmjs.org/:_authToken=npm_" + "a" * 36], ["npm_config_cache=/tmp"]),
+    "ai-key": (
+        ["hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZaBcDeFgH", "gsk_" + "a1B2c3D4e5F6" * 4 + "a1B2", "pplx-" + "a1B2" * 12],
+        ["hf_hub_download(repo_id)", "the gsk_ prefix"],
+    ),
+    "npm-token": (["//registry.npmjs.org/:_authToken=npm_" + "a1B2c3D4e5F6" * 3], ["npm_config_cache=/tmp"]),
     "pypi-token": (["pypi-AgEIcHlwaS5vcmc" + "Cj" * 30], ["pypi-server is a package"]),
+    "chat-token": (
+        [
+            "discord bot MTA4NzE2MjM0NTY3ODkwMTIz.GaBcDe.aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
+            "https://discord.com/api/webhooks/123456789012345678/" + "aB3_" * 17,
+            "telegram 1234567890:AA" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
+        ],
+        ["the discord server", "12:30:AA meeting"],
+    ),
+    "service-token": (
+        [
+            "SG." + "aBcDeFgHiJkLmNoPqRsTuV" + "." + "wXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ012",
+            "dop_v1_" + "a1b2c3d4" * 8,
+            "shpat_" + "a1b2c3d4" * 4,
+            "lin_api_" + "a1B2c3D4e5" * 4,
+            "SK" + "0123456789abcdef" * 2,
+            "hvs." + "CAESI" + "a1B2c3D4e5" * 9,
+            "VAULT=s." + "q6k80mfmxrfx52l1s1ahdria",
+        ],
+        ["msg.content", "the SG. prefix", "dop_v1_ is DigitalOcean's", "s.someverylongattributename"],
+    ),
     "jwt": ([f"Cookie: session={JWT}"], ["eyJ is how base64 JSON starts", "eyJhbGciOiJIUzI1NiJ9 alone"]),
     "bearer-header": (
         ["Authorization: Bearer abcDEF123456ghiJKL789", 'curl -H "Authorization: Basic dXNlcjpwYXNzd29yZA=="'],
         ["the bearer of bad news", "Authorization: Bearer <token>", "Bearer ${TOKEN}", "Bearer sk-no-key-required"],
     ),
     "url-password": (
-        ["postgresql://om:Tr0ub4dor3x@db.internal:5432/memory", "https://user:hunter22@example.com/x"],
-        ["postgresql://om@localhost/memory", "http://localhost:8080/path@x", "redis://user:${PASSWORD}@host"],
+        [
+            "postgresql://om:Tr0ub4dor3x@db.internal:5432/memory",
+            "https://user:hunter22@example.com/x",
+            "redis://:s3cretRedis@cache:6379/0",
+            "mongodb+srv://app:Xk82mPq1@cluster0.abcde.mongodb.net/db",
+        ],
+        [
+            "postgresql://om@localhost/memory",
+            "http://localhost:8080/path@x",
+            "redis://user:${PASSWORD}@host",
+            "postgresql://user:password@localhost/db",
+        ],
+    ),
+    "cli-password": (
+        [
+            "curl -u admin:hunter22 https://intranet/api",
+            "sshpass -p 'Tr0ub4dor' ssh root@host",
+            "mysql -u root -pS3cretPw app",
+            "redis-cli -h cache -a r3disPass ping",
+        ],
+        ["curl -u $USER:$PASS https://x", "mysql -u root -p app", "curl https://example.com"],
     ),
     "secret-assignment": (
         [
@@ -101,9 +180,43 @@ EXAMPLES: dict[str, tuple[list[str], list[str]]] = {
             'OPENAI_API_KEY="sk-..."',
             '"token": "create a bearer token for the HTTP server"',
             "secret_word=quokkavelvet",
+            "key=value2",
+            "cache_key = user_profile_42",
+            'sort_key = "created_at_desc"',
+            "public_key=ssh-rsa",
+            "monkey=banana123",
+            "GOOGLE_APPLICATION_CREDENTIALS=/home/me/key-2.json",
+            "model key: gemini/gemini-2.5-flash",
+            '{"name": "secret", "metadata_key_path": "facts.secret"}',
         ],
     ),
 }
+
+# The shapes people write on command lines, in env files and in code (gitleaks' sample lines among them):
+# each must lose its secret, and keep the rest of the text.
+ASSIGNMENT_SHAPES = [
+    ("--password=Hunter22x", "Hunter22x"),
+    ("docker login --username ci --password Hunter22x registry", "Hunter22x"),
+    ("PGPASSWORD=Hunter22x psql -h db", "Hunter22x"),
+    ("GITHUBTOKEN=a1b2c3d4e5f6a7b8c9d0", "a1b2c3d4e5f6a7b8c9d0"),
+    ("export X_TOKEN=a1b2c3d4e5f6a7b8c9d0", "a1b2c3d4e5f6a7b8c9d0"),
+    ("# .env\nAPP_ENV=production\nSTRIPE_SECRET='whatever-Long-9'\nDEBUG=false\n", "whatever-Long-9"),
+    ("apiKey: 'a1b2c3d4e5f6a7b8c9d0'", "a1b2c3d4e5f6a7b8c9d0"),
+    ('const apiKey: string = "a1b2c3d4e5f6a7b8c9d0"', "a1b2c3d4e5f6a7b8c9d0"),
+    ('var appToken string = "a1b2c3d4e5f6a7b8c9d0"', "a1b2c3d4e5f6a7b8c9d0"),
+    ("appToken := `a1b2c3d4e5f6a7b8c9d0`", "a1b2c3d4e5f6a7b8c9d0"),
+    ('$appToken .= "a1b2c3d4e5f6a7b8c9d0"', "a1b2c3d4e5f6a7b8c9d0"),
+    ('APP_TOKEN ::= "a1b2c3d4e5f6a7b8c9d0"', "a1b2c3d4e5f6a7b8c9d0"),
+    ('os.environ["API_TOKEN"] = "a1b2c3d4e5f6a7b8c9d0"', "a1b2c3d4e5f6a7b8c9d0"),
+    ('System.setProperty("APP_TOKEN", "a1b2c3d4e5f6a7b8c9d0")', "a1b2c3d4e5f6a7b8c9d0"),
+    ('{\\"password\\": \\"Hunter22x\\"}', "Hunter22x"),  # JSON inside a JSON string (a tool's output)
+    ("<apiToken>\n    a1b2c3d4e5f6a7b8c9d0\n</apiToken>", "a1b2c3d4e5f6a7b8c9d0"),
+    ('<add key="ClearTextPassword" value="Hunter22x" />', "Hunter22x"),
+    ("Server=db;Database=app;User Id=sa;Password=Hunter22x;", "Hunter22x"),
+    ("jdbc:mysql://db/app?user=app&password=Hunter22x&ssl=true", "Hunter22x"),
+    ("my password is Hunter22x.", "Hunter22x"),
+    ("curl -X POST \\\n  --user admin:Hunter22x https://intranet", "Hunter22x"),
+]
 
 
 def redact(text: str) -> tuple[str, Counter[str]]:
@@ -127,6 +240,56 @@ def test_each_detector_catches_its_secrets_and_leaves_the_rest(rule: str):
         assert out == text and not counts, f"{rule}: {text!r} became {out!r} ({dict(counts)})"
 
 
+@pytest.mark.parametrize(("text", "secret"), ASSIGNMENT_SHAPES)
+def test_the_assignment_shapes_of_command_lines_env_files_and_code(text: str, secret: str):
+    out, counts = redact(text)
+    assert secret not in out and sum(counts.values()) == 1, (out, counts)
+    assert out.replace("[redacted:secret-assignment]", secret).replace("[redacted:cli-password]", secret) == text
+
+
+# (rule, prefix, alphabet, length after the prefix, text around it): the tokens as providers issue them
+RANDOM_TOKENS = [
+    ("google-api-key", "AIza", string.ascii_letters + string.digits + "-_", 35, "key={}"),
+    ("openai-key", "sk-proj-", string.ascii_letters + string.digits + "-_", 48, "OPENAI_API_KEY={}"),
+    ("openai-key", "sk-", string.ascii_letters + string.digits, 48, "using {} now"),
+    ("gitlab-token", "glpat-", string.ascii_letters + string.digits + "-_", 20, "token {} ok"),
+    ("bearer-header", "", string.ascii_letters + string.digits + "-_.~+/", 32, "Authorization: Bearer {}"),
+    ("github-token", "ghp_", string.ascii_letters + string.digits, 36, "{}"),
+    ("slack-token", "xoxb-", string.digits, 12, "{}-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"),
+    ("stripe-key", "sk_live_", string.ascii_letters + string.digits, 24, "'{}'"),
+    ("anthropic-key", "sk-ant-api03-", string.ascii_letters + string.digits + "-_", 95, "{}"),
+    ("aws-access-key", "AKIA", string.ascii_uppercase + string.digits, 16, "id={}"),
+]
+
+
+@pytest.mark.parametrize(("rule", "prefix", "alphabet", "length", "around"), RANDOM_TOKENS)
+def test_no_random_token_passes_for_a_placeholder(rule, prefix, alphabet, length, around):
+    """Issue 27 measured 2.5-3.5 % of random Google, OpenAI, GitLab and bearer tokens kept, for
+    ending in - or _: a placeholder is only a span that is nothing but a known prefix."""
+    rng = random.Random(f"{rule}{prefix}")
+    kept = []
+    for _ in range(4000):
+        token = prefix + "".join(rng.choice(alphabet) for _ in range(length))
+        out, counts = redact(around.format(token))
+        if token in out or counts[rule] != 1:
+            kept.append(token)
+    assert kept == [], f"{len(kept)} of 4000 kept, e.g. {kept[:3]}"
+
+
+def test_a_placeholder_is_a_bare_prefix_or_a_stand_in():
+    for text in ("OPENAI_API_KEY=sk-proj-", "GITHUB_TOKEN=ghp_", "token: glpat-", "TOKEN=<token>", "TOKEN=${TOKEN}"):
+        assert redact(text) == (text, Counter()), text
+    for text in ("ghp_" + "x" * 36, "sk-proj-...Xy9z", "AKIAXXXXXXXXXXXXXXXX", "key=your-api-key-here"):
+        assert redact(text) == (text, Counter()), text
+    # a prefix and anything that looks random is a secret, whatever its last character
+    for token in (
+        "AIza" + "SyB-1234567890abcdefghijklmnopqrst-",
+        "glpat-" + "xY9zAbCdEfGh1234567_",
+        "sk-" + "a1B2" * 8 + "_",
+    ):
+        assert token not in redact(f"k {token}")[0], token
+
+
 def test_only_the_secret_part_goes_and_the_sentence_still_reads():
     out, _ = redact("connect with DB_PASSWORD=hunter22 then run it")
     assert out == "connect with DB_PASSWORD=[redacted:secret-assignment] then run it"
@@ -139,43 +302,106 @@ def test_only_the_secret_part_goes_and_the_sentence_still_reads():
 def test_private_spans_become_a_marker():
     out, counts = redact("I live at <private>12 Rua Augusta, Lisbon</private>. And <PRIVATE>\nsecond\n</Private>")
     assert out == "I live at [private]. And [private]" and counts == Counter({"private": 2})
-    assert redact("an unclosed <private> tag is left as it is")[1] == Counter()
+    # written as code, the tag is a mention of it; a stray closing tag is text
+    assert redact("wrap it in `<private>` tags; a stray </private> stays") == (
+        "wrap it in `<private>` tags; a stray </private> stays",
+        Counter(),
+    )
 
 
-def test_structured_values_are_scanned_at_any_depth_but_file_data_is_not():
+def test_an_unclosed_private_hides_the_rest_of_the_message():
+    redactor = redactor_for(None)
+    out = redactor.message(
+        "user",
+        [
+            {"type": "text", "text": "my bank is <private>Banco X, account 123"},
+            {"type": "tool-call", "tool_name": "note", "args": {"text": "456 and more"}, "tool_call_id": "c1"},
+            {"type": "text", "text": "still private</private> but this is not"},
+        ],
+        None,
+    )
+    assert out.parts == [
+        {"type": "text", "text": "my bank is [private]"},
+        {"type": "tool-call", "tool_name": "[private]", "args": {"text": "[private]"}, "tool_call_id": "[private]"},
+        {"type": "text", "text": "[private] but this is not"},
+    ]
+    assert out.counts == Counter({"private": 1})
+    assert redact("an unclosed <private> tag hides what follows") == ("an unclosed [private]", Counter({"private": 1}))
+
+
+def test_structured_values_are_scanned_at_any_depth_whatever_their_keys():
     redactor = redactor_for(None)
     data = "AKIA" + "A" * 16  # base64 may hold a key prefix by chance
+    text_file = base64.b64encode(f"DB_PASSWORD=hunter22\nGH={GITHUB}\n".encode()).decode()
     out = redactor.message(
         "assistant",
         [
             {"type": "tool-call", "tool_name": "deploy", "args": {"env": {"password": "hunter2xx"}, "note": AWS}},
             {"type": "tool-result", "tool_name": "sh", "result": [f"export TOKEN={GITHUB}"]},
+            {"type": "tool-call", "tool_name": "WebFetch", "args": {"url": "https://admin:hunter22@intranet/x"}},
+            {"type": "tool-result", "tool_name": "x", "result": {"data": {"token": "a1b2c3d4e5f6a7b8c9"}}},
+            {"type": "tool-call", "tool_name": "sh", "args": {"argv": ["psql", "--password", "hunter2xx"]}},
+            {"type": "tool-call", "tool_name": "http", "args": {"headers": {"Authorization": "Basic dXNlcjpwYXNz"}}},
+            {"type": "tool-result", "tool_name": "x", "result": {f"{GITHUB}": 1}},
             {"type": "image", "mime_type": "image/png", "data": data},
+            {"type": "image", "mime_type": "image/png", "url": "https://u:hunter22@cdn.example/i.png"},
+            {"type": "file", "mime_type": "text/plain", "name": "env", "data": text_file},
+            {"type": "file", "mime_type": "text/plain", "url": "data:text/plain,token%3D" + GITHUB},
         ],
-        {"speaker": "ops"},
+        {"speaker": "ops", "url": "https://me:hunter22@host", "data": {"api_key": "a1b2c3d4e5f6a7b8c9"}},
     )
+    stored = json.dumps(out.parts) + json.dumps(out.metadata)
+    for secret in ("hunter2xx", "hunter22", AWS, GITHUB, "a1b2c3d4e5f6a7b8c9", "dXNlcjpwYXNz"):
+        assert secret not in stored, secret
     assert out.parts[0]["args"] == {
         "env": {"password": "[redacted:secret-assignment]"},
         "note": "[redacted:aws-access-key]",
     }
-    assert out.parts[1]["result"] == ["export TOKEN=[redacted:github-token]"]
-    assert out.parts[2]["data"] == data
-    assert out.counts == Counter({"secret-assignment": 1, "aws-access-key": 1, "github-token": 1})
+    assert out.parts[2]["args"] == {"url": "https://admin:[redacted:url-password]@intranet/x"}
+    assert out.parts[4]["args"] == {"argv": ["psql", "--password", "[redacted:secret-assignment]"]}
+    assert out.parts[5]["args"] == {"headers": {"Authorization": "Basic [redacted:bearer-header]"}}
+    assert out.parts[7]["data"] == data  # the binary payload of an image: left as it is
+    decoded = base64.b64decode(out.parts[9]["data"]).decode()
+    assert decoded == "DB_PASSWORD=[redacted:secret-assignment]\nGH=[redacted:github-token]\n"
+    assert out.metadata["speaker"] == "ops"
+
+
+def test_what_a_model_wrote_is_scrubbed_field_by_field():
+    @dataclass(frozen=True)
+    class Parsed:
+        observations: str
+        extracted: dict
+        threads: dict
+
+    value = Parsed(f"* 🔴 user's token is {GITHUB}", {"wm": {"note": "api_key=a1b2c3d4e5f6a7b8c9"}}, {"t1": "ok"})
+    clean, counts = scrub(None, value)
+    assert clean == Parsed(
+        "* 🔴 user's token is [redacted:github-token]",
+        {"wm": {"note": "api_key=[redacted:secret-assignment]"}},
+        {"t1": "ok"},
+    )
+    assert counts == Counter({"github-token": 1, "secret-assignment": 1})
+    assert scrub({"enabled": False}, value) == (value, Counter())
 
 
 # Credential-shaped literals the repository's tests assign to credential names on purpose (fake
 # keys and tokens): matching them is the detectors working. Anything else found is a false positive.
 FIXTURE_CREDENTIALS = {
     "om_not-a-real-token-000000",
-    "a-long-enough-plain-token",
     "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
     "sk-ant-api03-realkey123",
     "AIzaSyD-realkey12345",
     "sk-proj-realkey12345",
+    "sk-team-realkey12345",
+    "sk-revoked-1234567890",
+    "sk-fresh-0987654321",
+    "sk-secret-123",
     "om_wrong-token-000000000000",
+    "pangolinindigo",  # SECRET = "pangolinindigo"
+    "secrethunter2",  # "the ... password is secrethunter2"
 }
 # The sample: the repository's test modules as they were when the detectors were written (the
-# README's figure). A module written to hold secrets is not in it.
+# docs' figure), and all of its source (om_mcp/). A module written to hold secrets is not in it.
 SAMPLE = """
 claude_code_transcript commands config context_build context_fit context_text crash_safety database_refusal
 database_runtime deleted_means_gone export_format fuzz_stdio fuzz_tools gemini_cli heap hook_command hook_glue
@@ -183,29 +409,45 @@ hook_protocol http_security importers ingest_command intake invariants layout li
 model_backends model_faults model_health models multiprocess no_model observation openai_messages_import output
 overview parsing postgres_fixture postgres_store prompts resource_scope resources scaling_out search_index
 search_query second_order_injection selection side_effects status_page stdio_robust thresholds tokens tools
-transcript transfer transports working_memory
+transcript transfer transports working_memory forget control_surface
 """.split()
+SPELLS_OUT_SECRETS = {"rules.py"}  # the detectors' own source: their patterns and examples
 
 
-def test_no_false_positive_on_the_repositorys_own_tests():
-    sample = [Path(__file__).parent / f"test_{name}.py" for name in SAMPLE]
-    assert len(sample) == 57 and all(p.exists() for p in sample)
-    redactor, found, false_positives = redactor_for(None), Counter(), []
-    for path in sample:
-        text = path.read_text(encoding="utf-8")
-        for rule in redactor.rules:
-            for match in rule.pattern.finditer(text):
-                if rule.check is not None and not rule.check(match):
-                    continue
-                start, end = rule.secret_span(match)
-                secret = text[start:end]
-                if redactor.text(match.group(0), Counter()) == match.group(0):
-                    continue  # a placeholder, left alone
-                found[rule.name] += 1
-                if secret not in FIXTURE_CREDENTIALS:
-                    false_positives.append(f"{path.name}: {rule.name} on {match.group(0)[:80]!r}")
+def test_no_false_positive_on_the_repositorys_own_source_and_tests():
+    root = Path(__file__).parent.parent
+    tests = [Path(__file__).parent / f"test_{name}.py" for name in SAMPLE]
+    source = [p for p in sorted((root / "om_mcp").rglob("*.py")) if p.name not in SPELLS_OUT_SECRETS]
+    assert len(tests) == 59 and all(p.exists() for p in tests)
+    detectors = Redactor(RULES, private_tags=False)  # the detectors alone: `<private>` tags are asked for
+    found, false_positives = [], []
+    for path in [*tests, *source]:
+        for rule, secret in detectors.findings(path.read_text(encoding="utf-8")):
+            found.append(secret)
+            if secret not in FIXTURE_CREDENTIALS:
+                false_positives.append(f"{path.name}: {rule} on {secret[:80]!r}")
     assert false_positives == [], "\n".join(false_positives)
-    assert sum(found.values()) == 12, found  # the fixture credentials above, each where it is used
+    assert len(found) == FOUND_ON_PURPOSE, found  # the fixture credentials above, each where it is used
+
+
+FOUND_ON_PURPOSE = 17  # docs/privacy.md's figure
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "privacy.md"
+
+
+def test_the_privacy_page_names_every_rule_and_holds_its_figures():
+    text = DOCS.read_text(encoding="utf-8")
+    for name in sorted({rule.name for rule in RULES}):
+        assert f"`{name}`" in text, name
+    assert f"the detectors find {FOUND_ON_PURPOSE} secrets" in text
+    root = DOCS.parents[1]
+    for script in set(re.findall(r"benchmarks/[\w]+\.py", text)) | set(re.findall(r"privacy/[\w]+\.py", text)):
+        assert (root / script).exists() or (root / "om_mcp" / script).exists(), script
+    placeholders = ("sk-proj-", "ghp_", "AKIAXXXXXXXXXXXXXXXX", "sk-...", "sk-...Xy9z", "your-key-here", "****abcd")
+    for placeholder in placeholders:
+        assert f"`{placeholder}`" in text and redact(f"key {placeholder}")[1] == Counter(), placeholder
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("**Keep private.**", 1)[1].split("\n\n", 1)[0]
+    assert "(docs/privacy.md)" in paragraph and "unclosed `<private>` hides the rest of the message" in paragraph
 
 
 # --------------------------------------------------------------------------------------

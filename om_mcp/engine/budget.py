@@ -40,12 +40,12 @@ from typing import Any
 import anyio
 
 from om_mcp.config import BudgetConfig
+from om_mcp.config.models import ModelSettings, ModelTarget
 from om_mcp.engine.tokens import IMAGE_FALLBACK, PER_CONVERSATION, PER_MESSAGE, TokenCounter
 from om_mcp.logs import one_line
 from om_mcp.models import prices
 from om_mcp.models.base import Completion
 from om_mcp.models.errors import CapReached, ModelError, UnusableAnswer
-from om_mcp.config.models import ModelSettings, ModelTarget
 from om_mcp.store import Store
 from om_mcp.store.rows import Reservation, SpendDay
 

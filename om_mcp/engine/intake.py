@@ -14,13 +14,13 @@ import re
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from om_mcp.engine.errors import InputError
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.privacy import HookFailed, redaction_event, redactor_for
+from om_mcp.privacy import HookFailed, redaction_event, redactor_for, scrub
 from om_mcp.store import Message, NewMessage, Store, Thread
 from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from om_mcp.config import Config
     from om_mcp.messages import MessageIn
 
+T = TypeVar("T")
 TEMPORAL_GAP = timedelta(minutes=10)
 MAX_ID_CHARS = 200
 MAX_TITLE_CHARS = 500
@@ -111,6 +112,12 @@ def check_thread_metadata(value: Any) -> dict[str, Any]:
     if metadata.get("title") is not None:
         check_title(metadata["title"], "thread_metadata.title")
     return metadata
+
+
+def scrubbed(config: Config, value: T) -> T:
+    """A stored value that is not a message (a title, thread metadata, working memory, what an
+    import brings besides messages), with the privacy rules applied as to a message's parts."""
+    return scrub(config.privacy.settings(), value)[0]
 
 
 @cache

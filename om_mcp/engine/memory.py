@@ -205,7 +205,7 @@ class Memory:
                 f"resource {USER_RESOURCE!r} is the person layer: remember lines there with om-mcp remember --user",
                 field="resource_id",
             )
-        metadata = intake.check_thread_metadata(thread_metadata)
+        metadata = intake.scrubbed(self.config, intake.check_thread_metadata(thread_metadata))
         await self.counter.ready()
         batch = append.Batch(
             thread_id,
@@ -477,6 +477,7 @@ class Memory:
     ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
+        memory = intake.scrubbed(self.config, memory)
         return await translated(
             self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
         )
@@ -485,6 +486,7 @@ class Memory:
         """Merge a partial object into resource-scoped schema working memory, atomically
         (one write-locked transaction, so concurrent merges of different fields all survive)."""
         resource_id, thread = await self._resolve(thread_id, resource_id)
+        partial = intake.scrubbed(self.config, partial)
         return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
 
     @staticmethod
@@ -503,8 +505,8 @@ class Memory:
         if title is not None:
             if not isinstance(title, str) or not title.strip():
                 raise InputError("title must be a non-empty string", field="title")
-            intake.check_title(title, "title")
-        metadata = intake.check_metadata(metadata, "metadata") or None
+            title = intake.scrubbed(self.config, intake.check_title(title, "title"))
+        metadata = intake.scrubbed(self.config, intake.check_metadata(metadata, "metadata")) or None
         thread = await translated(
             self.store.update_thread(
                 thread_id, title=title, metadata=metadata, pin_title=True if title is not None else None

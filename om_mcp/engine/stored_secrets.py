@@ -24,7 +24,8 @@ PAGE = 500
 
 @dataclass
 class Finding:
-    where: str  # message | observation | buffered observation | working memory | title | task
+    where: str  # message | observation | buffered observation | working memory | title | metadata | task
+    # | extracted value
     thread_id: str | None
     resource_id: str
     ref: str  # the message id, the line id, the chunk id, or the scope of the working memory
@@ -36,8 +37,10 @@ class Finding:
 
 
 async def find_stored_secrets(memory: Memory) -> list[Finding]:
-    """Every stored message, observation line, buffered observation, working memory, title and
-    task that a privacy rule matches (the configured rules, all built-in ones when privacy is off)."""
+    """Every stored message (its parts and metadata), observation line, buffered observation,
+    working memory, title, thread metadata, task and extracted value that a privacy rule matches
+    (the configured rules, all built-in ones when privacy is off), with the detectors that keep
+    secrets out on the way in."""
     settings = memory.config.privacy.settings()
     redactor = privacy.redactor_for({**settings, "enabled": True, "before_observation": None})
     store, out = memory.store, []
@@ -45,6 +48,12 @@ async def find_stored_secrets(memory: Memory) -> list[Finding]:
     def matched(value: Any) -> dict[str, int]:
         counts: Counter[str] = Counter()
         redactor.value(value, counts)
+        return dict(sorted(counts.items()))
+
+    def in_message(message: Any) -> dict[str, int]:  # an image's or file's binary payload is not text
+        counts: Counter[str] = Counter()
+        redactor.parts(message.parts, counts)
+        redactor.value(message.metadata, counts)
         return dict(sorted(counts.items()))
 
     records: set[str] = set()
@@ -56,10 +65,12 @@ async def find_stored_secrets(memory: Memory) -> list[Finding]:
                 records.add(memory.record_key(thread.id, resource.id))
                 if rules := matched(thread.title):
                     out.append(Finding("title", thread.id, resource.id, thread.id, rules, _title(thread.id)))
+                if rules := matched(thread.metadata):
+                    out.append(Finding("metadata", thread.id, resource.id, thread.id, rules, _metadata(thread.id)))
                 after = 0
                 while page := await store.message_page(thread.id, after_seq=after, limit=PAGE):
                     for m in page:
-                        if rules := matched(m.parts):
+                        if rules := in_message(m):
                             command = f"om-mcp forget --message {m.id} --thread {thread.id}"
                             out.append(Finding("message", thread.id, resource.id, m.id, rules, command))
                     after = page[-1].seq
@@ -75,6 +86,9 @@ async def find_stored_secrets(memory: Memory) -> list[Finding]:
         record = await store.record(key)
         if record is None:
             continue
+        if rules := matched(record.extracted):
+            command = "om-mcp forget --match <the value> (extracted values are scrubbed too)"
+            out.append(Finding("extracted value", record.thread_id, record.resource_id, key, rules, command))
         for _generation, groups in await store.generations(key):
             for group in groups:
                 for line in lines(group.text):
@@ -112,6 +126,10 @@ def _unique(findings: list[Finding]) -> list[Finding]:
 
 def _title(thread_id: str) -> str:
     return f"update_thread (thread {thread_id}) with a new title"
+
+
+def _metadata(thread_id: str) -> str:
+    return f"update_thread (thread {thread_id}) with the metadata key set to a new value"
 
 
 def _working_memory() -> str:

@@ -122,8 +122,31 @@ def _items(memory: Any, records: Iterator[dict[str, Any]]) -> Iterator[tuple[str
             batch.append(record)
         elif kind in kinds:
             yield from flush()
-            yield kinds[kind], record
+            yield kinds[kind], _scrubbed(memory, record)
     yield from flush()
+
+
+# The free text of each record besides messages (which `_prepare` takes through the intake).
+_TEXT_FIELDS = {
+    "resource": ("working_memory",),
+    "thread": ("title", "metadata", "working_memory"),
+    "observation_record": ("hints", "extracted"),
+    "observation_group": ("text",),
+}
+
+
+def _scrubbed(memory: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """A record with the privacy rules applied to its text: an export made before a rule existed,
+    or with privacy off, brings no secret in. A group's tokens are counted again when it changed."""
+    fields: dict[str, Any] = {name: record[name] for name in _TEXT_FIELDS[record["type"]] if record.get(name)}
+    clean = {k: intake.scrubbed(memory.config, v) for k, v in fields.items() if k != "hints"}
+    if "hints" in fields:  # keyed by thread id: an id stays as it is
+        clean["hints"] = {thread: intake.scrubbed(memory.config, hint) for thread, hint in fields["hints"].items()}
+    if clean == fields:
+        return record
+    if "text" in fields and clean["text"] != fields["text"]:
+        clean["tokens"] = memory.counter.count_text(clean["text"])
+    return {**record, **clean}
 
 
 def _prepare(memory: Any, records: list[dict[str, Any]]) -> list:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from om_mcp.privacy import scrub
+
 SECTION_TAGS = (
     "observations",
     "current-task",
@@ -66,8 +68,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """A short, quoted, one-line excerpt of text someone else wrote (a model's answer),
-    fit to show in a status or a log: control characters out, our tags neutralised."""
-    flat = " ".join(_CONTROL.sub(" ", text).split())
+    fit to show in a status or a log: secrets out (the built-in rules), control characters
+    out, our tags neutralised."""
+    flat = " ".join(_CONTROL.sub(" ", scrub(None, text)[0]).split())  # before it is cut: a cut secret still leaks
     if len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
     return f"“{neutralise(flat)}”" if flat else "nothing"

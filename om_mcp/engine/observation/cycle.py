@@ -180,6 +180,7 @@ async def run_cycle(
                 # The whole model part, retries, fallbacks, extractors and escalation included.
                 with anyio.fail_after(deps.call_budget + BUDGET_GRACE_SECONDS):
                     produced = await step.call(selection, base)
+            produced, redacted = deps.scrub(produced)  # before any of it is committed, or in an event
         except (ModelError, CycleFailed, TimeoutError) as error:
             if isinstance(error, UnusableAnswer):
                 deps.refusals.refused(slot, window, tokens_in, model_name)
@@ -195,6 +196,7 @@ async def run_cycle(
             "duration_ms": elapsed_ms(started),
             **step.end_fields(selection, produced),
             "windows": windows(deps.limits, deps.om.share_token_budget),
+            **({"redactions": redacted} if redacted else {}),
         }
         if not await step.commit(selection, produced, [end]):
             reason = await step.stale_reason(selection)
@@ -224,7 +226,7 @@ async def failed(
     deps: CycleDeps, step: Step[Any, Any], base: dict[str, Any], error: BaseException, tokens: int, started: float
 ) -> CycleOutcome:
     """The one failure path: nothing was committed, the messages stay unobserved."""
-    text = one_line(getattr(error, "message", None) or error)
+    text, _ = deps.scrub(one_line(getattr(error, "message", None) or error))  # it may quote the model
     event_type = EventType.BUFFERING_FAILED if step.buffered else EventType.OBSERVATION_FAILED
     event = {
         **base,

@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from om_mcp.config import Config, ConfigError
@@ -42,6 +42,7 @@ from om_mcp.models.auto import SAMPLING_MODEL, resolve_auto
 from om_mcp.models.clients import Clients
 from om_mcp.models.health import ModelHealth
 from om_mcp.models.sampler import Sampler
+from om_mcp.privacy import scrub
 from om_mcp.store import ModelHealth as StoredHealth
 from om_mcp.store import Store
 
@@ -56,8 +57,9 @@ class StoreHealthBook:
 
     CACHE_SECONDS = 2.0
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, privacy: dict[str, Any] | None = None):
         self.store = store
+        self.privacy = privacy  # a failure's text can quote the model's answer or the provider's reply
         self._cache: dict[str, tuple[float, ModelHealth | None]] = {}
 
     async def get(self, model: str) -> ModelHealth | None:
@@ -71,6 +73,8 @@ class StoreHealthBook:
         return health
 
     async def put(self, health: ModelHealth) -> None:
+        if health.last_error:
+            health = replace(health, last_error=scrub(self.privacy, health.last_error)[0])
         self._cache[health.model] = (time.monotonic(), health)
         await self.store.put_model_health(StoredHealth(**asdict(health)))
 
@@ -128,7 +132,7 @@ class ObservationEngine:
         self.waited: dict[tuple[str, str], tuple] = {}  # (key, op) -> the crossing a turn already waited for
         self.extractors = Extractors(self.om, counter)
         self.clients = Clients(sampling)
-        self.health = health = StoreHealthBook(store)
+        self.health = health = StoreHealthBook(store, config.privacy.settings())
         observer_choice, self.readiness = self._resolve("observation")
         reflector_choice, _ = self._resolve("reflection")
         obs, refl = self.om.observation, self.om.reflection
