@@ -127,6 +127,7 @@ class Operations:
 
     # forgetting and correcting one thing
     group_records = reads(forget.group_records)
+    record_groups = reads(forget.record_groups)
     find_text = reads(forget.find_text)
     apply_rewrite = writes(forget.apply_rewrite)
 
