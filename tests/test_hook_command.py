@@ -218,7 +218,6 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
     for data, args, expected in [
         ("{not json", (), "not JSON"),
         ('{"hook_event_name": "Stop", "cwd": "/"}', (), "session_id"),
-        (box.event("Stop", tmp_path / "gone.jsonl"), ("--no-worker",), "transcript not found"),
         (box.event("Stop", None), ("--frobnicate",), "bad arguments"),
     ]:
         done = box.hook(data, *args)
@@ -226,6 +225,20 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
         assert expected in box.log_lines()[-1]
     done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "windsurf"], input=b"{}", capture_output=True, env=box.env)
     assert done.returncode == 0 and "bad arguments" in box.log_lines()[-1]
+
+
+def test_a_transcript_that_vanished_is_logged_one_never_written_is_not(tmp_path: Path) -> None:
+    """`claude mcp list` starts and ends a session that never writes its transcript: no log line for it."""
+    box = Box(tmp_path)
+    never = box.event("SessionEnd", tmp_path / "never.jsonl", "s-probe", reason="other")
+    assert box.hook(never, "--no-worker").returncode == 0 and box.log_lines() == []
+    transcript = copy_fixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no-worker").returncode == 0
+    transcript.unlink()
+    done = box.hook(box.event("Stop", transcript), "--no-worker")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    (line,) = box.log_lines()
+    assert f"transcript not found: {transcript}" in line
 
 
 def test_a_postgresql_memory_is_named_not_split(tmp_path: Path) -> None:

@@ -358,7 +358,9 @@ class Control:
         found = [h for h in holding if h[1]] or holding
         if not found:
             where = f" in thread {thread_id!r}" if thread_id is not None else ""
-            raise NotFound(f"unknown observation {observation_id!r}: no line has that id{where}", field="observation_id")
+            raise NotFound(
+                f"unknown observation {observation_id!r}: no line has that id{where}", field="observation_id"
+            )
         if len(found) > 1:
             names = ", ".join(f"{g.id}.{line_hash} ({record_key})" for record_key, _, g in found[:10])
             more = f" and {len(found) - 10} more" if len(found) > 10 else ""

@@ -137,19 +137,7 @@ class ObservationEngine:
         )
 
     def _resolve(self, role: str) -> tuple[Any, readiness.Readiness]:
-        """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
-        om = self.om
-        own = getattr(om, role).model
-        other = om.reflection.model if role == "observation" else om.observation.model
-        choice = om.model if om.model is not None else (own if own is not None else other)
-        if choice is None or choice == AUTO:
-            auto = resolve_auto()
-            ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
-            return list(auto.targets), ready
-        targets = normalize_choice(choice)
-        if not isinstance(targets, list):
-            return choice, readiness.Readiness(True, "models chosen by input size")
-        return choice, readiness.check_all(targets)
+        return resolve_role(self.om, role)
 
     # -- small shared helpers -------------------------------------------------------
 
@@ -305,3 +293,19 @@ class ObservationEngine:
             state = await self.store.record_state(work.record_key, work.thread_id)
             await self.after_append(work.thread_id, work.resource_id, state, turn_ended=False)
         return len(due)
+
+
+def resolve_role(om: Any, role: str) -> tuple[Any, readiness.Readiness]:
+    """A role's model choice (OM: shared, own, the other role's, else auto) and its readiness, with no
+    network; `om-mcp ingest` asks it too before it says observation goes on in the background."""
+    own = getattr(om, role).model
+    other = om.reflection.model if role == "observation" else om.observation.model
+    choice = om.model if om.model is not None else (own if own is not None else other)
+    if choice is None or choice == AUTO:
+        auto = resolve_auto()
+        ready = readiness.Readiness(auto.models != (SAMPLING_MODEL,), auto.reason)
+        return list(auto.targets), ready
+    targets = normalize_choice(choice)
+    if not isinstance(targets, list):
+        return choice, readiness.Readiness(True, "models chosen by input size")
+    return choice, readiness.check_all(targets)
