@@ -180,7 +180,13 @@ def _spans(text: str, table: str) -> list[tuple[int, int]]:
 
 def _without_table(text: str, table: str) -> str:
     lines = text.splitlines(keepends=True)
-    drop = {n for a, b in _spans(text, table) for n in range(a, b)}
+    spans = _spans(text, table)
+    drop = {n for a, b in spans for n in range(a, b)}
+    if spans and spans[-1][1] == len(lines):  # the table ended the file: the blank lines that led to it go too
+        n = spans[-1][0] - 1
+        while n >= 0 and not lines[n].strip():
+            drop.add(n)
+            n -= 1
     kept = "".join(line for n, line in enumerate(lines) if n not in drop)
     return re.sub(r"\n{3,}", "\n\n", kept)
 
