@@ -100,6 +100,8 @@ def lay_out_plugin(folder: Path) -> list[Path]:
             target = folder / "om-mcp" / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / name, target)
+            if name.endswith("om-mcp-hook"):
+                target.chmod(0o755)  # an install may not keep the mode; the plugin runs it with `sh` anyway
             written.append(target)
         index = folder / ".claude-plugin" / "marketplace.json"
         index.parent.mkdir(parents=True, exist_ok=True)
