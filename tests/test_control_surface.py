@@ -143,7 +143,7 @@ def test_bad_input_changes_nothing_and_names_what_is_unknown(db: Path):
             4,
             "unknown observation '0123456789abcdef.abcdef'",
         ),
-        (("forget", "--observation", "not-an-id", "--yes"), 2, "give a group id"),
+        (("forget", "--observation", "not-an-id", "--yes"), 2, "give a line id"),
         (("forget", "--message", "m-nope", "--thread", "t", "--yes"), 4, "unknown message 'm-nope' in thread 't'"),
         (("forget", "--match", "nothing-holds-this", "--yes"), 4, "nothing stored holds 'nothing-holds-this'"),
         (("forget", "--message", "x"), 2, "--message needs --thread"),
@@ -166,6 +166,65 @@ def test_edit_and_restore_from_the_shell(db: Path):
     restored = om("restore", "t", "--generation", "0", db=db)
     assert restored.returncode == 0 and "restored generation 0 of 't' as generation 2" in restored.stdout
     assert B[::-1] in line_ids(db)  # generation 0 had the line before it was corrected
+
+
+def short_ids(shown: str) -> dict[str, str]:
+    """The short ids `om-mcp show` prints, by the word their line holds."""
+    return {m.group(2): m.group(1) for m in re.finditer(r"^  ([0-9a-f]{6})  \* .* (\S+)$", shown, re.M)}
+
+
+def test_the_short_id_show_prints_is_taken_by_edit_and_forget(db: Path):
+    short = short_ids(om("show", "t", db=db).stdout)
+    edited = om("edit", short[B[::-1]], "User keeps bees", "--json", db=db)
+    assert edited.returncode == 0, edited.stderr
+    assert json.loads(edited.stdout)["id"] == line_ids(db)["[user-stated]"]
+    forgot = om("forget", "--observation", short[A[::-1]].upper(), "--thread", "t", "--yes", db=db)
+    assert forgot.returncode == 0, forgot.stderr
+    assert A[::-1] not in line_ids(db) and A[::-1].encode() not in raw_bytes(db)
+    before = digest(db)
+    missing = om("edit", "abcdef", "x", db=db)
+    assert missing.returncode == 4 and "unknown observation 'abcdef': no line has that id" in missing.stderr
+    assert digest(db) == before
+
+
+def test_a_short_id_two_threads_share_is_refused_naming_both(tmp_path: Path):
+    path = tmp_path / "om.db"
+
+    async def fill() -> None:
+        async with await Memory.open(config(), db_path=str(path), client=ScriptedModel(observer)) as memory:
+            for thread in ("t", "u"):
+                await memory.append_messages(thread, [{"role": "user", "content": f"remember {A}"}])
+                await memory.observe(thread)
+
+    anyio.run(fill)
+    short = short_ids(om("show", "t", db=path).stdout)[A[::-1]]
+    assert short == short_ids(om("show", "u", db=path).stdout)[A[::-1]]
+    before = digest(path)
+    refused = om("edit", short, "User keeps bees", db=path)
+    assert refused.returncode == 2 and f"observation_id {short!r} names lines in 2 groups" in refused.stderr
+    full = sorted(re.findall(rf"([0-9a-f]{{16}}\.{short}) \(thread:(\w)\)", refused.stderr))
+    assert sorted(thread for _, thread in full) == ["t", "u"] and digest(path) == before
+    chosen = om("edit", short, "User keeps bees", "--thread", "u", db=path)
+    assert chosen.returncode == 0, chosen.stderr
+    assert "User keeps bees" in om("show", "u", db=path).stdout
+    assert "User keeps bees" not in om("show", "t", db=path).stdout
+
+    async def by_tool() -> None:  # the MCP tools take the short form too
+        from support.mcp import connect, ok
+
+        from om_mcp.server import build_server
+
+        async with await Memory.open(config(), db_path=str(path), client=ScriptedModel(observer)) as memory:
+            async with connect(build_server(memory.config, memory)) as client:
+                out = await ok(client, "update_thread", thread_id="t", observation_id=short, text="User keeps owls")
+                assert out["corrected"]["text"].endswith("User keeps owls [user-stated]")
+                gone = await ok(client, "delete_thread", thread_id="u", observation_id=short_of(memory, "u"))
+                assert gone["lines"] == 1
+
+    def short_of(memory: Memory, thread: str) -> str:
+        return short_ids(om("show", thread, db=path).stdout)["[user-stated]"]
+
+    anyio.run(by_tool)
 
 
 def test_doctor_finds_a_stored_secret_and_the_forget_it_names_removes_it(db: Path):

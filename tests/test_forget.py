@@ -426,7 +426,7 @@ async def test_the_tools_forget_by_each_selector_and_correct_a_line(tmp_path):
             assert "unknown observation '0123456789abcdef.abcdef'" in await fail(
                 client, "delete_thread", thread_id="t", observation_id="0123456789abcdef.abcdef"
             )
-            assert "give a group id" in await fail(client, "delete_thread", thread_id="t", observation_id="x")
+            assert "give a line id" in await fail(client, "delete_thread", thread_id="t", observation_id="x")
             assert "nothing stored holds" in await fail(
                 client, "delete_thread", thread_id="t", match="nothing-like-this"
             )

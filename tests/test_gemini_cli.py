@@ -141,4 +141,32 @@ def test_what_each_event_does() -> None:
     assert plan_for(parse_hook_input(hook("AfterAgent"))) == HookPlan(ingest=True, final=True)
     assert plan_for(parse_hook_input(hook("SessionEnd-exit"))) == HookPlan(ingest=True, final=True)
     assert plan_for(parse_hook_input(hook("PreCompress-auto"))) == HookPlan(ingest=True, final=False)
-    assert plan_for(parse_hook_input(hook("BeforeAgent"))) == HookPlan(ingest=False)
+    # BeforeAgent carries the prompt: it is stored then, before the chat file has it (hosts.prompts)
+    assert plan_for(parse_hook_input(hook("BeforeAgent"))) == HookPlan(ingest=True, final=False)
+    assert plan_for(parse_hook_input(hook("BeforeTool"))) == HookPlan(ingest=False)
+
+
+def test_the_prompt_is_stored_at_before_agent_and_once(tmp_path: Path) -> None:
+    """The hook as Gemini CLI runs it: BeforeAgent's prompt is stored before the chat file records it
+    (16:11:29.758 vs .973 in the recorded run), and the file's copy, read at AfterAgent, is not stored again."""
+    from support.hooks import Box
+
+    box = Box(tmp_path)
+    lines = SESSION.read_text().splitlines(keepends=True)
+    first_user = next(i for i, line in enumerate(lines) if '"type":"user"' in line and "please list" in line)
+    chat = tmp_path / "session.jsonl"
+    chat.write_text("".join(lines[:first_user]))  # as it is when BeforeAgent runs
+
+    def event(name: str) -> dict:
+        payload = json.loads(hook(name))
+        return {**payload, "transcript_path": str(chat), "cwd": str(box.project)}
+
+    assert box.hook(event("BeforeAgent"), "--no-worker", host="gemini-cli").returncode == 0
+    stored = box.query("SELECT id, role, body FROM messages ORDER BY seq")
+    assert [(r[1], "please list files" in r[2], "GEM_MARKER" in r[2]) for r in stored] == [("user", True, False)]
+    assert stored[0][0].endswith(":prompt")
+    chat.write_text("".join(lines))  # the turn reaches the chat file
+    assert box.hook(event("AfterAgent"), "--no-worker", host="gemini-cli").returncode == 0
+    users = [r[2] for r in box.query("SELECT id, role, body FROM messages ORDER BY seq") if r[1] == "user"]
+    assert sum("please list files" in u for u in users) == 1  # stored once
+    assert len(users) == 4 and box.log_lines() == []

@@ -223,7 +223,6 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
     for data, args, expected in [
         ("{not json", (), "not JSON"),
         ('{"hook_event_name": "Stop", "cwd": "/"}', (), "session_id"),
-        (box.event("Stop", tmp_path / "gone.jsonl"), ("--no-worker",), "transcript not found"),
         (box.event("Stop", None), ("--frobnicate",), "bad arguments"),
     ]:
         done = box.hook(data, *args)
@@ -231,6 +230,52 @@ def test_bad_input_is_one_log_line_and_exit_0(tmp_path: Path) -> None:
         assert expected in box.log_lines()[-1]
     done = subprocess.run([PYTHON, "-m", "om_mcp", "hook", "windsurf"], input=b"{}", capture_output=True, env=box.env)
     assert done.returncode == 0 and "bad arguments" in box.log_lines()[-1]
+
+
+def test_the_prompt_is_stored_from_user_prompt_submit_once_and_kept_by_an_unfinished_turn(tmp_path: Path) -> None:
+    """Claude Code may write the prompt to the transcript after UserPromptSubmit (the hook can still
+    block it): the payload's prompt is stored at once, under its prompt_id, and the transcript's copy
+    is not stored again; a turn that never ends keeps its prompt."""
+    from om_mcp.testing.transcripts import ClaudeTranscript
+
+    box = Box(tmp_path)
+    transcript = ClaudeTranscript(tmp_path / "s.jsonl", "s", str(box.project))
+    transcript.turn("Hello.", "Hi.")
+    first = "Decision: the cache lives in Redis.\n"
+    submit = box.event("UserPromptSubmit", transcript.path, "s", prompt=first, prompt_id="p-1")
+    assert box.hook(submit, "--no-worker").returncode == 0
+    stored = box.query("SELECT id, role, body FROM messages ORDER BY seq")
+    assert [r[1] for r in stored] == ["user", "assistant", "user"] and stored[-1][0] == "p-1:prompt"
+    assert box.hook(submit, "--no-worker").returncode == 0  # the plugin's and the settings' hook both
+    transcript.user(first.strip())
+    transcript.assistant("Noted: Redis.")
+    assert box.hook(box.event("Stop", transcript.path, "s"), "--no-worker").returncode == 0
+    bodies = [r[2] for r in box.query("SELECT id, role, body FROM messages ORDER BY seq")]
+    assert sum("cache lives in Redis" in b for b in bodies) == 1 and "Noted: Redis." in bodies[-1]
+    unfinished = box.event(
+        "UserPromptSubmit", transcript.path, "s", prompt="Decision: ship on Friday.", prompt_id="p-2"
+    )
+    assert box.hook(unfinished, "--no-worker").returncode == 0  # and the session is killed here
+    assert box.hook(box.event("SessionEnd", transcript.path, "s", reason="other"), "--no-worker").returncode == 0
+    last = box.query("SELECT id, role, body FROM messages ORDER BY seq")[-1]
+    assert last[:2] == ("p-2:prompt", "user") and "ship on Friday" in last[2]
+    assert box.hook(box.event("UserPromptSubmit", transcript.path, "s", prompt="/clear"), "--no-worker").returncode == 0
+    assert box.query("SELECT id FROM messages ORDER BY seq DESC LIMIT 1") == [("p-2:prompt",)]  # housekeeping
+    assert box.log_lines() == []
+
+
+def test_a_transcript_that_vanished_is_logged_one_never_written_is_not(tmp_path: Path) -> None:
+    """`claude mcp list` starts and ends a session that never writes its transcript: no log line for it."""
+    box = Box(tmp_path)
+    never = box.event("SessionEnd", tmp_path / "never.jsonl", "s-probe", reason="other")
+    assert box.hook(never, "--no-worker").returncode == 0 and box.log_lines() == []
+    transcript = copy_fixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no-worker").returncode == 0
+    transcript.unlink()
+    done = box.hook(box.event("Stop", transcript), "--no-worker")
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    (line,) = box.log_lines()
+    assert f"transcript not found: {transcript}" in line
 
 
 def test_a_postgresql_memory_is_named_not_split(tmp_path: Path) -> None:

@@ -449,3 +449,24 @@ async def test_with_hooks_recording_the_agent_is_told_not_to_append(make_config)
         assert "do not call append_messages or get_context" in client.instructions
     async with connect(build_server(make_config())) as client:
         assert "append_messages" in client.instructions and "do not call" not in client.instructions
+
+
+def test_a_prompt_stored_from_its_payload_is_stored_once_whatever_the_order() -> None:
+    """hosts.prompts: the payload's prompt goes in unless this read has it; a later copy is left out, its
+    other parts (a pasted image) kept; the same hook run twice waits once."""
+    from om_mcp.hosts.events import HookEvent
+    from om_mcp.hosts.prompts import settle
+
+    submit = HookEvent("claude-code", "UserPromptSubmit", "s", prompt="Look at  this\n", turn_id="p1")
+    out, waiting = settle(submit, [], [])
+    assert [m["id"] for m in out] == ["p1:prompt"] and len(waiting) == 1
+    out, again = settle(submit, [], waiting)
+    assert again == waiting  # a second run of the same hook
+    image = {"type": "image", "data": "aGk=", "mime_type": "image/png"}
+    copy = {"id": "u1", "role": "user", "content": [{"type": "text", "text": "Look at this"}, image]}
+    reply = {"id": "a1", "role": "assistant", "content": [{"type": "text", "text": "A cat."}]}
+    stop = HookEvent("claude-code", "Stop", "s")
+    out, waiting = settle(stop, [copy, reply], again)
+    assert out == [{**copy, "content": [image]}, reply] and waiting == []
+    first = settle(submit, [copy], [])  # the transcript had it already: the payload adds nothing
+    assert first == ([copy], [])

@@ -21,9 +21,13 @@ pytestmark = pytest.mark.slow
 CODEX_SESSION = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 
 
-def codex_rollout(path: Path, cwd: str) -> Path:
+PROMPT = "Decision: the cache lives in Redis. List the files."
+
+
+def codex_rollout(path: Path, cwd: str, turn: bool = True) -> Path:
     """A Codex rollout in the shape `codex-rs/protocol` writes: session meta, injected context, a turn
-    with a shell call and its output, and the UI's event lines (which repeat the turn)."""
+    with a shell call and its output, and the UI's event lines (which repeat the turn). Without `turn`,
+    as it is when UserPromptSubmit runs: the turn's lines come after the hook (Codex 0.171)."""
 
     def line(kind: str, payload: dict, second: int) -> str:
         return json.dumps({"timestamp": f"2026-11-30T10:00:{second:02d}.000Z", "type": kind, "payload": payload})
@@ -35,8 +39,10 @@ def codex_rollout(path: Path, cwd: str) -> Path:
         line("session_meta", {"id": CODEX_SESSION, "cwd": cwd, "cli_version": "0.171.0"}, 0),
         line("response_item", text("developer", "input_text", "<permissions instructions>sandbox</permissions>"), 1),
         line("response_item", text("user", "input_text", f"<environment_context>\n  <cwd>{cwd}</cwd>"), 1),
-        line("turn_context", {"cwd": cwd, "model": "gpt-5-codex"}, 2),
-        line("response_item", text("user", "input_text", "Decision: the cache lives in Redis. List the files."), 3),
+    ]
+    turn_lines = [
+        line("turn_context", {"turn_id": "t1", "cwd": cwd, "model": "gpt-5-codex"}, 2),
+        line("response_item", text("user", "input_text", PROMPT), 3),
         line("event_msg", {"type": "user_message", "message": "Decision: the cache lives in Redis."}, 3),
         line("response_item", {"type": "reasoning", "summary": [], "encrypted_content": "secret"}, 4),
         line(
@@ -48,7 +54,7 @@ def codex_rollout(path: Path, cwd: str) -> Path:
         line("response_item", text("assistant", "output_text", "There are two entries: README.md and src."), 7),
         line("event_msg", {"type": "agent_message", "message": "There are two entries."}, 7),
     ]
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines + (turn_lines if turn else [])) + "\n")
     return path
 
 
@@ -82,15 +88,20 @@ def assert_fails_open_on_a_locked_database(box: Box, host: str, event: dict) -> 
 
 def test_codex_records_the_rollout_once_and_starts_the_next_session_with_it(tmp_path: Path) -> None:
     box = Box(tmp_path)
-    rollout = codex_rollout(tmp_path / f"rollout-2026-11-30T10-00-00-{CODEX_SESSION}.jsonl", str(box.project))
-    prompt = codex_event(box, "UserPromptSubmit", rollout, prompt="List the files.", turn_id="t1")
+    path = tmp_path / f"rollout-2026-11-30T10-00-00-{CODEX_SESSION}.jsonl"
+    rollout = codex_rollout(path, str(box.project), turn=False)
+    prompt = codex_event(box, "UserPromptSubmit", rollout, prompt=PROMPT, turn_id="t1")
     assert box.hook(prompt, "--no-worker", host="codex").returncode == 0
+    # the prompt is stored from the hook's own payload: a turn that never ends keeps it
+    assert [(r[0], r[1]) for r in messages(box)] == [("t1:prompt", "user")] and PROMPT in messages(box)[0][2]
+    codex_rollout(path, str(box.project))  # the turn reaches the rollout
     stop = codex_event(box, "Stop", rollout, turn_id="t1", last_assistant_message="Two entries.")
     done = box.hook(stop, "--no-worker", host="codex")
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     stored = messages(box)
-    assert [r[1] for r in stored] == ["user", "assistant", "tool", "assistant"]  # no injected context, no UI echo
-    assert "Decision: the cache lives in Redis" in stored[0][2] and "README.md" in stored[2][2]
+    # no injected context, no UI echo, and the rollout's copy of the prompt left out
+    assert [r[1] for r in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[0][0] == "t1:prompt" and "README.md" in stored[2][2]
     assert box.query("SELECT DISTINCT thread_id, resource_id FROM messages") == [(CODEX_SESSION, str(box.project))]
     assert box.hook(stop, "--no-worker", host="codex").returncode == 0
     assert messages(box) == stored  # the same hooks again add nothing

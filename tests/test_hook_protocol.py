@@ -40,6 +40,8 @@ from om_mcp.hosts.context import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+PLUGIN = REPO / "om_mcp" / "hosts" / "claude_code" / "plugin"
+PLUGIN_FILES = (".claude-plugin/plugin.json", ".mcp.json", "hooks/hooks.json", "hooks/om-mcp-hook")
 HOOKS = Path(__file__).parent / "fixtures" / "claude_code" / "hooks"
 
 
@@ -264,18 +266,20 @@ def test_session_start_output_shape() -> None:
 
 
 def test_plugin_registers_the_hook_command_for_every_event() -> None:
-    plugin = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())
+    plugin = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
     market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
     assert plugin["name"] == "om-mcp" and market["plugins"][0]["name"] == "om-mcp"
-    assert market["plugins"][0]["source"] == "./"
+    # The plugin's source is its own folder, not the clone: Claude Code copies the source folder whole.
+    assert (REPO / market["plugins"][0]["source"]).resolve() == PLUGIN.resolve()
+    assert sorted(str(p.relative_to(PLUGIN)) for p in PLUGIN.rglob("*") if p.is_file()) == sorted(PLUGIN_FILES)
     # The server is declared in .mcp.json at the plugin root, where Claude Code counts it (`mcpServers` in
     # plugin.json counted 0 servers in `claude plugin details`, 2.1.197), and started through the launcher.
     assert "mcpServers" not in plugin
-    servers = json.loads((REPO / ".mcp.json").read_text())["mcpServers"]
+    servers = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]
     assert servers == {
         "om-mcp": {"command": "sh", "args": ["${CLAUDE_PLUGIN_ROOT}/hooks/om-mcp-hook", "serve", "--hooks"]}
     }
-    hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+    hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", *INGEST_EVENTS}
     assert hooks["SessionStart"][0]["matcher"] == "|".join(SESSION_START_SOURCES)
     for groups in hooks.values():
@@ -288,7 +292,7 @@ def test_plugin_registers_the_hook_command_for_every_event() -> None:
 
 
 def test_settings_snippet_matches_the_plugin() -> None:
-    plugin = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+    plugin = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
     snippet = json.loads((REPO / "configs" / "claude-code-settings.json").read_text())["hooks"]
     assert set(snippet) == set(plugin)
     for event, groups in snippet.items():
@@ -302,7 +306,7 @@ def test_settings_snippet_matches_the_plugin() -> None:
 @pytest.mark.slow
 def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
-    for target in (".", ".claude-plugin/plugin.json"):
+    for target in (".", str(PLUGIN / ".claude-plugin" / "plugin.json")):
         done = subprocess.run(
             ["claude", "plugin", "validate", "--strict", target],
             cwd=REPO,
@@ -315,26 +319,66 @@ def test_claude_plugin_validate_passes(tmp_path: Path) -> None:
         assert "Validation passed" in done.stdout
 
 
+def _claude(home: Path, *args: str) -> str:
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    done = subprocess.run(["claude", *args], cwd=home, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _cached(home: Path) -> tuple[list[str], int]:
+    """The files Claude Code copied into its plugin cache for om-mcp, and their bytes."""
+    (version,) = (home / ".claude" / "plugins" / "cache" / "om-mcp" / "om-mcp").iterdir()
+    files = [p for p in version.rglob("*") if p.is_file()]
+    return sorted(str(p.relative_to(version)) for p in files), sum(p.stat().st_size for p in files)
+
+
 @pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
 @pytest.mark.slow
-def test_claude_counts_the_plugins_mcp_server_and_hooks(tmp_path: Path) -> None:
-    """Installed from this checkout as a local marketplace (no network), the plugin has 1 server, 6 hooks."""
-    env = {**os.environ, "HOME": str(tmp_path)}
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_plugin_from_a_clone_with_a_venv_is_its_own_files_only(tmp_path: Path) -> None:
+    """A clone as the README makes it (a `.venv`, build output) installed as a local marketplace (no
+    network): Claude Code copies the plugin's folder, a few kilobytes, and counts 1 server and 6 hooks."""
+    clone = tmp_path / "clone"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, clone / name)
+    for junk in (".venv/lib/python3/site-packages/big.bin", "build/lib/om_mcp/big.bin", "dist/om_mcp.whl"):
+        (clone / junk).parent.mkdir(parents=True, exist_ok=True)
+        (clone / junk).write_bytes(os.urandom(1 << 20))
+    home = tmp_path / "home"
+    home.mkdir()
+    _claude(home, "plugin", "marketplace", "add", str(clone))
+    _claude(home, "plugin", "install", "om-mcp@om-mcp")
+    files, size = _cached(home)
+    assert files == sorted(PLUGIN_FILES) and size < 20_000, (files, size)
+    details = _claude(home, "plugin", "details", "om-mcp@om-mcp")
+    assert "MCP servers (1)" in details and "Hooks (6)" in details, details
 
-    def claude(*args: str) -> str:
-        done = subprocess.run(
-            ["claude", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(120)
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
 
-    plugin = tmp_path / "om-mcp"  # the plugin's own files: a local marketplace is copied whole (.venv too)
-    for part in (".claude-plugin", "hooks"):
-        shutil.copytree(REPO / part, plugin / part)
-    shutil.copy(REPO / ".mcp.json", plugin / ".mcp.json")
-    claude("plugin", "marketplace", "add", str(plugin))
-    claude("plugin", "install", "om-mcp@om-mcp")
-    details = claude("plugin", "details", "om-mcp@om-mcp")
+@pytest.mark.skipif(shutil.which("claude") is None, reason="the claude CLI is not installed")
+def test_setup_lays_out_the_plugin_for_claude_to_install(tmp_path: Path) -> None:
+    """Without a clone (om-mcp from a wheel): `setup claude-code --plugin` writes a local marketplace."""
+    from support.processes import clean_env
+
+    home = tmp_path / "home"
+    env = {**clean_env(tmp_path), "XDG_CONFIG_HOME": str(home / ".config")}
+    done = subprocess.run(
+        [sys.executable, "-m", "om_mcp", "setup", "claude-code", "--plugin"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = Path(env["XDG_DATA_HOME"]) / "om-mcp" / "claude-code-plugin"
+    assert f"next: claude plugin marketplace add {folder} && claude plugin install om-mcp@om-mcp" in done.stdout
+    _claude(home, "plugin", "marketplace", "add", str(folder))
+    _claude(home, "plugin", "install", "om-mcp@om-mcp")
+    assert _cached(home)[0] == sorted(PLUGIN_FILES)
+    details = _claude(home, "plugin", "details", "om-mcp@om-mcp")
     assert "MCP servers (1)" in details and "Hooks (6)" in details, details
 
 
@@ -343,7 +387,7 @@ def _launcher(
 ) -> subprocess.CompletedProcess[str]:
     base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
     return subprocess.run(
-        ["sh", str(REPO / "hooks" / "om-mcp-hook"), *args],
+        ["sh", str(PLUGIN / "hooks" / "om-mcp-hook"), *args],
         input=stdin,
         env={**base, **env},
         capture_output=True,
@@ -381,25 +425,20 @@ def test_launcher_finds_om_mcp_in_local_bin_or_om_mcp_bin(tmp_path: Path) -> Non
     assert json.loads(_launcher(tmp_path, {"OM_MCP_BIN": str(other)}).stdout)["argv"] == ["hook", "claude-code"]
 
 
-def test_launcher_prefers_what_setup_recorded_then_the_plugin_venv_then_path(tmp_path: Path) -> None:
-    """A clone's venv is found with no PATH at all: recorded by `om-mcp setup`, or the plugin's own .venv."""
+def test_launcher_prefers_what_setup_recorded_then_path(tmp_path: Path) -> None:
+    """A clone's venv is found with no PATH at all, as `om-mcp setup claude-code --plugin` recorded it."""
     on_path = _fake_om_mcp(tmp_path / "bin")
-    plugin = tmp_path / "plugin"
-    in_venv = _fake_om_mcp(plugin / ".venv" / "bin")
     recorded = _fake_om_mcp(tmp_path / "clone" / ".venv" / "bin")
     record = tmp_path / "home" / ".config" / "om-mcp" / "om-mcp-command"
     record.parent.mkdir(parents=True)
     record.write_text(f"{recorded}\n")
-    env = {"PATH": f"{on_path.parent}:/usr/bin:/bin", "CLAUDE_PLUGIN_ROOT": str(plugin)}
-    for expected in (recorded, in_venv, on_path):
+    env = {"PATH": f"{on_path.parent}:/usr/bin:/bin", "CLAUDE_PLUGIN_ROOT": str(PLUGIN)}
+    for expected in (recorded, on_path):
         served = _launcher(tmp_path, env, args=("serve", "--hooks"))
         assert served.returncode == 3  # the server's own exit code: not a hook, nothing to hide
         ran = json.loads(served.stdout)
         assert (ran["argv"], ran["me"]) == (["serve", "--hooks"], str(expected))
-        if expected == recorded:
-            record.unlink()
-        else:
-            Path(expected).unlink()
+        Path(expected).unlink()
     assert "not found" in _launcher(tmp_path, {"PATH": "/usr/bin:/bin"}, args=("serve",)).stderr
 
 

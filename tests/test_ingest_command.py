@@ -75,6 +75,20 @@ def test_a_claude_code_transcript_twice_and_after_the_hook(tmp_path: Path, env) 
     assert rows(tmp_path, "SELECT metadata FROM threads WHERE id = 'copy'")[0][0].count('"ended_at"') == 1
 
 
+def test_with_no_model_it_says_nothing_is_observed_and_starts_no_worker(tmp_path: Path, env) -> None:
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "claude_code" / "session.jsonl", transcript)
+    # No OPENAI_API_KEY: not ready, whatever is on PATH; and a threshold the transcript passes, so work is due.
+    no_key = {**env, "OM_MODEL": "openai/gpt-4o-mini", "OM_OBSERVATIONAL_MEMORY__OBSERVATION__MESSAGE_TOKENS": "100"}
+    done = ingest(no_key, str(transcript))
+    assert done.returncode == 0, done.stderr
+    assert "22 new message(s)" in done.stdout and "observing in the background" not in done.stdout
+    assert "not observed until a model is ready: openai/gpt-4o-mini needs OPENAI_API_KEY" in done.stdout
+    assert rows(tmp_path, "SELECT COUNT(*) FROM om_leases") == [(0,)]  # no worker was started for it
+    again = json.loads(ingest(no_key, str(transcript), "--json").stdout)
+    assert again["worker"] is None and again["not_observed"].startswith("openai/gpt-4o-mini needs OPENAI_API_KEY")
+
+
 def test_openai_messages_and_gemini_sessions(tmp_path: Path, env) -> None:
     chat = tmp_path / "support-chat.jsonl"
     chat.write_text(

@@ -323,12 +323,12 @@ def test_auto_uses_the_claude_command_then_sampling():
 def test_an_installed_claude_that_is_not_logged_in_is_no_model():
     out = resolve_auto({}, which=lambda name: "/usr/local/bin/claude", login=lambda *_: Login(False, NOT_LOGGED_IN))
     assert out.models == (SAMPLING_MODEL,)
-    assert out.reason.startswith("claude is installed but not logged in: run `claude login`")
+    assert out.reason.startswith("claude is installed but not logged in: run `claude auth login`")
     logged_out = Login(False, NOT_LOGGED_IN)
     explicit = readiness.check(
         ModelTarget(model=CLAUDE_CLI_MODEL), {}, which=lambda _: "/x/claude", login=lambda *_: logged_out
     )
-    assert not explicit.ready and "run `claude login`" in explicit.reason
+    assert not explicit.ready and "run `claude auth login`" in explicit.reason
     assert readiness.check(
         ModelTarget(model=CLAUDE_CLI_MODEL), {}, which=lambda _: "/x/claude", login=lambda *_: LOGGED_IN
     ).ready

@@ -5,6 +5,7 @@ in one resource only."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
@@ -145,62 +146,88 @@ def test_search_without_resource_finds_hook_sessions(hooked: Path, tmp_path: Pat
     assert found and found[0]["thread_id"] == SESSION and found[0]["resource_id"].endswith("/p")
 
 
-def test_every_command_the_readme_names_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+# Words after `om-mcp` in the plugin's files, the status page and --help that are prose, not a command.
+PROSE = {"long-term", "not", "is", "that", "found", "to", "on", "contributors", "installed"}
+
+
+def _code(markdown: str) -> list[str]:
+    """A Markdown page's shell lines: code blocks (continued lines joined) and inline code."""
+    blocks = [b.replace("\\\n", " ") for b in re.findall(r"```[a-z]*\n(.*?)```", markdown, re.DOTALL)]
+    return [line for block in blocks for line in block.splitlines()] + re.findall(r"`([^`\n]+)`", markdown)
+
+
+def named_commands() -> list[tuple[str, str, str]]:
+    """(where, command, `om-mcp ...`) for each om-mcp command the project's words name, from the command to the
+    end of its shell command, without comments: the README and the docs pages (their code), the
+    Claude Code plugin's files (its launcher `om-mcp-hook ARGS` runs `om-mcp ARGS`), the status page
+    and every command's --help."""
     from om_mcp import cli
 
-    readme = (REPO / "README.md").read_text()
-    code = "\n".join(re.findall(r"```[a-z]*\n(.*?)```", readme, re.DOTALL) + re.findall(r"`([^`\n]+)`", readme))
-    named = set(re.findall(r"(?:^|[\s;&|(])om-mcp ([a-z][a-z-]*)\b(?!:)", code, re.MULTILINE))
-    named -= {"long-term"}  # "om-mcp long-term memory for this project": the text a hook prints
-    assert {"setup", "hook", "serve", "doctor", "search"} <= named
-    for command in sorted(named):
-        assert command in cli.COMMANDS, f"the README names `om-mcp {command}`, which does not exist"
-        with pytest.raises(SystemExit) as done:
-            cli.parser().parse_args([command, "--help"])
-        assert done.value.code == 0, command
-    capsys.readouterr()
-
-
-def readme_command_lines(page: str = "README.md") -> list[str]:
-    """Each `om-mcp ...` the README (or a docs page) shows (code blocks, continued lines joined, and
-    inline code), from the command to the end of its shell command, without comments."""
-    readme = (REPO / page).read_text()
-    blocks = [b.replace("\\\n", " ") for b in re.findall(r"```[a-z]*\n(.*?)```", readme, re.DOTALL)]
-    lines = [line for block in blocks for line in block.splitlines()] + re.findall(r"`([^`\n]+)`", readme)
+    texts: list[tuple[str, list[str]]] = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        texts.append((page.name, _code(page.read_text(encoding="utf-8"))))
+    folder = REPO / "om_mcp" / "hosts" / "claude_code" / "plugin"
+    plugin = [REPO / ".claude-plugin" / "marketplace.json", *sorted(p for p in folder.rglob("*") if p.is_file())]
+    ui = sorted(p for p in (REPO / "om_mcp" / "server" / "http" / "ui").iterdir() if p.suffix in (".html", ".js"))
+    for path in [*plugin, *ui]:
+        text = re.sub(r'[^\s"]*om-mcp-hook\\?"?', "om-mcp", path.read_text(encoding="utf-8"))
+        texts.append((str(path.relative_to(REPO)), text.splitlines()))
+    launcher = json.loads((folder / ".mcp.json").read_text())["mcpServers"]["om-mcp"]["args"]
+    texts.append(("the plugin's .mcp.json", [" ".join(["om-mcp", *launcher[1:]])]))
+    for name in cli.COMMANDS:
+        (sub,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
+        texts.append((f"om-mcp {name} --help", sub.choices[name].format_help().splitlines()))
     found = []
-    for line in lines:
-        if "inspector" in line:
-            continue  # the Inspector's own flags follow the server command it starts
-        for match in re.finditer(r"(?:^|[\s;&|(])(om-mcp [a-z][^#;&|)]*)", line.split("  #")[0]):
-            found.append(match.group(1))
+    for where, lines in texts:
+        for line in lines:
+            if "inspector" in line:
+                continue  # the Inspector's own flags follow the server command it starts
+            shell = line.split("  #")[0]
+            for match in re.finditer(r"(?:^|[\s;&|(\"'])(om-mcp ([a-z][a-z-]*)(?![\w:/.-])[^#;&|)\"'`]*)", shell):
+                found.append((where, match.group(2), match.group(1)))
     return found
 
 
-@pytest.mark.parametrize(("page", "least"), [("README.md", 20), ("docs/memory.md", 10)])
-def test_every_flag_the_readme_shows_is_one_its_command_takes(page: str, least: int) -> None:
-    import argparse
-
+def test_every_command_named_anywhere_exists_with_those_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README, the docs pages, the plugin, the status page and --help name only commands, flags
+    and hosts that exist (the plugin's description once named a `--plugin-only` that did not)."""
     from om_mcp import cli
+    from om_mcp.hosts.events import HOSTS as HOOK_HOSTS
+    from om_mcp.hosts.setup import HOSTS
 
     def options(parser: argparse.ArgumentParser) -> set[str]:
         found = {o for action in parser._actions for o in action.option_strings}
         for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
+            if isinstance(action, argparse._SubParsersAction):  # `token create`
                 for nested in action.choices.values():
                     found |= options(nested)
         return found
 
     (commands,) = [a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    shown = 0
-    for line in readme_command_lines(page):
-        command = line.split()[1]
-        if command not in commands.choices:
-            continue  # prose ("om-mcp long-term memory ..."); the test above holds the command names
+    named = named_commands()
+    wheres = {where for where, _, _ in named}
+    plugin = "om_mcp/hosts/claude_code/plugin"
+    assert {"README.md", f"{plugin}/.claude-plugin/plugin.json", f"{plugin}/hooks/hooks.json"} <= wheres
+    assert "the plugin's .mcp.json" in wheres
+    flags = 0
+    for where, command, line in named:
+        words = line.split()
+        if command in PROSE:
+            continue
+        assert command in commands.choices, f"{where} names `{line.strip()}`: there is no `om-mcp {command}`"
         taken = options(commands.choices[command])
         for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", line):
-            shown += 1
-            assert flag in taken, f"the README shows `{line.strip()}`, but `om-mcp {command}` has no {flag}"
-    assert shown >= least  # the page's flags were found at all
+            flags += 1
+            assert flag in taken, f"{where} names `{line.strip()}`, but `om-mcp {command}` has no {flag}"
+        hosts = {"setup": HOSTS, "hook": HOOK_HOSTS}.get(command)
+        if hosts and len(words) > 2 and re.fullmatch(r"[a-z][a-z-]*", words[2]):
+            assert words[2] in hosts, f"{where} names `{line.strip()}`: {words[2]} is no host of `om-mcp {command}`"
+    assert flags >= 20  # the flags were found at all
+    for command in sorted({command for _, command, _ in named} - PROSE):
+        with pytest.raises(SystemExit) as done:
+            cli.parser().parse_args([command, "--help"])
+        assert done.value.code == 0, command
+    capsys.readouterr()
 
 
 def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_path: Path) -> None:
@@ -219,9 +246,8 @@ def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_pa
         timeout=scaled(120),
     )
     model = json.loads(status.stdout)["model"]
-    assert (
-        model["model_ready"] is False and "claude is installed but not logged in: run `claude login`" in model["reason"]
-    )
+    assert model["model_ready"] is False
+    assert "claude is installed but not logged in: run `claude auth login`" in model["reason"]
     doctor = subprocess.run(
         [PYTHON, "-m", "om_mcp", "doctor", "--db", str(hooked)],
         capture_output=True,
@@ -229,4 +255,4 @@ def test_an_installed_claude_without_a_login_is_not_a_model(hooked: Path, tmp_pa
         env=env,
         timeout=scaled(120),
     )
-    assert doctor.returncode == 0 and "run `claude login`" in doctor.stdout and "warn" in doctor.stdout
+    assert doctor.returncode == 0 and "run `claude auth login`" in doctor.stdout and "warn" in doctor.stdout

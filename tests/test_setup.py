@@ -160,7 +160,8 @@ def test_setup_merges_checks_repeats_and_uninstalls(tmp_path: Path, host: str) -
         assert "om-mcp" not in json.dumps(own) and OM_MCP not in json.dumps(own), own
         assert {k: v for k, v in after.items() if k not in own} == expected  # exactly what setup added is removed
     for path in written - set(before):
-        assert not path.exists()  # files setup created are gone (their backups stay)
+        assert not path.exists()  # files setup created are gone
+    assert not list(home.rglob("*.om-mcp.bak"))  # and so are the backups it made
     assert setup(home, host, "--uninstall").stdout.count("unchanged") == len(written)
 
 
@@ -186,6 +187,19 @@ def assert_contains(merged: object, original: object, path: Path) -> None:
         assert merged == original, (path, original)
 
 
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (None) under `root`."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def on_path(tmp_path: Path) -> dict[str, str]:
+    """PATH with this om-mcp on it (as pipx or uv would put it) and nothing of the machine's om-mcp."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    (folder / "om-mcp").symlink_to(OM_MCP)
+    return {"PATH": os.pathsep.join([str(folder), *[p for p in os.environ["PATH"].split(os.pathsep) if p]])}
+
+
 def test_setup_with_project_writes_the_project_files(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "repo"
     (project / ".git").mkdir(parents=True)
@@ -197,6 +211,125 @@ def test_setup_with_project_writes_the_project_files(tmp_path: Path) -> None:
     assert not (home / ".cursor").exists()
     desktop = setup(home, "claude-desktop", "--project", cwd=project)
     assert desktop.returncode == 2 and "no project-level file" in desktop.stderr
+
+
+@pytest.mark.parametrize("host", ["claude-code", "cursor", "vscode", "codex", "gemini-cli"])
+def test_project_files_run_om_mcp_from_path_and_uninstall_leaves_the_tree_as_found(tmp_path: Path, host: str) -> None:
+    """Files meant to be committed name `om-mcp`, found on each teammate's PATH, never this machine's venv;
+    their check runs that; and `--uninstall` leaves the repository byte for byte as it was."""
+    home, project = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    (project / ".git").mkdir(parents=True)
+    write(project / ".gitignore", "node_modules/\n")
+    write(project / ".vscode" / "settings.json", {"editor.tabSize": 2})  # a folder setup shares with the user
+    before = tree(project)
+    env = {**env_for(home), **on_path(tmp_path)}
+    done = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "setup", host, "--project"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "check: ok: the server starts" in done.stdout and "check: ok: the hook command runs" in done.stdout
+    written = [p for p in tree(project) if p not in before and (project / p).is_file()]
+    assert written
+    for name in written:
+        text = (project / name).read_text()
+        assert str(Path(OM_MCP).parent) not in text and str(tmp_path) not in text, (name, text)
+        assert "om-mcp hook " in text or '"om-mcp"' in text, (name, text)
+    assert not (home / ".codex" / "config.toml").exists()  # a project's Codex hooks are each person's to trust
+    gone = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "setup", host, "--project", "--uninstall"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=240,
+    )
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert tree(project) == before  # no backup, no empty folder, nothing else
+
+
+def test_without_om_mcp_on_path_project_setup_says_how_teammates_get_it(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    (project / ".git").mkdir(parents=True)
+    env = {**env_for(home), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "setup", "cursor", "--project", "--no-check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: `om-mcp` is not on PATH here: the project's files run it from PATH" in done.stdout
+
+
+@pytest.mark.parametrize("host", list(EXISTING))
+def test_a_dry_run_writes_nothing_anywhere(tmp_path: Path, host: str) -> None:
+    home = tmp_path / "home"
+    for name, content in EXISTING[host].items():
+        write(home / name, content)
+    env_for(home)  # the folders a test's environment makes
+    before = tree(tmp_path)
+    done = setup(home, host, "--dry-run")
+    assert done.returncode == 0 and "+++ " in done.stdout, done.stdout + done.stderr
+    assert tree(tmp_path) == before
+    if host == "claude-code":
+        plugin = setup(home, host, "--plugin", "--dry-run")
+        assert plugin.returncode == 0 and "would record" in plugin.stdout and "would lay out" in plugin.stdout
+        assert tree(tmp_path) == before  # not even the record for the plugin's launcher
+
+
+def test_a_refused_file_means_no_file_is_written(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    commented = write(home / ".cursor" / "mcp.json", '{\n  // mine\n  "mcpServers": {"a": {"command": "x"}}\n}\n')
+    env_for(home)
+    before = tree(tmp_path)
+    done = setup(home, "cursor", "--no-check")
+    assert done.returncode == 1 and tree(tmp_path) == before  # not the hooks either
+    assert "has comments" in done.stdout and f'"command": "{OM_MCP}"' in done.stdout
+    assert f"nothing written (not {home / '.cursor' / 'hooks.json'} either)" in done.stdout
+    commented.write_text(
+        commented.read_text().replace(
+            '"a": {"command": "x"}',
+            f'"a": {{"command": "x"}}, "om-mcp": {{"command": "{OM_MCP}", "args": ["serve", "--hooks"]}}',
+        )
+    )
+    again = setup(home, "cursor", "--no-check")  # added by hand: the rest is written now
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "hooks.json: wrote the hooks" in again.stdout and "mcp.json: MCP server already in place" in again.stdout
+
+
+def test_a_file_that_cannot_be_written_undoes_the_ones_before(tmp_path: Path, monkeypatch) -> None:
+    from om_mcp.hosts.setup import files
+    from om_mcp.hosts.setup.files import Change, ConfigProblem, write_all
+
+    first, second = tmp_path / "a" / "one.json", tmp_path / "b" / "two.json"
+    write(first, {"x": 1})
+    blocked = write(tmp_path / "c", "a file where a folder should be")
+    changes = [Change(first, first.read_text(), '{"x": 2}\n', "hooks"), Change(blocked / "x.json", None, "{}", "x")]
+    with pytest.raises(ConfigProblem, match="is not a folder"):
+        write_all(changes)  # refused before anything is written
+    assert json.loads(first.read_text()) == {"x": 1}
+
+    real = files.apply
+
+    def failing(change: Change, *, backup: bool = True) -> Path | None:
+        if change.path == second:
+            raise ConfigProblem(f"{second}: cannot be written (disk full); nothing changed")
+        return real(change, backup=backup)
+
+    monkeypatch.setattr(files, "apply", failing)
+    changes = [Change(first, first.read_text(), '{"x": 2}\n', "hooks"), Change(second, None, "{}\n", "hooks")]
+    with pytest.raises(ConfigProblem, match="disk full"):
+        write_all(changes)
+    assert json.loads(first.read_text()) == {"x": 1} and not first.with_name("one.json.om-mcp.bak").exists()
 
 
 def test_a_file_that_does_not_parse_or_has_comments_is_left_untouched(tmp_path: Path) -> None:
@@ -264,6 +397,9 @@ def test_claude_mcp_list_shows_om_mcp_connected(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stdout + listed.stderr
     line = next(x for x in listed.stdout.splitlines() if x.startswith("om-mcp:"))
     assert f"{OM_MCP} serve --hooks" in line and "Connected" in line, listed.stdout
+    # its probe session ends without a transcript: the hook stores nothing and logs nothing for it
+    log = home / ".local" / "share" / "om-mcp" / "hook.log"
+    assert not log.exists() or "transcript not found" not in log.read_text(), log.read_text()
 
 
 @pytest.mark.skipif(shutil.which("codex") is None, reason="the codex CLI is not installed (npm @openai/codex)")
@@ -277,6 +413,47 @@ def test_codex_mcp_get_reads_the_server_entry(tmp_path: Path) -> None:
     assert entry["transport"]["command"] == OM_MCP and entry["transport"]["args"] == ["serve", "--hooks"]
     listed = cli(home, "codex", "mcp", "list")
     assert "docs" in listed.stdout and "om-mcp" in listed.stdout  # the user's server is still there
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="the codex CLI is not installed (npm @openai/codex)")
+def test_codex_trusts_the_hooks_setup_wrote_and_uninstall_takes_the_trust_back(tmp_path: Path) -> None:
+    """Codex runs no untrusted hook: setup has Codex trust its own (none of the user's), Codex lists them
+    trusted, doctor agrees, and --uninstall leaves config.toml byte for byte as it was."""
+    from om_mcp.hosts.setup.codex_trust import list_hooks
+
+    home = tmp_path / "home"
+    config = write(home / ".codex" / "config.toml", EXISTING["codex"][".codex/config.toml"])
+    write(home / ".codex" / "hooks.json", EXISTING["codex"][".codex/hooks.json"])
+    original = config.read_bytes()
+    done = setup(home, "codex", "--no-check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hooks: Codex trusts the 4 hooks" in done.stdout
+    hooks = list_hooks(shutil.which("codex") or "codex", home, env_for(home))
+    trust = {h.command: h.trust for h in hooks}
+    assert trust.pop(USER_HOOK["command"]) == "untrusted"  # the user's own hook is theirs to trust
+    assert set(trust.values()) == {"trusted"} and len(trust) == 1 and len(hooks) == 5
+    doctor = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "doctor"], capture_output=True, text=True, env=env_for(home), timeout=240
+    )
+    assert "Codex trusts om-mcp's 4 hooks" in doctor.stdout, doctor.stdout
+    gone = setup(home, "codex", "--uninstall")
+    assert gone.returncode == 0 and "removed Codex's trust in 4 hooks" in gone.stdout, gone.stdout + gone.stderr
+    assert config.read_bytes() == original
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="the codex CLI is not installed (npm @openai/codex)")
+def test_doctor_reports_codex_hooks_that_are_not_trusted(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hooks = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": f"{OM_MCP} hook codex || true"}]}]}}
+    write(home / ".codex" / "hooks.json", hooks)  # as a manual install, or a setup from before trust existed
+    doctor = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "doctor", "--json"], capture_output=True, text=True, env=env_for(home), timeout=240
+    )
+    (check,) = [c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "codex hooks"]
+    assert (
+        check["result"] == "warn" and "Codex skips 1 of om-mcp's hooks until they are trusted (stop)" in check["detail"]
+    )
+    assert "run `om-mcp setup codex` again" in check["detail"]
 
 
 @pytest.mark.skipif(shutil.which("gemini") is None, reason="the gemini CLI is not installed (npm @google/gemini-cli)")
@@ -306,10 +483,31 @@ def test_setup_answers_help_and_needs_no_claude(tmp_path: Path) -> None:
     assert "check: ok" in done.stdout
 
 
-def test_setup_for_the_plugin_only_records_where_om_mcp_is(tmp_path: Path) -> None:
+def test_setup_for_the_plugin_records_where_om_mcp_is_and_lays_the_plugin_out(tmp_path: Path) -> None:
     home = tmp_path / "home"
+    env_for(home)
+    before = tree(tmp_path)
     done = setup(home, "claude-code", "--plugin")
     assert done.returncode == 0, done.stderr
     record = home / ".config" / "om-mcp" / "om-mcp-command"
-    assert record.read_text() == OM_MCP + "\n"  # what hooks/om-mcp-hook runs, before PATH
+    assert record.read_text() == OM_MCP + "\n"  # what the plugin's launcher runs, before PATH
     assert not (home / ".claude").exists() and not (home / ".claude.json").exists()
+    folder = home / ".local" / "share" / "om-mcp" / "claude-code-plugin"
+    laid = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert laid == [
+        ".claude-plugin/marketplace.json",
+        "om-mcp/.claude-plugin/plugin.json",
+        "om-mcp/.mcp.json",
+        "om-mcp/hooks/hooks.json",
+        "om-mcp/hooks/om-mcp-hook",
+    ]
+    assert os.access(folder / "om-mcp" / "hooks" / "om-mcp-hook", os.X_OK)
+    gone = setup(home, "claude-code", "--plugin", "--uninstall")
+    assert gone.returncode == 0, gone.stderr
+    assert {k: v for k, v in tree(tmp_path).items() if ".config" not in k and ".local" not in k} == before
+
+
+def test_plain_setup_writes_nothing_for_the_plugin(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert setup(home, "claude-code", "--no-check").returncode == 0
+    assert not (home / ".config" / "om-mcp").exists()

@@ -1,6 +1,7 @@
 """`om-mcp doctor [--model] [--secrets]`: is everything in order?
 
-Checks the configuration, the database (ours, current schema, writable), its full
+Checks the configuration, whether Codex trusts the om-mcp hooks it has (it skips an
+untrusted hook without a word), the database (ours, current schema, writable), its full
 integrity (every page and index entry, both search indexes, the running totals),
 and whether a model is configured for observation (each candidate of a fallback
 list on its own line). No model is a WARN, not a failure: storing, context and
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     source = args.config or "defaults and OM_ variables"
     check("config", True, f"valid ({source}); scope {config.observational_memory.scope}")
+    _codex_hooks(check)
     code = _database(config, check)
     found: list[Any] = []
     if code == EXIT_OK:
@@ -75,6 +77,20 @@ def run(args: argparse.Namespace) -> int:
     if code != EXIT_OK:
         return code
     return EXIT_FAILED if any(c["result"] == "FAIL" for c in checks) else EXIT_OK
+
+
+def _codex_hooks(check: Any) -> None:
+    """Codex runs a hook only once trusted, and says nothing of one it skips: ask it about ours."""
+    import os
+    from pathlib import Path
+
+    from om_mcp.hosts.setup import Place
+    from om_mcp.hosts.setup.codex import hook_trust
+
+    found = hook_trust(Place(home=Path(os.environ.get("HOME") or Path.home())))
+    if found is not None:
+        ok, detail = found
+        check("codex hooks", True if ok else None, detail)
 
 
 def _database(config: Any, check: Any) -> int:

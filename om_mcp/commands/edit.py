@@ -14,7 +14,9 @@ from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, pr
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("line", metavar="LINE_ID", help="the line's id, <group id>.<6 hex> (om-mcp show lists them)")
+    parser.add_argument(
+        "line", metavar="LINE_ID", help="the line's id: <group id>.<6 hex>, or the 6 hex alone (om-mcp show prints it)"
+    )
     parser.add_argument("text", metavar="TEXT", help="what the line should say")
     parser.add_argument("--thread", metavar="T", help="refuse unless the line is in this thread's log")
     add_config_arguments(parser, json_flag=True)

@@ -65,9 +65,16 @@ def run(args: argparse.Namespace) -> int:
     from om_mcp.privacy import HookFailed
     from om_mcp.store.errors import DatabaseRefused, StoreError
 
+    paused = None if args.no_worker else _why_not_observed(config)
     try:
         summary = store(
-            config, fmt, messages, thread_id, resource_id, start_worker=not args.no_worker, config_file=args.config
+            config,
+            fmt,
+            messages,
+            thread_id,
+            resource_id,
+            start_worker=not args.no_worker and paused is None,
+            config_file=args.config,
         )
     except DatabaseRefused as error:
         print(f"om-mcp: {error}", file=sys.stderr)
@@ -75,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     except (StoreError, HookFailed) as error:
         print(f"om-mcp: {error}", file=sys.stderr)
         return EXIT_INPUT
+    if paused:
+        summary["not_observed"] = paused
     if args.json:
         from om_mcp.commands._output import print_json
 
@@ -85,8 +94,19 @@ def run(args: argparse.Namespace) -> int:
             + (f", {summary['forgotten']} refused (forgotten)" if summary["forgotten"] else "")
             + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
+            + (f"; not observed until a model is ready: {paused}" if paused and summary["appended"] else "")
         )
     return 0
+
+
+def _why_not_observed(config: Any) -> str | None:
+    """Why no background worker could observe now (no model ready, observation off), or None."""
+    if not config.observational_memory.enabled:
+        return "observation is off (observational_memory.enabled = false)"
+    from om_mcp.engine.observation.engine import resolve_choice
+
+    _, ready = resolve_choice(config.observational_memory, "observation")
+    return None if ready.ready else ready.reason
 
 
 def detect(path: Path) -> str:

@@ -1,19 +1,27 @@
 """`om-mcp setup [HOST]`: connect this om-mcp to an agent host, in one command.
 
 Writes the host's MCP server entry and, where the host has hooks, the hooks
-that record each session, with the absolute path of the running om-mcp
-(`hosts.setup.launch`), merged into the files already there
+that record each session, merged into the files already there
 (`hosts.setup.files`, `hosts.setup.entries`; each host's files in its module
-in `hosts/setup/`). A second run changes nothing; `--dry-run` prints the diff;
-`--uninstall` removes exactly what setup adds; `--project` writes the
-project's files (the git root of the working directory). Then it checks what
-it wrote (`setup_check`). With no host it lists the hosts found here.
+in `hosts/setup/`). For the user's own files the command written is the
+absolute path of the running om-mcp (`hosts.setup.launch`: GUI apps do not see
+the shell's PATH); `--project` writes files meant to be committed, so they run
+`om-mcp` as found on each teammate's PATH. Every file is planned first, and
+none is written unless all can be (a file with comments is left alone, and so
+are the others). A second run changes nothing; `--dry-run` prints the diff and
+writes nothing anywhere; `--uninstall` removes exactly what setup added, with
+the backups it made. Codex runs hooks only once trusted: setup has Codex trust
+the ones it wrote. Then it checks what it wrote (`setup_check`). With no host
+it lists the hosts found here. `claude-code --plugin` is the other way into
+Claude Code: it records where om-mcp is for the plugin's launcher and lays out
+the plugin, ready for `claude plugin install`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,27 +32,32 @@ if TYPE_CHECKING:
     from om_mcp.hosts.setup import HostSetup, Place
 
 HELP = "connect om-mcp to an agent host: its MCP server entry and the hooks that record sessions"
+PROJECT_COMMAND = ["om-mcp"]  # what committed files run: the teammate's own om-mcp, from PATH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from om_mcp.hosts.setup import HOSTS
 
     parser.add_argument("host", nargs="?", choices=list(HOSTS), help="the host to set up (none: list the hosts here)")
-    parser.add_argument("--project", action="store_true", help="write the project's files instead of the user's")
-    parser.add_argument("--dry-run", action="store_true", help="print what would change (a diff), change nothing")
+    parser.add_argument(
+        "--project",
+        action="store_true",
+        help="write the project's files (to commit; they run om-mcp from each person's PATH) instead of the user's",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print what would change (a diff), write nothing")
     parser.add_argument("--uninstall", action="store_true", help="remove what setup added, nothing else")
     parser.add_argument("--no-check", action="store_true", help="do not start the server and the hook afterwards")
     parser.add_argument(
         "--plugin",
         action="store_true",
-        help="claude-code with the om-mcp plugin: only record where om-mcp is, for the plugin's launcher",
+        help="claude-code with the om-mcp plugin: record where om-mcp is for the plugin and lay the plugin out",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     from om_mcp.hosts.common import find_project
     from om_mcp.hosts.setup import HOSTS, Place
-    from om_mcp.hosts.setup.launch import om_mcp_command, record_command
+    from om_mcp.hosts.setup.launch import om_mcp_command
 
     home = Path(os.environ.get("HOME") or Path.home())
     if args.host is None:
@@ -53,57 +66,74 @@ def run(args: argparse.Namespace) -> int:
     if args.project and not host.has_project:
         print(f"om-mcp setup: {host.title} has no project-level file; run it without --project", file=sys.stderr)
         return EXIT_CONFIG
-    command = om_mcp_command()
     if args.plugin:
-        if args.host != "claude-code":
-            print("om-mcp setup: --plugin is for claude-code", file=sys.stderr)
+        if args.host != "claude-code" or args.project:
+            print("om-mcp setup: --plugin is for claude-code, without --project", file=sys.stderr)
             return EXIT_CONFIG
-        print(f"recorded {command[0]} for the plugin's launcher in {record_command(command)}")
-        return EXIT_OK
+        return _plugin(om_mcp_command(), args)
     place = Place(home=home, project=find_project(Path.cwd()).root if args.project else None)
-    return _setup(host, place, command, args)
+    return _setup(host, place, PROJECT_COMMAND if args.project else om_mcp_command(), args)
 
 
 def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Namespace) -> int:
-    from om_mcp.hosts.setup.files import ConfigProblem, apply
-    from om_mcp.hosts.setup.launch import record_command
+    from om_mcp.hosts.setup.files import ConfigProblem, write_all
 
     try:
         changes = host.changes(place, command, args.uninstall)
     except ConfigProblem as problem:
         print(f"om-mcp setup: {problem}", file=sys.stderr)
         return EXIT_FAILED
-    failed = False
+    refused = [c for c in changes if c.manual is not None]
+    if args.uninstall and host.name == "codex" and not refused and not args.dry_run:
+        from om_mcp.hosts.setup.codex import forget_trust
+
+        said = forget_trust(place, command)  # while the hooks Codex trusts are still there to be found
+        if said:
+            print(said)
+            changes = host.changes(place, command, args.uninstall)  # Codex edited config.toml: plan again
+    for change in refused:
+        print(
+            f"{change.path}: has comments, which a rewrite would lose; left untouched. Add this {change.what}"
+            f" entry by hand:\n{change.manual}"
+        )
+    pending = [c for c in changes if c.changed]
     for change in changes:
-        if change.manual is not None:
-            failed = True
-            print(
-                f"{change.path}: has comments, which a rewrite would lose; left untouched. Add this {change.what}"
-                f" entry by hand:\n{change.manual}"
-            )
-            continue
-        if not change.changed:
+        if change.manual is None and not change.changed:
             print(f"{change.path}: {change.what} already {'absent' if args.uninstall else 'in place'}, unchanged")
-            continue
-        if args.dry_run:
+    if refused:
+        others = ", ".join(str(c.path) for c in pending)
+        print(
+            f"nothing written{f' (not {others} either)' if others else ''}: setup writes all of"
+            f" {host.title}'s files or none. Once the entry is added by hand, run it again for the rest."
+        )
+        return EXIT_FAILED
+    if args.dry_run:
+        for change in pending:
             sys.stdout.write(change.diff())
-            continue
-        try:
-            backup = apply(change)
-        except ConfigProblem as problem:
-            print(f"om-mcp setup: {problem}", file=sys.stderr)
-            return EXIT_FAILED
+        if host.name == "codex" and not args.uninstall and place.project is None:
+            print("and then: Codex would be asked to trust the hooks written (codex app-server)")
+        return EXIT_OK
+    root = place.project or place.home
+    try:
+        backups = write_all(pending, uninstall=args.uninstall, root=root)
+    except ConfigProblem as problem:
+        print(f"om-mcp setup: {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    for change, backup in zip(pending, backups):
         done = "removed" if args.uninstall else "wrote"
         kept = f" (previous version kept in {backup})" if backup else ""
         print(f"{change.path}: {done} the {change.what}{kept}")
-    if args.dry_run or args.uninstall:
-        return EXIT_FAILED if failed else EXIT_OK
-    if host.name == "claude-code" and place.project is None:
-        record_command(command)
-    warning = _warning(host.name, place)
-    if warning:
+    if args.uninstall:
+        return EXIT_OK
+    failed = False
+    for warning in _warnings(host.name, place, command):
         print(f"warning: {warning}")
-    if not args.no_check and not failed:
+    if host.name == "codex":
+        from om_mcp.hosts.setup.codex import trust_hooks
+
+        trusted, line = trust_hooks(place, command)
+        print(f"{'hooks' if trusted else 'next' if trusted is None else 'warning'}: {line}")
+    if not args.no_check:
         failed = not _check(host, command)
     if not failed:
         for note in host.notes:
@@ -111,12 +141,19 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _warning(name: str, place: Place) -> str | None:
+def _warnings(name: str, place: Place, command: list[str]) -> list[str]:
+    found = []
+    if place.project is not None and not shutil.which(command[0]):
+        found.append(
+            f"`{command[0]}` is not on PATH here: the project's files run it from PATH, so install om-mcp with"
+            " pipx or uv (docs/install.md) on each machine"
+        )
     if name == "codex":
         from om_mcp.hosts.setup.codex import hooks_switched_off
 
-        return hooks_switched_off(place)
-    return None
+        if off := hooks_switched_off(place):
+            found.append(off)
+    return found
 
 
 def _check(host: HostSetup, command: list[str]) -> bool:
@@ -130,6 +167,41 @@ def _check(host: HostSetup, command: list[str]) -> bool:
     for ok, line in results:
         print(f"check: {'ok' if ok else 'FAILED'}: {line}")
     return all(ok for ok, _ in results)
+
+
+def _plugin(command: list[str], args: argparse.Namespace) -> int:
+    """Record where om-mcp is for the plugin's launcher, and lay the plugin out as a local marketplace
+    (only the plugin's own files: Claude Code copies the folder it installs from)."""
+    from om_mcp.hook.settings import data_dir
+    from om_mcp.hosts.setup import claude_code
+    from om_mcp.hosts.setup.files import ConfigProblem
+    from om_mcp.hosts.setup.launch import record_command, recorded_files
+
+    folder = data_dir() / "claude-code-plugin"
+    if args.dry_run:
+        verb = "remove" if args.uninstall else "record"
+        print(f"would {verb} {command[0]} for the plugin's launcher in {recorded_files()[0]}")
+        print(f"would {'remove' if args.uninstall else 'lay out'} the plugin in {folder}")
+        return EXIT_OK
+    if args.uninstall:
+        for path in recorded_files():
+            if path.exists():
+                path.unlink()
+                print(f"{path}: removed")
+        if folder.exists():
+            shutil.rmtree(folder)
+            print(f"{folder}: removed the plugin (`claude plugin uninstall om-mcp@om-mcp` removes it from Claude Code)")
+        return EXIT_OK
+    try:
+        files = claude_code.lay_out_plugin(folder)
+    except ConfigProblem as problem:
+        print(f"om-mcp setup: {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"recorded {command[0]} for the plugin's launcher in {record_command(command)}")
+    print(f"{folder}: laid out the plugin ({len(files)} files, {sum(p.stat().st_size for p in files):,} bytes)")
+    print(f"next: claude plugin marketplace add {folder} && claude plugin install om-mcp@om-mcp")
+    print("next: restart Claude Code; `claude plugin details om-mcp@om-mcp` lists 1 MCP server and 6 hooks")
+    return EXIT_OK
 
 
 def _list(hosts: dict[str, HostSetup], place: Place, command: list[str]) -> int:

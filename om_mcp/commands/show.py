@@ -147,8 +147,8 @@ def show(r: dict[str, Any]) -> None:
 
 
 def _log(groups: list[dict[str, Any]]) -> str:
-    """Each group under its id and range, each line after its short id: a line's full id is
-    `<group id>.<short id>` (what `om-mcp forget --observation` and `om-mcp edit` take)."""
+    """Each group under its id and range, each line after its short id: `om-mcp forget --observation`
+    and `om-mcp edit` take the short id alone, or the full `<group id>.<short id>`."""
     if not groups:
         return "  (empty)"
     out = []

@@ -389,10 +389,14 @@ class Control:
         whether the id named the whole group."""
         if not isinstance(observation_id, str) or (parsed := lines.parse_id(observation_id)) is None:
             raise InputError(
-                "observation_id: give a group id (16 hex characters) or a line id (<group id>.<6 hex>)",
+                "observation_id: give a line id (<group id>.<6 hex>, or the 6 hex alone as `om-mcp show` prints"
+                " it) or a group id (16 hex characters)",
                 field="observation_id",
             )
         group_id, line_hash = parsed
+        if not group_id:
+            assert line_hash is not None
+            group_id = await self._group_of_line(line_hash, observation_id, thread_id, resource_id)
         unknown = NotFound(f"unknown observation {observation_id!r}", field="observation_id")
         key = (await self.store.group_records([group_id])).get(group_id)
         if key is None:
@@ -413,6 +417,37 @@ class Control:
                 raise unknown
             hashes = {line_hash}
         return record, target, generations, hashes, line_hash is None
+
+    async def _group_of_line(
+        self, line_hash: str, observation_id: str, thread_id: str | None, resource_id: str | None
+    ) -> str:
+        """The group holding the line a short id names: in the thread's log when a thread is given, else
+        in any; the active generation first. Refused, naming the full ids, when it names lines of
+        several groups."""
+        key = None
+        if thread_id is not None:
+            resource_id, _ = await self._thread(thread_id, resource_id)
+            key = self.observation.record_key(thread_id, resource_id)
+        holding = [
+            (record_key, active, g)
+            for record_key, active, g in await self.store.record_groups(key)
+            if any(line.hash == line_hash for line in lines.lines(g.text))
+        ]
+        found = [h for h in holding if h[1]] or holding
+        if not found:
+            where = f" in thread {thread_id!r}" if thread_id is not None else ""
+            raise NotFound(
+                f"unknown observation {observation_id!r}: no line has that id{where}", field="observation_id"
+            )
+        if len(found) > 1:
+            names = ", ".join(f"{g.id}.{line_hash} ({record_key})" for record_key, _, g in found[:10])
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            raise InputError(
+                f"observation_id {observation_id!r} names lines in {len(found)} groups: {names}{more};"
+                " give the full id (or the thread)",
+                field="observation_id",
+            )
+        return found[0][2].id
 
     async def _sources(self, record: Record, group: Group) -> dict[str, list[int]]:
         """The messages of a group's range: its thread's, or (a shared group) the record's threads'."""

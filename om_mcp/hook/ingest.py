@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from om_mcp.engine import append
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hook.rows import to_rows
 from om_mcp.hook.settings import HookSettings
+from om_mcp.hosts import prompts
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
 from om_mcp.privacy import redactor_for
@@ -63,9 +64,22 @@ def source_of(event: HookEvent) -> str:
 
 
 def read_transcript(event: HookEvent, saved: IngestState, final: bool, tool_output_chars: int = 2000) -> Read:
-    """The messages after `saved` in the event's transcript (none when it has no transcript)."""
-    trim = trim_rule(tool_output_chars)
+    """The messages after `saved` in the event's transcript (none when it has no transcript), and the
+    prompt the event carries (`hosts.prompts`: stored at once, its transcript copy left out later)."""
     previous = json.loads(saved.fingerprint) if saved.fingerprint else None
+    read = _read_transcript(event, saved, previous, final, tool_output_chars)
+    found, waiting = prompts.settle(event, read.messages, (previous or {}).get(prompts.PENDING) or [])
+    state = json.loads(read.state.fingerprint) if read.state.fingerprint else {}
+    if waiting:
+        state[prompts.PENDING] = waiting  # the readers' own state does not carry it: it goes beside
+    else:
+        state.pop(prompts.PENDING, None)
+    fingerprint = json.dumps(state) if state else read.state.fingerprint
+    return replace(read, messages=found, state=replace(read.state, fingerprint=fingerprint))
+
+
+def _read_transcript(event: HookEvent, saved: IngestState, previous: Any, final: bool, tool_output_chars: int) -> Read:
+    trim = trim_rule(tool_output_chars)
     if event.host in LINE_HOSTS:  # Codex, Cursor, VS Code: one reader each, in hosts/
         return _read_lines_host(event, saved, previous, trim)
     if not event.transcript_path:

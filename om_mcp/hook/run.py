@@ -71,7 +71,9 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     try:
         state, resource = None, project.resource_id
         if todo.ingest:
-            if event.transcript_path and not os.path.exists(event.transcript_path) and event.name != "SessionStart":
+            if event.transcript_path and not os.path.exists(event.transcript_path) and _read_before(conn, event):
+                # A transcript read before that is gone; one never written yet (a session with no turn,
+                # such as the one `claude mcp list` starts and ends) is not worth a line.
                 log_line(env, options.host, event, f"transcript not found: {event.transcript_path}")
             from om_mcp.engine.tokens import TokenCounter
             from om_mcp.hook.ingest import ingest
@@ -116,6 +118,15 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
         return output
     finally:
         conn.close()
+
+
+def _read_before(conn: sqlite3.Connection, event: HookEvent) -> bool:
+    from om_mcp.hook.ingest import source_of
+    from om_mcp.store import coordination
+    from om_mcp.store.local import run
+
+    saved = run(conn, coordination.ingest_state, source_of(event))
+    return bool(saved.offset or saved.last_id)
 
 
 def _output(event: HookEvent, context: str) -> str:

@@ -4,15 +4,15 @@ transcript gives nothing, and the rule that one session keeps one source.
 Both hosts name a transcript file in every hook call, but neither documents its
 format as stable. So each adapter reads the transcript lines it recognises and,
 when the transcript is missing or yields no message, records what the
-documented payload fields carry instead: the prompt (`prompt`, every host) and,
-on Cursor, the reply (`afterAgentResponse`'s `text`). The first source that
-gives a message is kept for the rest of the session, so a session is never
-stored twice from two sources.
+documented payload fields carry instead: on Cursor, the reply
+(`afterAgentResponse`'s `text`). The first source that gives a message is kept
+for the rest of the session, so a session is never stored twice from two
+sources. The prompt (`prompt`, every host) is stored from its payload in every
+case, and its transcript copy left out (`hosts.prompts`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,6 +21,7 @@ from typing import Any
 from om_mcp.hosts.common import TrimRule
 from om_mcp.hosts.events import HookEvent
 from om_mcp.hosts.jsonl import JsonlState, read_lines
+from om_mcp.hosts.prompts import prompt_turn
 
 TRANSCRIPT, PAYLOAD = "transcript", "payload"
 LineReader = Callable[[int, dict[str, Any], TrimRule], "dict[str, Any] | None"]
@@ -43,22 +44,20 @@ def read_session(
 
 
 def payload_messages(event: HookEvent) -> list[dict[str, Any]]:
-    """The prompt or reply a hook call carries, as messages with ids derived from the turn."""
-    out = []
-    for role, text in (("user", event.prompt), ("assistant", event.reply)):
-        if not text or not text.strip():
-            continue
-        turn = event.turn_id or hashlib.sha1(f"{event.timestamp}\0{text}".encode()).hexdigest()[:16]
-        message: dict[str, Any] = {
-            "id": f"{turn}:{'prompt' if role == 'user' else 'reply'}",
-            "role": role,
-            "content": [{"type": "text", "text": text}],
-            "metadata": {"host": event.host, "from": "hook payload"},
-        }
-        if event.timestamp:
-            message["created_at"] = event.timestamp
-        out.append(message)
-    return out
+    """The reply a hook call carries (Cursor's afterAgentResponse), as a message with an id derived from
+    the turn. The prompt a call carries is stored for every host, transcript or not (`hosts.prompts`)."""
+    text = event.reply
+    if not text or not text.strip():
+        return []
+    message: dict[str, Any] = {
+        "id": f"{prompt_turn(event, text)}:reply",
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "metadata": {"host": event.host, "from": "hook payload"},
+    }
+    if event.timestamp:
+        message["created_at"] = event.timestamp
+    return [message]
 
 
 def text_parts(content: Any, strip: Callable[[str], str] = str.strip) -> list[dict[str, Any]]:

@@ -128,6 +128,11 @@ def line_to_message(number: int, line: dict[str, Any], trim: TrimRule, tools: di
     return None  # reasoning, web_search_call and whatever comes next
 
 
+def prompt_text(text: str) -> str:
+    """What of UserPromptSubmit's `prompt` is the person's: all of it, unless it is text Codex writes itself."""
+    return "" if text.lstrip().startswith(INJECTED_PREFIXES) else text.strip()
+
+
 def _arguments(item: dict[str, Any]) -> Any:
     if item.get("type") == "custom_tool_call":
         return {"input": item.get("input", "")}

@@ -36,8 +36,9 @@ HOSTS = (CLAUDE_CODE, GEMINI_CLI, CODEX, CURSOR, VSCODE)
 # SessionStart sources it matches.
 CLAUDE_INGEST_EVENTS = ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact", "SessionEnd")
 CLAUDE_SESSION_START_SOURCES = ("startup", "resume", "clear", "compact")
-# Gemini CLI: AfterAgent and SessionEnd close a turn (its last reply is complete).
-GEMINI_INGEST_EVENTS = ("AfterAgent", "PreCompress", "SessionEnd")
+# Gemini CLI: BeforeAgent carries the prompt (`hosts.prompts`); AfterAgent and SessionEnd close a turn
+# (its last reply is complete).
+GEMINI_INGEST_EVENTS = ("BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
 GEMINI_FINAL_EVENTS = ("AfterAgent", "SessionEnd")
 # Codex (codex-rs/hooks): UserPromptSubmit, Stop (the turn is over), PreCompact, PostCompact.
 CODEX_INGEST_EVENTS = ("UserPromptSubmit", "Stop", "PreCompact", "PostCompact", "SubagentStop")
@@ -65,9 +66,9 @@ class HookEvent:
     source: str | None = None  # SessionStart: startup | resume | clear | compact
     reason: str | None = None  # SessionEnd
     # What some hosts put in the payload itself (read when there is no transcript to read).
-    prompt: str | None = None  # UserPromptSubmit / beforeSubmitPrompt
+    prompt: str | None = None  # UserPromptSubmit / beforeSubmitPrompt / BeforeAgent
     reply: str | None = None  # Cursor afterAgentResponse `text`
-    turn_id: str | None = None  # Cursor generation_id, Codex turn_id
+    turn_id: str | None = None  # Cursor generation_id, Codex turn_id, Claude Code prompt_id
     timestamp: str | None = None
 
     @property
@@ -108,7 +109,7 @@ def read_event(host: str, data: str | bytes | Mapping[str, Any]) -> HookEvent:
         data,
         name=_text(data, "hook_event_name", required=True),
         session_id=_text(data, "session_id", required=True),
-        turn_id=_text(data, "turn_id"),
+        turn_id=_text(data, "turn_id") or _text(data, "prompt_id"),
     )
 
 

@@ -279,6 +279,12 @@ def _user_parts(content: Any, options: GeminiOptions) -> list[dict[str, Any]]:
     return parts
 
 
+def prompt_text(text: str) -> str:
+    """BeforeAgent's `prompt` as the chat file keeps the person's part of it: without hooks' `<hook_context>`."""
+    text = _HOOK_CONTEXT.sub("", text).strip()
+    return "" if text.startswith("<session_context>") else text
+
+
 def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content] if content.strip() else []

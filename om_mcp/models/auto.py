@@ -6,7 +6,7 @@ model); else the Claude Code CLI on PATH when it reports a login
 with MCP sampling as its fallback; else MCP sampling alone, which works only
 while a connected client offers it. With none of them, observation is paused
 and the reason says how to fix it (an installed but logged-out `claude` says
-so: run `claude login`).
+so: run `claude auth login`).
 """
 
 from __future__ import annotations

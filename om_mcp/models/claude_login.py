@@ -25,7 +25,7 @@ from pathlib import Path
 from om_mcp.paths import cache_dir
 
 TIMEOUT_SECONDS = 10.0
-NOT_LOGGED_IN = "claude is installed but not logged in: run `claude login`"
+NOT_LOGGED_IN = "claude is installed but not logged in: run `claude auth login` (or /login inside Claude Code)"
 
 
 @dataclass(frozen=True)
@@ -95,5 +95,8 @@ def _cache_file(claude: str, env: Mapping[str, str]) -> Path | None:
             stamps.append([path, None])
     if stamps[0][1] is None:
         return None  # no binary there: nothing worth remembering
-    key = json.dumps([os.path.realpath(claude), stamps, env.get("ANTHROPIC_API_KEY") is not None], sort_keys=True)
+    # The advice is part of the key: an answer cached with older words is asked again.
+    key = json.dumps(
+        [os.path.realpath(claude), stamps, env.get("ANTHROPIC_API_KEY") is not None, NOT_LOGGED_IN], sort_keys=True
+    )
     return cache_dir(env) / f"claude-login-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"

@@ -23,7 +23,7 @@ from typing import Any
 
 from om_mcp.store import coordination, scrub, tombstones
 from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
-from om_mcp.store.rows import Found, Message, Rewrite, Rewritten
+from om_mcp.store.rows import Found, Group, Message, Rewrite, Rewritten
 from om_mcp.store.tx import Tx
 
 _OWNED = "AND ($2::text IS NULL OR r.resource_id = $2)"
@@ -35,6 +35,16 @@ async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
+async def record_groups(tx: Tx, record_key: str | None = None) -> list[tuple[str, bool, Group]]:
+    """(record key, in its active generation, group) of every group of one record, or of every record:
+    where a line named by its short id alone is looked for."""
+    rows = await tx.fetch(
+        f"SELECT g.record_key, g.generation = r.generation, {GROUP_COLUMNS} FROM om_groups g"
+        " JOIN om_records r ON r.key = g.record_key WHERE ($1::text IS NULL OR g.record_key = $1)"
+        " ORDER BY g.record_key, g.generation DESC, g.position",
+        record_key,
+    )
+    return [(r[0], bool(r[1]), group(r[2:])) for r in rows]
 def _where(tx: Tx, column: str, needle: str | None, param: str) -> str:
     """SQL preselecting rows of `column` that may hold the phrase (`needle`: scrub.preselect's, or None
     when only a check of every row in scope will do)."""

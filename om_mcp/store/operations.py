@@ -161,6 +161,7 @@ class Operations:
 
     # forgetting and correcting one thing; what was forgotten (tombstones) and an erase not finished yet
     group_records = reads(forget.group_records)
+    record_groups = reads(forget.record_groups)
     find_text = reads(forget.find_text)
     apply_rewrite = writes(forget.apply_rewrite)
     forgotten_summary = reads(tombstones.summary)

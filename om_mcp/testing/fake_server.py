@@ -11,8 +11,12 @@ Benchmarks run it as its own process:
     python -m om_mcp.testing.fake_server --port 8999 --delay 2 [--reply-file F]
 
 Endpoints: POST /v1/chat/completions (plain JSON, or SSE chunks when the
-request says stream=true) and GET /v1/models. The default reply is a small
-valid Observer answer with one observation per `[id:...]` found in the request.
+request says stream=true), POST /v1/responses (the Responses API's SSE events:
+`response.created`, one `response.output_item.done` per output item,
+`response.completed` with usage; what the Codex CLI speaks, `wire_api =
+"responses"`, checked against codex-rs/codex-api/src/sse/responses.rs) and GET
+/v1/models. The default reply is a small valid Observer answer with one
+observation per `[id:...]` found in the request.
 """
 
 from __future__ import annotations
@@ -50,9 +54,9 @@ _THREAD_PATTERN = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.S)
 
 
 def request_text(request: dict[str, Any]) -> str:
-    """All text of a chat request's messages, joined by newlines."""
+    """All text of a chat request's messages (or a Responses request's input items), joined by newlines."""
     parts: list[str] = []
-    for message in request.get("messages") or []:
+    for message in request.get("messages") or request.get("input") or []:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             parts.append(content)
@@ -161,7 +165,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no route for GET {self.path}")
 
     def do_POST(self) -> None:
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        responses = self.path.rstrip("/").endswith("/responses")
+        if not responses and not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_error(404, f"no route for POST {self.path}")
             return
         try:
@@ -181,6 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if reply.status != 200:
                 self._send_error(reply.status, reply.text or f"scripted status {reply.status}")
+            elif responses:
+                self._send_response_events(request, reply)
             elif request.get("stream"):
                 self._send_stream(request, reply)
             else:
@@ -233,6 +240,57 @@ class _Handler(BaseHTTPRequestHandler):
         for event in events:
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _send_response_events(self, request: dict[str, Any], reply: FakeReply) -> None:
+        """A Responses API stream: the reply's text as one assistant message, its tool calls as
+        function_call items, then `response.completed` with the usage."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        ident = f"resp_{uuid.uuid4().hex[:24]}"
+        items: list[dict[str, Any]] = []
+        if reply.text:
+            items.append(
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
+        for call in reply.tool_calls or []:
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{uuid.uuid4().hex[:24]}",
+                    "call_id": f"call_{uuid.uuid4().hex[:12]}",
+                    "name": call["name"],
+                    "arguments": json.dumps(call.get("arguments", {})),
+                }
+            )
+        usage = _usage({"messages": request.get("input") or []}, reply)
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": {"id": ident}}]
+        events += [{"type": "response.output_item.done", "output_index": n, "item": i} for n, i in enumerate(items)]
+        events.append(
+            {
+                "type": "response.completed",
+                "response": {
+                    "id": ident,
+                    "usage": {
+                        "input_tokens": usage["prompt_tokens"],
+                        "input_tokens_details": {"cached_tokens": 0},
+                        "output_tokens": usage["completion_tokens"],
+                        "output_tokens_details": {"reasoning_tokens": 0},
+                        "total_tokens": usage["total_tokens"],
+                    },
+                },
+            }
+        )
+        for event in events:
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
         self.wfile.flush()
 
 

@@ -84,7 +84,8 @@ class StoreHealthBook:
 
 
 def resolve_choice(om: Any, role: str) -> tuple[Any, readiness.Readiness]:
-    """The role's model choice (OM: shared, own, the other role's, else auto) and its readiness."""
+    """A role's model choice (OM: shared, own, the other role's, else auto) and its readiness, with no
+    network; `om-mcp ingest` asks it too before it says observation goes on in the background."""
     own = getattr(om, role).model
     other = om.reflection.model if role == "observation" else om.observation.model
     choice = om.model if om.model is not None else (own if own is not None else other)
@@ -357,3 +358,4 @@ class ObservationEngine:
             state = await self.store.record_state(work.record_key, work.thread_id)
             await self.after_append(work.thread_id, work.resource_id, state, turn_ended=False)
         return len(due)
+

@@ -2,7 +2,9 @@
 
 A group has an id (16 hex characters, `Group.id`). A line of a group is named by the
 group's id, a dot and the first 6 hex characters of the SHA-256 of the line's text
-with its whitespace collapsed: `3f9a0c1d2e4b5a6c.7e21ab`. The id depends only on the
+with its whitespace collapsed: `3f9a0c1d2e4b5a6c.7e21ab`; `om-mcp show` prints the 6 hex
+under the group's id, and every command and tool takes that short form too when it names one
+line (the engine looks it up, and refuses an ambiguous one naming the full ids). The id depends only on the
 line's own words, so it is the same in every render (`om-mcp show`, the observations
 resource, the status page) and stays valid when other lines are forgotten; changing
 the line (an edit) gives it a new id. Two identical lines in one group share an id,
@@ -28,6 +30,7 @@ from om_mcp.store.scrub import fold
 USER_STATED = "[user-stated]"
 GROUP_ID = re.compile(r"^[0-9a-f]{16}$")
 LINE_ID = re.compile(r"^([0-9a-f]{16})\.([0-9a-f]{6})$")
+SHORT_LINE_ID = re.compile(r"^[0-9a-f]{6}$")
 _STRUCTURAL = re.compile(r"^\s*(?:date:\s|</?thread\b)", re.I)
 # The start of an observation line: indent, bullet, priority marker, (HH:MM) time.
 _PREFIX = re.compile(
@@ -68,10 +71,14 @@ def observation_lines(group_id: str, text: str) -> list[tuple[str | None, str]]:
 
 
 def parse_id(value: str) -> tuple[str, str | None] | None:
-    """(group id, line hash or None) of an observation id, or None when it is neither form."""
-    value = value.strip()
+    """(group id, line hash or None) of an observation id, or None when it is no form of one. A short
+    line id (the 6 hex `om-mcp show` prints under its group) gives an empty group id: the caller
+    looks the line up."""
+    value = value.strip().lower()
     if GROUP_ID.match(value):
         return value, None
+    if SHORT_LINE_ID.match(value):
+        return "", value
     found = LINE_ID.match(value)
     return (found.group(1), found.group(2)) if found else None
 

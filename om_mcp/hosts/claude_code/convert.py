@@ -241,6 +241,15 @@ def _user_text(text: str) -> str:
     return text
 
 
+def prompt_text(text: str) -> str:
+    """What of a prompt typed in Claude Code is kept (UserPromptSubmit's `prompt`): as a user entry's text
+    is, so the transcript's copy is recognised; a built-in command (/clear, /compact) keeps nothing."""
+    words = text.split()
+    if words and words[0] in HOUSEKEEPING_COMMANDS:
+        return ""
+    return _user_text(text)
+
+
 def _tool_result(
     block: dict[str, Any],
     options: ConvertOptions,

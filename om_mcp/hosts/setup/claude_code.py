@@ -8,15 +8,29 @@ Files (Claude Code docs, settings and MCP pages; shapes as `claude mcp add`
 * the hooks: `~/.claude/settings.json`, or `<project>/.claude/settings.json`;
   the events and options of `configs/claude-code-settings.json`.
 `claude mcp list` then shows the server connected (it starts it).
+
+The plugin is the other way in: its files are package data in
+`om_mcp/hosts/claude_code/plugin/` (`.claude-plugin/plugin.json`, `.mcp.json`,
+`hooks/hooks.json`, `hooks/om-mcp-hook`), and a clone's
+`.claude-plugin/marketplace.json` points there. Claude Code copies a plugin's
+whole folder into its cache (`~/.claude/plugins/cache/<marketplace>/<plugin>/
+<version>/`; it honours no ignore file: measured with 2.1.197, a clone's
+`.venv` and `build/` were copied when the plugin's source was the clone's
+root), so the folder holds only those four files. `lay_out_plugin` writes the
+same folder, beside a marketplace file, for an install without a clone.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from om_mcp.hosts.setup import entries
 from om_mcp.hosts.setup.base import HostSetup, Place, found, server_args, session_start
-from om_mcp.hosts.setup.files import Change
+from om_mcp.hosts.setup.files import Change, ConfigProblem
 from om_mcp.hosts.setup.launch import shell_command
 
 # (event, matcher, timeout in seconds, async): as the plugin's hooks/hooks.json.
@@ -52,6 +66,50 @@ def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
             (root or place.home) / ".claude" / "settings.json", hook_groups(command), uninstall
         ),
     ]
+
+
+PLUGIN_FILES = (".claude-plugin/plugin.json", ".mcp.json", "hooks/hooks.json", "hooks/om-mcp-hook")
+
+
+def plugin_folder() -> Path:
+    """The plugin as installed with om-mcp (package data)."""
+    return Path(str(resources.files("om_mcp.hosts.claude_code").joinpath("plugin")))
+
+
+def lay_out_plugin(folder: Path) -> list[Path]:
+    """`folder` as a local marketplace holding the plugin (`folder/om-mcp/`) and nothing else; the files written."""
+    source = plugin_folder()
+    manifest = json.loads((source / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
+    market = {
+        "name": "om-mcp",
+        "owner": manifest["author"],
+        "plugins": [
+            {
+                "name": "om-mcp",
+                "source": "./om-mcp",
+                "description": manifest["description"],
+                "version": manifest["version"],
+            }
+        ],
+    }
+    written = []
+    try:
+        if folder.exists():
+            shutil.rmtree(folder)
+        for name in PLUGIN_FILES:
+            target = folder / "om-mcp" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, target)
+            if name.endswith("om-mcp-hook"):
+                target.chmod(0o755)  # an install may not keep the mode; the plugin runs it with `sh` anyway
+            written.append(target)
+        index = folder / ".claude-plugin" / "marketplace.json"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(json.dumps(market, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(index)
+    except OSError as error:
+        raise ConfigProblem(f"{folder}: the plugin cannot be laid out there ({error.strerror or error})") from None
+    return written
 
 
 SETUP = HostSetup(

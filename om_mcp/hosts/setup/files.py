@@ -10,9 +10,14 @@
   as text; the rest of the file, comments included, stays byte for byte.
   `tomllib` checks the file parses before and after.
 
-Every change is computed first (old text -> new text). Nothing changes when
-they are equal; otherwise the old file is copied to `<file>.om-mcp.bak`
-before the new one is written (atomically, through a temporary file).
+Every change of a host is computed first (old text -> new text), and all of
+them are checked before any is written (`write_all`): a file that cannot be
+changed means none is, and a write that fails puts back the ones before it.
+Nothing changes when the texts are equal; otherwise, when setup adds its
+entries, the old file is copied to `<file>.om-mcp.bak` before the new one is
+written (atomically, through a temporary file). Removing them (`--uninstall`)
+makes no backup and takes away the one setup made, and a file or folder left
+empty by it goes too, so the tree is as setup found it.
 """
 
 from __future__ import annotations
@@ -175,7 +180,13 @@ def _spans(text: str, table: str) -> list[tuple[int, int]]:
 
 def _without_table(text: str, table: str) -> str:
     lines = text.splitlines(keepends=True)
-    drop = {n for a, b in _spans(text, table) for n in range(a, b)}
+    spans = _spans(text, table)
+    drop = {n for a, b in spans for n in range(a, b)}
+    if spans and spans[-1][1] == len(lines):  # the table ended the file: the blank lines that led to it go too
+        n = spans[-1][0] - 1
+        while n >= 0 and not lines[n].strip():
+            drop.add(n)
+            n -= 1
     kept = "".join(line for n, line in enumerate(lines) if n not in drop)
     return re.sub(r"\n{3,}", "\n\n", kept)
 
@@ -194,18 +205,18 @@ def toml_string(value: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def apply(change: Change) -> Path | None:
-    """Write the change (backup first); the backup's path, or None when there was no file before."""
+def apply(change: Change, *, backup: bool = True) -> Path | None:
+    """Write the change (backup first, unless told not to); the backup's path, or None when none was made."""
     if not change.changed:
         return None
-    backup = None
+    made = None
     try:
-        if change.old is not None:
-            backup = change.path.with_name(change.path.name + BACKUP_SUFFIX)
-            backup.write_text(change.old, encoding="utf-8")
+        if change.old is not None and backup:
+            made = backup_of(change.path)
+            made.write_text(change.old, encoding="utf-8")
         if change.new is None:
             change.path.unlink(missing_ok=True)
-            return backup
+            return made
         change.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
         temporary.write_text(change.new, encoding="utf-8")
@@ -214,4 +225,74 @@ def apply(change: Change) -> Path | None:
         os.replace(temporary, change.path)
     except OSError as error:
         raise ConfigProblem(f"{change.path}: cannot be written ({error.strerror or error}); nothing changed") from None
-    return backup
+    return made
+
+
+def backup_of(path: Path) -> Path:
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def writable(path: Path) -> str | None:
+    """Why `path` cannot be written (replaced through a temporary file beside it), or None when it can."""
+    if path.exists() and not path.is_file():
+        return "it is not a file"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    if path.exists() and not os.access(path, os.R_OK):
+        return "it cannot be read"
+    return None
+
+
+def write_all(changes: list[Change], *, uninstall: bool = False, root: Path | None = None) -> list[Path | None]:
+    """Write every change, or none: each is checked first, and a write that fails undoes the ones
+    before it. Installing keeps a backup of each file it changes; uninstalling removes the backup
+    and, up to `root`, the folders its removals left empty. The backups made, in order."""
+    for change in changes:
+        why = writable(change.path)
+        if why is not None:
+            raise ConfigProblem(f"{change.path}: cannot be written ({why}); nothing changed")
+    done: list[tuple[Change, Path | None]] = []
+    try:
+        for change in changes:
+            done.append((change, apply(change, backup=not uninstall)))
+    except ConfigProblem:
+        for change, made in reversed(done):
+            _undo(change, made)
+        raise
+    if uninstall:
+        for change in changes:
+            backup_of(change.path).unlink(missing_ok=True)
+            if change.new is None:
+                _prune(change.path.parent, root)
+    return [made for _, made in done]
+
+
+def _undo(change: Change, made: Path | None) -> None:
+    try:
+        if change.old is None:
+            change.path.unlink(missing_ok=True)
+        else:
+            change.path.write_text(change.old, encoding="utf-8")
+        if made is not None:
+            made.unlink(missing_ok=True)
+    except OSError:
+        pass  # the backup, if any, still holds the old text
+
+
+def _prune(folder: Path, root: Path | None) -> None:
+    """Remove `folder` and its parents while they are empty, stopping at `root` (never removed)."""
+    if root is None:
+        return
+    root = root.resolve()
+    folder = folder.resolve()
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()  # only when empty
+        except OSError:
+            return
+        folder = folder.parent

@@ -18,6 +18,7 @@ from om_mcp.hosts.setup.launch import shell_command
 
 EVENTS = (
     ("SessionStart", "om-mcp-context", 20000),
+    ("BeforeAgent", "om-mcp-record", 30000),  # the prompt, stored before the turn (hosts.prompts)
     ("AfterAgent", "om-mcp-record", 30000),
     ("PreCompress", "om-mcp-record", 30000),
     ("SessionEnd", "om-mcp-record", 15000),

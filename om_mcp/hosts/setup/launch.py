@@ -11,10 +11,10 @@ is, not the word `om-mcp`:
 * run as `python -m om_mcp`: the console script beside that interpreter if the
   install made one, else the interpreter itself with `-m om_mcp`.
 
-The same command is recorded in `$XDG_CONFIG_HOME/om-mcp/om-mcp-command` (one
-line, an executable path) for the Claude Code plugin's launcher; for the
-`python -m` case without a console script a two-line shim is written beside
-it and recorded instead.
+`setup claude-code --plugin` records the same command in
+`$XDG_CONFIG_HOME/om-mcp/om-mcp-command` (one line, an executable path) for the
+Claude Code plugin's launcher; for the `python -m` case without a console
+script a two-line shim is written beside it and recorded instead.
 """
 
 from __future__ import annotations
@@ -61,3 +61,9 @@ def record_command(command: list[str], env: Mapping[str, str] | None = None) -> 
     record = folder / "om-mcp-command"
     record.write_text(program + "\n", encoding="utf-8")
     return record
+
+
+def recorded_files(env: Mapping[str, str] | None = None) -> list[Path]:
+    """What `record_command` writes: the record, and the shim it may point to."""
+    folder = config_dir(env)
+    return [folder / "om-mcp-command", folder / "om-mcp-shim"]
