@@ -706,6 +706,43 @@ async def test_older_messages_search_and_rename_in_a_real_browser(recorded):
     assert [(t["title"], t["title_from"]) for t in listed] == [("zsh: git branch in the prompt", "set")]
 
 
+XSS = [  # each, were it ever markup, adds an element with id="pwn"
+    '<img id="pwn" src="x" onerror="document.title=\'PWNED\'">',
+    '"><svg id="pwn" onload="document.title=\'PWNED\'">',
+    '</pre></mark><b id="pwn">x</b> `code` pwn',
+]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_message_text_and_a_first_prompt_title_stay_text_in_a_real_browser(own_site, tmp_path):
+    """Messages are shown as text whatever they hold, in the list, in a search with its words marked,
+    and as the title taken from the first prompt."""
+    binary = _chromium()
+    url, db = own_site
+    transcript = tmp_path / "xss.jsonl"
+    transcript.write_text("".join(json.dumps({"role": "user", "content": p}) + "\n" for p in XSS))
+    done = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "ingest", str(transcript), "--db", str(db), "--thread", "xss", "--resource", "alice"]
+        + ["--no-worker"],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    async with await open_page(f"{url}/ui#token={ADMIN}&thread=xss", binary=binary) as page:
+        await page.until("document.body.dataset.state === 'ready' && document.querySelectorAll('li.message').length")
+        assert await page.evaluate("document.getElementById('thread-title').textContent") == XSS[0]
+        await page.evaluate("document.getElementById('message-search').value = 'pwn onerror'")
+        await page.evaluate("document.querySelector('form.search').requestSubmit()")
+        await page.until("!document.getElementById('search-clear').hidden && !!document.querySelector('mark')")
+        texts = await page.evaluate("[...document.querySelectorAll('#messages pre')].map((p) => p.textContent)")
+        assert sorted(texts) == sorted(XSS)
+        assert await page.evaluate("document.querySelectorAll('#pwn').length") == 0
+        assert "PWNED" not in await page.evaluate("document.title")
+
+
 # -- the series builder ---------------------------------------------------------------------
 
 
