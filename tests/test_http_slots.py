@@ -309,7 +309,8 @@ async def test_one_body_limit_on_every_route(make_config, chunked):
             while (await http.get(f"{base}/api/info")).status_code == 503:
                 await anyio.sleep(0.05)
             body = pieces() if chunked else big
-            for method, path in [("PUT", "/api/threads/t/observations/x1"), ("POST", "/api/threads/t/restore")]:
+            routes = [("PUT", "/api/threads/t/observations/x1"), ("POST", "/api/threads/t/restore")]
+            for method, path in [*routes, ("PUT", "/api/threads/t/title")]:
                 answer = await http.request(method, f"{base}{path}", content=body if not chunked else pieces())
                 assert answer.status_code == 413 and "server.http.max_body_bytes" in answer.text, answer.text
             mcp = await http.post(url, content=pieces() if chunked else big, headers=ACCEPT)

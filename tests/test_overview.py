@@ -131,7 +131,21 @@ async def test_the_status_page_reads_either_backend(store_location):
             threads, detail, series = await source.threads("alice"), await source.thread("a"), await source.series("a")
             assert threads is not None and detail is not None and series is not None
             assert [t.id for t in threads] == ["b", "a"] and series.points and series.cycles
-            pages.append(plain([m.model_dump(mode="json") for m in (*threads, detail, series)]))
+            # b has no title: it is named by the start of its first user message
+            (b, b_from), (a, a_from) = [(t.title or "", t.title_from) for t in threads]
+            assert (b_from, a, a_from) == ("first-prompt", "A", "set")
+            assert b.startswith("m0 words words") and b.endswith("words…") and len(b) <= 81  # cut on a word
+            newest = await source.messages("a", limit=3)
+            older = await source.messages("a", limit=3, before="m4")
+            found = await source.messages("c", limit=5, query="bob")
+            assert newest and older and found
+            assert [m.id for m in newest.messages] == ["m6", "m5", "m4"] and newest.next_before == "m4"
+            assert [m.id for m in older.messages] == ["m3", "m2", "m1"] and older.more
+            assert {m.id for m in found.messages} == {"m0", "m1", "m2"} and found.words == ["bob"]
+            renamed = await source.retitle("b", "Named")
+            assert renamed and (renamed.title, renamed.title_from) == ("Named", "set")
+            # (the search's ties, three messages alike, may fall either way: its set is compared above)
+            pages.append(plain([m.model_dump(mode="json") for m in (*threads, detail, series, newest, older)]))
         assert pages[0] == pages[1]
     finally:
         await mem.close()

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import time
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import pytest
-from support.processes import clean_env, server_command
+from support.processes import PYTHON, clean_env, server_command
 from support.timeouts import scaled
 
 from om_mcp.config import hash_token
@@ -23,9 +25,11 @@ from om_mcp.server.http.ui.contract import EventPage, ThreadDetail, ThreadSeries
 from om_mcp.server.http.ui.series import build_series
 from om_mcp.testing.headless import find_chromium, open_page, run_chromium, wait_for
 from om_mcp.testing.ports import free_port
+from om_mcp.testing.recorded_demo import fill_recorded
 from om_mcp.testing.status_demo import _config_file, fill
 
 ADMIN, ALICE = "om_admin-token-0123456789abcdef", "om_alice-token-0123456789abcdef"
+INFRA = "om_infra-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,8 @@ def site(tmp_path_factory):
     config.write_text(
         config.read_text() + '[server.auth]\nmode = "bearer"\ntokens = [\n'
         f'  {{ name = "admin", hash = "{hash_token(ADMIN)}", resources = ["*"] }},\n'
-        f'  {{ name = "alice", hash = "{hash_token(ALICE)}", resources = ["alice"] }},\n]\n'
+        f'  {{ name = "alice", hash = "{hash_token(ALICE)}", resources = ["alice"] }},\n'
+        f'  {{ name = "infra", hash = "{hash_token(INFRA)}", resources = ["team-infra"] }},\n]\n'
     )
     port = free_port()
     log = open(folder / "server.log", "wb")
@@ -75,7 +80,8 @@ def test_the_page_needs_no_token_and_its_data_needs_one(site):
     assert [r["id"] for r in get(url, "/api/resources").json()] == ["alice", "team-infra"]
     info = get(url, "/api/info").json()  # the demo runs with observation off: the page says so, and why
     assert info["model_ready"] is False and "observation is off" in info["model_reason"]
-    assert "model not ready" in get(url, "/ui/app.js", None).text
+    assert info["readiness"] == "Observation is off: messages are kept and searchable."
+    assert "observational_memory.enabled = true" in info["readiness_fix"]
 
 
 @pytest.mark.slow
@@ -199,6 +205,48 @@ def test_the_page_draws_the_plots_and_the_log_in_a_real_browser(site):
     assert "Itinerary agreed: day 1 Alfama" in text and "vegetarian, no fish" in text
     assert dom.find("li") and "activated" in text
     assert "Forget thread…" in text and "Forget this thread" not in text  # asks only when clicked
+    # priorities as words with a colour: the emoji markers need a font many machines lack
+    badges = {a["class"].split()[-1] for a in dom.find("span", "priority")}
+    assert badges == {"high", "medium", "low"} and not re.search("[🔴🟡🟢✅]", text)
+    assert "Lisbon trip 14-17 Oct with Sam" in text
+
+
+@pytest.mark.slow
+def test_a_tenant_reads_and_names_only_its_own_threads(site):
+    """The messages view and the title change answer for the token's resources only: another
+    tenant's thread, message or cursor is unknown (404), and its title stays as it was."""
+    url, _ = site
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    for path in (
+        "/api/threads/t-deploy/messages",
+        "/api/threads/t-deploy/messages?q=castle",
+        "/api/threads/t-deploy/messages?id=t-deploy-3",
+        "/api/threads/t-lisbon/messages?before=t-deploy-3",  # not a cursor into another thread
+        "/api/threads/t-lisbon/messages?id=t-deploy-3",
+    ):
+        response = get(url, path, ALICE)
+        assert response.status_code == 404, (path, response.text)
+    refused = httpx.put(url + "/api/threads/t-deploy/title", headers=auth, json={"title": "mine now"})
+    assert refused.status_code == 404
+    infra = {t["id"]: t for t in get(url, "/api/resources/team-infra/threads", INFRA).json()}
+    assert infra["t-deploy"]["title"] == "Blue-green deploy runbook"
+    found = get(url, "/api/threads/t-lisbon/messages?q=castle&limit=50", ALICE).json()
+    assert found["messages"] and all(m["id"].startswith("t-lisbon-") for m in found["messages"])
+    assert get(url, "/api/threads/t-lisbon/messages", INFRA).status_code == 404
+    # the other tenant, on its own thread: reads it and names it
+    own = get(url, "/api/threads/t-deploy/messages?limit=5", INFRA).json()
+    assert [m["id"] for m in own["messages"]] == [f"t-deploy-{n}" for n in range(29, 24, -1)]
+    renamed = httpx.put(
+        url + "/api/threads/t-deploy/title", headers={"Authorization": f"Bearer {INFRA}"}, json={"title": "Runbook v2"}
+    )
+    assert renamed.status_code == 200 and renamed.json()["title"] == "Runbook v2"
+    httpx.put(
+        url + "/api/threads/t-deploy/title",
+        headers={"Authorization": f"Bearer {INFRA}"},
+        json={"title": "Blue-green deploy runbook"},
+    )
+    for path in ("/api/threads/t-lisbon/messages", "/api/threads/t-lisbon/title"):
+        assert httpx.request("GET" if path.endswith("messages") else "PUT", url + path).status_code == 401
 
 
 @pytest.mark.slow
@@ -329,6 +377,372 @@ def test_the_page_api_refuses_bad_changes_and_changes_nothing(own_site):
     assert again.status_code == 400 and "already the active log" in again.json()["error"]
     assert httpx.post(url + "/api/threads/t-lisbon/restore", headers=auth, json={"generation": 99}).status_code == 404
     assert _current_lines(url, "t-lisbon") == lines
+
+
+# -- a memory the hooks recorded with no model -----------------------------------------------
+#
+# Four Claude Code sessions written as Claude Code writes them and stored by `om-mcp ingest`, as the
+# hooks store them (`om_mcp.testing.recorded_demo`), served with the default configuration, no model
+# key, and a `claude` on PATH that answers `auth status` as a logged-out Claude Code does.
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "status-page.md"
+LOGGED_OUT = '#!/bin/sh\necho \'{"loggedIn": false, "authMethod": "none", "apiProvider": "firstParty"}\'\nexit 1\n'
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """(base URL, database, session ids oldest first, the transcripts' folder, env)."""
+    folder = tmp_path_factory.mktemp("recorded")
+    tools = folder / "bin"
+    tools.mkdir()
+    (tools / "claude").write_text(LOGGED_OUT)
+    (tools / "claude").chmod(0o755)
+    env = clean_env(
+        folder,
+        PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
+        XDG_CACHE_HOME=str(folder / "cache"),
+        XDG_CONFIG_HOME=str(folder / "config"),
+    )
+    db = folder / "memory.db"
+    sessions = fill_recorded(db, env=env)
+    port = free_port()
+    with open(folder / "server.log", "wb") as log:
+        proc = subprocess.Popen(
+            server_command("--transport", "http", "--port", str(port), "--db", str(db)), env=env, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(f"{url}/ui")
+            _until_ready(url)
+            yield url, db, sessions, folder
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _entries(folder: Path, session: str) -> list[dict]:
+    """The transcript's messages (prompts, replies, tool results), in the order they were written."""
+    lines = (folder / f"{session}.jsonl").read_text().splitlines()
+    return [entry for entry in map(json.loads, lines) if entry["type"] in ("user", "assistant")]
+
+
+def _texts(message: dict) -> str:
+    return " ".join(p["text"] for p in message["parts"])
+
+
+@pytest.mark.slow
+def test_with_no_model_the_readiness_is_one_line_with_the_fix(recorded):
+    url, *_ = recorded
+    info = get(url, "/api/info", None).json()
+    assert info["model_ready"] is False
+    assert info["readiness"] == "Recording only: messages are kept and searchable."
+    assert info["readiness_fix"] == (
+        "To observe them, run `claude auth login` (Claude Code is not logged in), then restart om-mcp."
+    )
+    assert "\n" not in info["readiness"] + info["readiness_fix"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("model", "claude", "line", "fix"),
+    [
+        (
+            "auto",
+            None,
+            "Recording only",
+            "set a provider key such as GEMINI_API_KEY, or install Claude Code and run `claude auth login`",
+        ),
+        ("auto", LOGGED_OUT, "Recording only", "run `claude auth login` (Claude Code is not logged in)"),
+        ("gemini/gemini-2.5-flash", None, "Observation is paused", "gemini/gemini-2.5-flash needs GEMINI_API_KEY"),
+        ("off", None, "Observation is off", "Set observational_memory.enabled = true"),
+    ],
+)
+async def test_the_readiness_line_names_the_fix(tmp_path, monkeypatch, model, claude, line, fix):
+    from om_mcp.config import Config
+    from om_mcp.engine import Memory
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    if claude:
+        (tools / "claude").write_text(claude)
+        (tools / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))  # what this machine has installed plays no part
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name in [n for n in os.environ if n.endswith(("_API_KEY", "_APPLICATION_CREDENTIALS"))]:
+        monkeypatch.delenv(name)
+    om = {"enabled": False} if model == "off" else {"model": model}
+    memory = await Memory.open(Config.model_validate({"db_path": str(tmp_path / "m.db"), "observational_memory": om}))
+    try:
+        said = memory.overview.readiness()
+    finally:
+        await memory.close()
+    assert not said.ready and said.line.startswith(line) and fix in (said.fix or ""), said
+    assert "`claude login`" not in said.line + (said.fix or "")
+    documented = DOCS.read_text()
+    assert said.line in documented and (model.startswith("gemini") or f"| {said.line} {said.fix} |" in documented)
+
+
+def test_the_docs_list_every_route_of_the_page():
+    """docs/status-page.md's API table is the routes the page serves under /api/, method by method."""
+    from om_mcp.server.http.ui.routes import ui_routes
+
+    rows = re.findall(r"^\| (GET|PUT|POST|DELETE) \| `(/api/[^`]+)` \|", DOCS.read_text(), re.MULTILINE)
+    served = {
+        (method, route.path.replace(":path", ""))
+        for route in ui_routes(None)  # type: ignore[arg-type]
+        if route.path.startswith("/api/")
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+    assert sorted(rows) == sorted(served)
+
+
+@pytest.mark.slow
+def test_sessions_are_titled_by_their_first_prompt_and_paths_stay_as_written(recorded):
+    url, _, sessions, folder = recorded
+    resources = [r["id"] for r in get(url, "/api/resources", None).json()]
+    assert sorted(resources) == ["/home/alice/Projects/TeaShop", "/home/alice/Projects/dotfiles"]
+    threads = {t["id"]: t for t in get(url, "/api/resources/%2Fhome%2Falice%2FProjects%2FTeaShop/threads", None).json()}
+    login, ci = sessions[3], sessions[1]
+    assert threads[ci]["title"] == "Why does test_checkout_total fail on CI but pass on my machine?"
+    assert threads[ci]["title_from"] == "first-prompt"
+    first = _entries(folder, login)[0]["message"]["content"]
+    assert threads[login]["title"] == first[: first[:80].rfind(" ")].rstrip(" ,;:.-") + "…"  # cut on a word
+    assert len(threads[login]["title"]) <= 81
+
+
+@pytest.mark.slow
+def test_the_messages_view_pages_newest_first(recorded):
+    url, _, sessions, folder = recorded
+    login = sessions[3]
+    written = [e["uuid"] for e in _entries(folder, login)]
+    first = get(url, f"/api/threads/{login}/messages?limit=20", None).json()
+    assert first["total"] == len(written) == 36 and first["more"] is True
+    assert [m["id"] for m in first["messages"]] == written[::-1][:20]
+    assert first["next_before"] == first["messages"][-1]["id"]
+    times = [m["created_at"] for m in first["messages"]]
+    assert times == sorted(times, reverse=True)
+    rest = get(url, f"/api/threads/{login}/messages?limit=20&before={first['next_before']}", None).json()
+    assert [m["id"] for m in rest["messages"]] == written[::-1][20:]
+    assert rest["more"] is False and rest["next_before"] is None
+    tool = next(m for m in first["messages"] if m["role"] == "tool")
+    assert tool["parts"][0]["type"] == "tool-result" and tool["parts"][0]["tool_name"]
+    for query, status, words in (
+        ("before=nope", 404, "no message 'nope'"),
+        ("limit=0", 400, "limit: expected 1 to 100"),
+        ("limit=101", 400, "limit"),
+        ("q=x&before=y", 400, "give one of"),
+        ("limit=x", 400, "non-negative integer"),
+    ):
+        answer = get(url, f"/api/threads/{login}/messages?{query}", None)
+        assert answer.status_code == status and words in answer.json()["error"], (query, answer.text)
+    assert get(url, "/api/threads/no-such-thread/messages", None).status_code == 404
+
+
+@pytest.mark.slow
+def test_the_messages_view_searches_with_the_engines_search(recorded):
+    url, _, sessions, folder = recorded
+    login, ci = sessions[3], sessions[1]
+    found = get(url, f"/api/threads/{login}/messages?q=checkbox&limit=20", None).json()
+    assert found["words"] == ["checkbox"] and found["query"] == "checkbox" and found["more"] is False
+    # the engine's ranking: every message with the word, and replies found by the messages before them
+    said = [m["id"] for m in get(url, f"/api/threads/{login}/messages?limit=100", None).json()["messages"]]
+    holding = {e["uuid"] for e in _entries(folder, login) if "checkbox" in json.dumps(e["message"]).lower()}
+    ranked = [m["id"] for m in found["messages"]]
+    assert len(holding) >= 3 and holding <= set(ranked) and ranked[0] in holding
+    assert all(
+        m["id"] in holding or any(said[said.index(m["id"]) + k] in holding for k in (1, 2)) for m in found["messages"]
+    )
+    scores = [m["score"] for m in found["messages"]]
+    assert scores == sorted(scores, reverse=True)
+    # paged one at a time: the same ranking
+    walked, offset = [], 0
+    while offset is not None:
+        page = get(url, f"/api/threads/{login}/messages?q=checkbox&limit=1&offset={offset}", None).json()
+        walked += [m["id"] for m in page["messages"]]
+        offset = page["next_offset"]
+    assert walked == [m["id"] for m in found["messages"]]
+    # one thread's search: the other session's messages about the checkbox are not this thread's
+    assert get(url, f"/api/threads/{ci}/messages?q=checkbox", None).json()["messages"] == []
+    nothing = get(url, f"/api/threads/{login}/messages?q=the+and+of", None)
+    assert nothing.status_code == 400 and "no searchable words" in nothing.json()["error"]
+    # a long pasted log is cut in the page and read whole by its id
+    paste = next(e["uuid"] for e in _entries(folder, ci) if str(e["message"]["content"]).startswith("Here is"))
+    [pasted] = [
+        m for m in get(url, f"/api/threads/{ci}/messages?limit=100", None).json()["messages"] if m["id"] == paste
+    ]
+    part = pasted["parts"][0]
+    assert part["chars"] > len(part["text"]) == 4000
+    whole = get(url, f"/api/threads/{ci}/messages?id={pasted['id']}", None).json()["messages"][0]["parts"][0]
+    assert whole["chars"] == len(whole["text"]) and whole["text"].rstrip().endswith("FAILED [ 50%]")
+
+
+@pytest.mark.slow
+def test_a_thread_is_renamed_through_the_engine(recorded, tmp_path):
+    url, db, sessions, _ = recorded
+    deploy = sessions[0]
+    put = partial(httpx.put, f"{url}/api/threads/{deploy}/title", timeout=30)
+    renamed = put(json={"title": "  Index orders by date  "})
+    assert renamed.status_code == 200, renamed.text
+    assert (renamed.json()["title"], renamed.json()["title_from"]) == ("Index orders by date", "set")
+    listed = get(url, "/api/resources/%2Fhome%2Falice%2FProjects%2FTeaShop/threads", None).json()
+    assert {t["id"]: t["title"] for t in listed}[deploy] == "Index orders by date"
+    stored = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "threads", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=120,
+    )
+    assert stored.returncode == 0, stored.stderr
+    assert "Index orders by date" in stored.stdout  # in the store: every other view sees it
+    for body, words in (
+        ({"title": ""}, "non-empty"),
+        ({"title": "a\nb"}, "one line"),
+        ({"title": "x" * 501}, "the limit is 500"),
+        ({"name": "x"}, "expected a JSON body"),
+    ):
+        refused = put(json=body)
+        assert refused.status_code == 400 and words in refused.json()["error"], (body, refused.text)
+    assert put(content=b"title=x").status_code == 400  # a form another site could post
+    assert httpx.put(f"{url}/api/threads/nope/title", json={"title": "x"}).status_code == 404
+    assert {
+        t["id"]: t["title"]
+        for t in get(url, "/api/resources/%2Fhome%2Falice%2FProjects%2FTeaShop/threads", None).json()
+    }[deploy] == "Index orders by date"
+
+
+@pytest.mark.slow
+def test_ui_with_and_without_the_slash(recorded):
+    url, *_ = recorded
+    slash = httpx.get(f"{url}/ui/?a=1", follow_redirects=False)
+    assert slash.status_code == 308 and slash.headers["location"] == "../ui?a=1"
+    for path in ("/ui", "/ui/"):
+        page = httpx.get(url + path, follow_redirects=True)
+        assert page.status_code == 200 and 'src="ui/app.js"' in page.text and str(page.url).endswith("/ui")
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_messages_view_shows_messages_in_a_real_browser(recorded, tmp_path):
+    """Headless Chromium on `/ui/` (the slash form): a session with nothing observed opens on its
+    messages, newest first, drawn where they can be seen; the header's readiness is one line."""
+    binary = _chromium()
+    url, _, sessions, folder = recorded
+    login = sessions[3]
+    written = [e["uuid"] for e in _entries(folder, login)][::-1]
+    async with await open_page(f"{url}/ui/#thread={login}", binary=binary, size=(1280, 1000)) as page:
+        await page.until("document.body.dataset.state === 'ready' && document.querySelectorAll('li.message').length")
+        shown = await page.evaluate(
+            "[...document.querySelectorAll('#messages li.message')].map((m) => m.dataset.message)"
+        )
+        assert shown == written[:20]
+        assert await page.evaluate("document.getElementById('memory-view').hidden") is True
+        assert (
+            await page.evaluate("document.querySelector('.tab[data-view=messages]').getAttribute('aria-selected')")
+            == "true"
+        )
+        assert await page.evaluate("location.pathname + location.hash") == f"/ui#thread={login}&view=messages"
+        # the newest message is painted on screen: what is drawn at its middle belongs to it
+        assert await page.evaluate(
+            "(() => { const m = document.querySelector('#messages li.message'), r = m.getBoundingClientRect();"
+            " const x = r.left + r.width / 2, y = r.top + r.height / 2;"
+            " return r.height > 0 && r.bottom <= innerHeight && m.contains(document.elementFromPoint(x, y)); })()"
+        )
+        readiness = await page.evaluate("document.getElementById('readiness').innerText")
+        assert readiness.startswith("Recording only") and "claude auth login" in readiness
+        assert await page.evaluate("document.getElementById('readiness').getBoundingClientRect().height") < 40
+        # paths as written (innerText is the text as CSS shows it, text-transform included)
+        assert await page.evaluate(
+            "[...document.querySelectorAll('#sidebar h2 .resource')].map((h) => h.innerText)"
+        ) == ["/home/alice/Projects/TeaShop", "/home/alice/Projects/dotfiles"]
+        titles = await page.evaluate("[...document.querySelectorAll('#sidebar a .title')].map((t) => t.textContent)")
+        assert "Why does test_checkout_total fail on CI but pass on my machine?" in titles
+        shot = await page.screenshot()
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 20_000
+    (tmp_path / "messages.png").write_bytes(shot)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_older_messages_search_and_rename_in_a_real_browser(recorded):
+    binary = _chromium()
+    url, _, sessions, _ = recorded
+    login, zsh = sessions[3], sessions[2]
+    count = "document.querySelectorAll('#messages li.message').length"
+    async with await open_page(f"{url}/ui#thread={login}", binary=binary) as page:
+        await page.until(f"document.body.dataset.state === 'ready' && {count} === 20")
+        await page.evaluate("document.getElementById('messages-more').click()")
+        await page.until(f"{count} === 36")
+        assert await page.evaluate("document.getElementById('messages-more').hidden") is True
+        await page.evaluate("document.getElementById('message-search').value = 'checkbox'")
+        await page.evaluate("document.querySelector('form.search').requestSubmit()")
+        status = await page.until(
+            "!document.getElementById('search-clear').hidden && document.getElementById('messages-status').textContent"
+        )
+        assert "match “checkbox”, best match first" in status
+        marks = await page.evaluate(
+            "[...document.querySelectorAll('#messages li.message')]"
+            ".map((m) => [...m.querySelectorAll('mark')].map((k) => k.textContent.toLowerCase()))"
+        )
+        near = await page.evaluate(
+            "[...document.querySelectorAll('#messages li.message')].map((m) => !!m.querySelector('.near'))"
+        )
+        assert any(marks) and all(set(m) <= {"checkbox"} for m in marks)
+        assert near == [not m for m in marks]  # a hit without the word says why it is there
+        await page.evaluate("document.getElementById('search-clear').click()")
+        await page.until(f"document.getElementById('search-clear').hidden && {count} === 20")
+        await page.evaluate("location.hash = ''")
+        link = f"document.querySelector('#sidebar a[data-thread=\"{zsh}\"]')"
+        await page.evaluate(f"{link}.click()")
+        await page.until("document.getElementById('thread-title')?.textContent.startsWith('Make my zsh prompt')")
+        await page.evaluate("document.getElementById('rename').click()")
+        await page.until("!!document.getElementById('title-input')")
+        await page.evaluate("document.getElementById('title-input').value = 'zsh: git branch in the prompt'")
+        await page.evaluate("document.getElementById('title-save').click()")
+        await page.until("document.getElementById('thread-title')?.textContent === 'zsh: git branch in the prompt'")
+        await page.until(f"{link}.querySelector('.title').textContent === 'zsh: git branch in the prompt'")
+        assert await page.evaluate("document.querySelector('.title-from').textContent") == "named by you or your client"
+    listed = get(url, "/api/resources/%2Fhome%2Falice%2FProjects%2Fdotfiles/threads", None).json()
+    assert [(t["title"], t["title_from"]) for t in listed] == [("zsh: git branch in the prompt", "set")]
+
+
+XSS = [  # each, were it ever markup, adds an element with id="pwn"
+    '<img id="pwn" src="x" onerror="document.title=\'PWNED\'">',
+    '"><svg id="pwn" onload="document.title=\'PWNED\'">',
+    '</pre></mark><b id="pwn">x</b> `code` pwn',
+]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_message_text_and_a_first_prompt_title_stay_text_in_a_real_browser(own_site, tmp_path):
+    """Messages are shown as text whatever they hold, in the list, in a search with its words marked,
+    and as the title taken from the first prompt."""
+    binary = _chromium()
+    url, db = own_site
+    transcript = tmp_path / "xss.jsonl"
+    transcript.write_text("".join(json.dumps({"role": "user", "content": p}) + "\n" for p in XSS))
+    done = subprocess.run(
+        [PYTHON, "-m", "om_mcp", "ingest", str(transcript), "--db", str(db), "--thread", "xss", "--resource", "alice"]
+        + ["--no-worker"],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    async with await open_page(f"{url}/ui#token={ADMIN}&thread=xss", binary=binary) as page:
+        await page.until("document.body.dataset.state === 'ready' && document.querySelectorAll('li.message').length")
+        assert await page.evaluate("document.getElementById('thread-title').textContent") == XSS[0]
+        await page.evaluate("document.getElementById('message-search').value = 'pwn onerror'")
+        await page.evaluate("document.querySelector('form.search').requestSubmit()")
+        await page.until("!document.getElementById('search-clear').hidden && !!document.querySelector('mark')")
+        texts = await page.evaluate("[...document.querySelectorAll('#messages pre')].map((p) => p.textContent)")
+        assert sorted(texts) == sorted(XSS)
+        assert await page.evaluate("document.querySelectorAll('#pwn').length") == 0
+        assert "PWNED" not in await page.evaluate("document.title")
 
 
 # -- the series builder ---------------------------------------------------------------------

@@ -28,12 +28,14 @@ _HOMES = {
     "StoreUnavailable": "errors",
     "Memory": "memory",
     "ThreadState": "overview",
+    "MessageRead": "overview",
     "MessageIn": "om_mcp.messages",  # the shape every way in speaks, below the engine
     "RecallOut": "recall.query",
     "RecallQuery": "recall.query",
     "message_threshold": "observation.thresholds",
     "observation_lines": "observation.lines",
     "is_user_stated": "observation.lines",
+    "line_parts": "observation.lines",
     "tenant_spend": "results",
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
@@ -48,6 +50,7 @@ __all__ = [
     "InputError",
     "Memory",
     "MessageIn",
+    "MessageRead",
     "NotFound",
     "RecallOut",
     "RecallQuery",
@@ -58,6 +61,7 @@ __all__ = [
     "Unavailable",
     "WorkingMemoryOut",
     "is_user_stated",
+    "line_parts",
     "message_threshold",
     "observation_lines",
     "tenant_spend",
@@ -68,9 +72,9 @@ if TYPE_CHECKING:
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
-    from om_mcp.engine.observation.lines import is_user_stated, observation_lines
+    from om_mcp.engine.observation.lines import is_user_stated, line_parts, observation_lines
     from om_mcp.engine.observation.thresholds import message_threshold
-    from om_mcp.engine.overview import ThreadState
+    from om_mcp.engine.overview import MessageRead, ThreadState
     from om_mcp.engine.recall.query import RecallOut, RecallQuery
     from om_mcp.engine.results import (
         AppendOutcome,

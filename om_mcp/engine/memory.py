@@ -84,7 +84,8 @@ class Memory:
         self.working_memory = WorkingMemory(store, config.working_memory)
         # forget one thing, correct a line, undo a reflection
         self.control = Control(store, config, self.counter, self.observation)
-        self.overview = MemoryOverview(store, config, self.observation.budget)  # what the status page reads
+        # what the status page reads
+        self.overview = MemoryOverview(store, config, self.observation.budget, self.retrieval, self.observation)
         self._counted_by: int | None = None
         self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
 

@@ -17,6 +17,7 @@ from om_mcp.store.tx import Tx
 
 _ENDS = ",".join(f"'{t}'" for t in CYCLE_END_TYPES)
 _WIDTH = len(THREAD_COLUMNS.split(","))
+PROMPT_CHARS = 300  # of the first user message: enough for a title, never a whole pasted file
 
 
 def _record_key_sql(scope: Scope) -> str:
@@ -27,7 +28,8 @@ async def thread_states(
     tx: Tx, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
 ) -> list[ThreadState]:
     """Threads newest-updated first (of one resource, or one thread), with their record's
-    windows under `scope` and their newest cycle-ending event."""
+    windows under `scope`, their newest cycle-ending event and the start of their first prompt
+    (each an indexed lookup on `messages_by_thread`, as `recent_sessions` reads it)."""
     where: list[str] = []
     params: list[object] = []
     if resource_id is not None:
@@ -44,20 +46,22 @@ async def thread_states(
         " COALESCE(c.pending_messages, 0), COALESCE(r.observation_tokens, 0), COALESCE(r.generation, 0),"
         " r.last_observed_at,"
         f" (SELECT e.id FROM om_events e WHERE e.thread_id = t.id AND e.type IN ({_ENDS}) AND {retrying}"
-        "  ORDER BY e.id DESC LIMIT 1)"
+        "  ORDER BY e.id DESC LIMIT 1),"
+        f" (SELECT SUBSTR(m.body, 1, {PROMPT_CHARS}) FROM messages m WHERE m.thread_id = t.id AND m.role = 'user'"
+        "  ORDER BY m.seq LIMIT 1)"
         f" FROM threads t LEFT JOIN om_records r ON r.key = {_record_key_sql(scope)}"
         " LEFT JOIN om_cursors c ON c.record_key = r.key AND c.thread_id = t.id"
         f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY t.updated_at DESC, t.id LIMIT ${len(params)}",
         *params,
     )
-    ids = [row[-1] for row in rows if row[-1] is not None]
+    ids = [row[-2] for row in rows if row[-2] is not None]
     events = {
         e.id: e
         for e in map(event, await tx.fetch(f"SELECT {EVENT_COLUMNS} FROM om_events WHERE id = ANY ($1::bigint[])", ids))
     }
     out = []
     for row in rows:
-        key, pending, count, observation_tokens, generation, observed_at, event_id = row[_WIDTH:]
+        key, pending, count, observation_tokens, generation, observed_at, event_id, prompt = row[_WIDTH:]
         out.append(
             ThreadState(
                 thread=thread(row[:_WIDTH]),
@@ -68,6 +72,7 @@ async def thread_states(
                 generation=generation,
                 last_observed_at=observed_at,
                 last_cycle=events.get(event_id),
+                first_prompt=" ".join((prompt or "").split()) or None,
             )
         )
     return out

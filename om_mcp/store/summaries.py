@@ -24,6 +24,7 @@ class ThreadState:
     generation: int
     last_observed_at: str | None
     last_cycle: Event | None  # its newest cycle-ending event
+    first_prompt: str | None = None  # the start of its first user message, on one line
 
 
 @dataclass(slots=True)

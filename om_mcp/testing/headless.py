@@ -154,27 +154,59 @@ class Page:
                     return value
                 await anyio.sleep(0.05)
 
+    async def screenshot(self) -> bytes:
+        """The page as it is drawn now, as PNG."""
+        import base64
+
+        return base64.b64decode((await self.send("Page.captureScreenshot", format="png"))["data"])
+
 
 @contextmanager
-def _chromium_process(binary: str, port: int) -> Iterator[None]:
+def _chromium_process(binary: str, port: int, size: tuple[int, int]) -> Iterator[None]:
     with tempfile.TemporaryDirectory(prefix="om-chromium-") as profile:
         proc = subprocess.Popen(
-            [binary, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "about:blank"],
+            [
+                binary,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--remote-debugging-port={port}",
+                f"--window-size={size[0]},{size[1]}",
+                "about:blank",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its renderers in its own group: they are ended with it
         )
         try:
             yield
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _end_group(proc)
 
 
-async def open_page(url: str, binary: str | None = None):
+def _end_group(proc: subprocess.Popen) -> None:
+    """End Chromium and the processes it started (a renderer left running writes into the profile
+    while it is being removed)."""
+    import signal
+
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sent)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            continue
+        break
+    for _ in range(50):  # until the group is gone: its last members exit after the browser
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+async def open_page(url: str, binary: str | None = None, size: tuple[int, int] = (1280, 900)):
     """An async context manager: `async with open_page(url) as page: await page.until(...)`."""
     from contextlib import asynccontextmanager
 
@@ -187,7 +219,7 @@ async def open_page(url: str, binary: str | None = None):
     @asynccontextmanager
     async def page():
         port = free_port()
-        with _chromium_process(binary, port):
+        with _chromium_process(binary, port, size):
             await _anyio_wait(f"http://127.0.0.1:{port}/json/version")
             async with aiohttp.ClientSession() as session:
                 async with session.get(f"http://127.0.0.1:{port}/json/list") as response:

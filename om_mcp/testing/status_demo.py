@@ -206,48 +206,53 @@ async def fill(db_path: str | Path, *, seed: int = 7, latency: tuple[float, floa
 
 def main(argv: list[str] | None = None) -> int:
     """Fill a database (`--db`, default a temporary one) and serve it with `om-mcp serve
-    --transport http`, or write a screenshot of a thread and exit (`--screenshot`)."""
+    --transport http`, or write a screenshot of a thread and exit (`--screenshot`). With
+    `--recorded`, the memory is what the hooks record with no model (`recorded_demo`), served
+    with no model key and a home of its own, so no login of this machine's is used."""
     import argparse
+    import os
     import subprocess
     import tempfile
 
     from om_mcp.testing.headless import run_chromium, wait_for
     from om_mcp.testing.ports import free_port
+    from om_mcp.testing.recorded_demo import fill_recorded
 
     parser = argparse.ArgumentParser(prog="python -m om_mcp.testing.status_demo")
     parser.add_argument("--db", type=Path, help="the database to fill (default: a temporary file)")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--screenshot", type=Path, help="write a PNG of the thread view and exit")
-    parser.add_argument("--thread", default="t-lisbon")
+    parser.add_argument("--thread", help="the thread to show (default: t-lisbon; recorded: the newest session)")
+    parser.add_argument("--recorded", action="store_true", help="a model-less memory recorded by the hooks")
     parser.add_argument("--size", default="1280x1240", help="WIDTHxHEIGHT of the screenshot")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="om-demo-") as folder:
         db = args.db or Path(folder) / "demo.db"
-        if not db.exists():
+        env = None
+        thread = args.thread or "t-lisbon"
+        if args.recorded:
+            home = Path(folder) / "home"
+            home.mkdir()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+            env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CACHE_HOME=str(home / "cache"))
+            env.update(XDG_CONFIG_HOME=str(home / "config"))
+            sessions = fill_recorded(db, env=env)
+            thread = args.thread or sessions[-1]
+        elif not db.exists():
             anyio.run(fill, db)
         port = args.port or free_port()
+        config = [] if args.recorded else ["--config", str(_config_file(Path(folder)))]
         server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "om_mcp",
-                "serve",
-                "--transport",
-                "http",
-                "--port",
-                str(port),
-                "--db",
-                str(db),
-                "--config",
-                str(_config_file(Path(folder))),
-            ]
+            [sys.executable, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port), "--db", str(db)]
+            + config,
+            env=env,
         )
         try:
             url = f"http://127.0.0.1:{port}"
             wait_for(f"{url}/ui")
             if args.screenshot:
                 width, height = (int(v) for v in args.size.split("x"))
-                run_chromium(f"{url}/ui#thread={args.thread}", screenshot=args.screenshot, size=(width, height))
+                run_chromium(f"{url}/ui#thread={thread}", screenshot=args.screenshot, size=(width, height))
                 print(f"wrote {args.screenshot}")
                 return 0
             print(f"status page at {url}/ui  (Ctrl-C stops)")

@@ -207,3 +207,25 @@ def strip_prefix(text: str) -> str:
     """A line's words without its indent, bullet, priority marker and time."""
     found = _PREFIX.match(text)
     return text[found.end() :] if found else text
+
+
+# What each priority marker means, in words: a view that cannot count on an emoji font shows these.
+PRIORITIES = {"🔴": "high", "🟡": "medium", "🟢": "low", "✅": "done"}
+
+
+@dataclass(frozen=True)
+class LineParts:
+    """One line of the log taken apart for a view: its indent, priority, time and words."""
+
+    indent: int  # characters before the bullet: a sub-bullet's depth
+    priority: str | None  # a PRIORITIES word, when the line has a marker
+    time: str | None  # "HH:MM", when the line has one
+    body: str  # the words after them; an edit given only these keeps the rest (`corrected`)
+
+
+def line_parts(text: str) -> LineParts:
+    found = _PREFIX.match(text)
+    assert found is not None  # every group is optional
+    marker = (found.group("marker") or "").strip()
+    time = (found.group("time") or "").strip().strip("()")
+    return LineParts(len(found.group("indent")), PRIORITIES.get(marker), time or None, text[found.end() :])

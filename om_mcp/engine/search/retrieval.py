@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 from om_mcp.engine.results import SearchResult
 from om_mcp.engine.search.hybrid import blend
@@ -17,7 +18,7 @@ from om_mcp.engine.search.rank import rank
 from om_mcp.engine.text import message_text
 from om_mcp.logs import one_line
 from om_mcp.models.embeddings import Embedder, make_embedder
-from om_mcp.store import Group, Store
+from om_mcp.store import Group, Message, Store
 
 log = logging.getLogger(__name__)
 Key = tuple[str, object]  # ("message", seq) or ("group", group id)
@@ -57,17 +58,36 @@ class Retrieval:
     async def search(
         self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20, now: datetime | None = None
     ) -> list[SearchResult]:
+        fused, group_rows = await self._ranked(resource_id, text, thread_id, limit, now, groups=True)
+        return await self._results(fused[:limit], group_rows)
+
+    async def matching_messages(
+        self, resource_id: str, text: str, *, thread_id: str | None = None, limit: int = 20, now: datetime | None = None
+    ) -> list[tuple[Message, float]]:
+        """The stored messages this search ranks best, best first, with their scores, and no observation
+        groups: for a view that shows whole messages (the status page)."""
+        fused, _ = await self._ranked(resource_id, text, thread_id, limit, now, groups=False)
+        seqs = [(ref, score) for (_, ref), score in fused[:limit]]
+        by_seq = await self.store.messages_by_seq([seq for seq, _ in seqs]) if seqs else {}
+        return [(by_seq[seq], round(score, 6)) for seq, score in seqs if seq in by_seq]
+
+    async def _ranked(
+        self, resource_id: str, text: str, thread_id: str | None, limit: int, now: datetime | None, *, groups: bool
+    ) -> tuple[list[tuple[Any, float]], dict[str, Group]]:
+        """The fused ranking of messages (and, with `groups`, observation groups), and the groups read."""
         # "last June" needs today's date to name a year.
         query = parse_query(text, now or datetime.now(UTC))
         if not query.terms:
-            return []
+            return [], {}
         hits, stats = await self.store.search_messages(
             resource_id, query, thread_id=thread_id, limit=max(FTS_HITS, limit)
         )
         lexical: list[tuple[Key, float]] = [(("message", r.hit.seq), r.score) for r in rank(hits, query, stats)]
-        group_hits = await self.store.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit)
+        group_hits = (
+            await self.store.search_groups(resource_id, query.match, thread_id=thread_id, limit=limit) if groups else []
+        )
         group_rows = {h.group.id: h.group for h in group_hits}
-        groups: list[tuple[Key, float]] = [(("group", h.group.id), h.score) for h in group_hits]
+        ranked: list[tuple[Key, float]] = [(("group", h.group.id), h.score) for h in group_hits]
         cosines: dict[Key, float] = {}
         if self.embedder is not None:
             try:
@@ -77,9 +97,10 @@ class Retrieval:
             except Exception as error:  # noqa: BLE001 - search falls back to words alone
                 log.warning("semantic search unavailable: %s", one_line(error))
         messages = [key for key, _ in blend(lexical, {k: v for k, v in cosines.items() if k[0] == "message"})]
-        ranked_groups = [key for key, _ in blend(groups, {k: v for k, v in cosines.items() if k[0] == "group"})]
-        fused = _fuse([(1.0, messages), (GROUP_WEIGHT, ranked_groups)])
-        return await self._results(fused[:limit], group_rows)
+        if not groups:
+            return _fuse([(1.0, messages)]), {}
+        ranked_groups = [key for key, _ in blend(ranked, {k: v for k, v in cosines.items() if k[0] == "group"})]
+        return _fuse([(1.0, messages), (GROUP_WEIGHT, ranked_groups)]), group_rows
 
     async def _results(self, fused, group_rows: dict[str, Group]) -> list[SearchResult]:
         seqs = [ref for (kind, ref), _ in fused if kind == "message"]

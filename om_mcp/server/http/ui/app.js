@@ -5,7 +5,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const hash = new URLSearchParams(location.hash.slice(1));
 if (hash.get("token")) sessionStorage.setItem("om-token", hash.get("token"));
 const token = sessionStorage.getItem("om-token");
-const state = { info: null, threads: {}, current: null, lastEvent: null, events: [], poll: null };
+const state = { info: null, threads: {}, current: null, lastEvent: null, events: [], poll: null, view: null };
 const KIND_LABEL = { observation: "observation", buffering: "buffering", activation: "activation", reflection: "reflection" };
 
 async function api(path, options = {}) {
@@ -28,6 +28,8 @@ function el(tag, attrs = {}, ...children) {
     if (key === "text") node.textContent = value;
     else if (key === "onclick") node.addEventListener("click", value);
     else if (key === "onchange") node.addEventListener("change", value);
+    else if (key === "onsubmit") node.addEventListener("submit", value);
+    else if (key === "onkeydown") node.addEventListener("keydown", value);
     else node.setAttribute(key, value);
   }
   for (const child of children.flat()) if (child !== null && child !== undefined) node.append(child);
@@ -51,14 +53,27 @@ async function start() {
     state.info = await api("info");
     const i = state.info;
     document.getElementById("info").textContent =
-      `${i.name} ${i.version} · ${i.database || ""} · scope ${i.scope} · observer ${i.observer_model || "–"}` +
-      (i.model_ready ? "" : ` · model not ready: ${i.model_reason || "observation is paused"}`);
-    document.getElementById("info").classList.toggle("warn", !i.model_ready);
+      [`${i.name} ${i.version}`, i.database, `scope ${i.scope}`].filter(Boolean).join(" · ");
+    renderReadiness(i);
     await renderSidebar();
     const wanted = hash.get("thread");
-    if (wanted) await openThread(wanted);
+    if (wanted) await openThread(wanted, hash.get("view"));
     else document.body.dataset.state = "ready";
   } catch (error) { showError(error); }
+}
+
+// One calm line: what happens now and, when observation cannot run, the fix (`code` as code).
+function renderReadiness(i) {
+  const line = document.getElementById("readiness");
+  const text = [i.readiness, i.readiness_fix].filter(Boolean).join(" ");
+  line.replaceChildren(el("span", { class: "dot" }), ...withCode(text));
+  line.dataset.ready = i.model_ready ? "yes" : "no";
+  line.title = i.model_reason || i.readiness;
+  line.hidden = !text;
+}
+
+function withCode(text) {
+  return text.split(/`([^`]+)`/).map((piece, n) => (n % 2 ? el("code", { text: piece }) : piece));
 }
 
 async function renderSidebar() {
@@ -68,41 +83,54 @@ async function renderSidebar() {
     const threads = await api(`resources/${ids(r.id)}/threads`);
     threads.forEach((t) => { state.threads[t.id] = t; });
     return [
-      el("h2", { text: r.id }, el("small", { text: ` · ${r.threads} threads · ${fmt(r.messages)} messages` })),
+      el("h2", { title: r.id }, el("span", { class: "resource", text: r.id }),
+        el("small", { text: `${r.threads} thread${r.threads === 1 ? "" : "s"} · ${fmt(r.messages)} messages` })),
       threads.map((t) => el("a", { href: `#thread=${ids(t.id)}`, "data-thread": t.id,
+        class: t.id === state.current ? "current" : null,
         onclick: (e) => { e.preventDefault(); openThread(t.id); } },
-        t.title || t.id, el("small", { text: `${fmt(t.messages)} messages · generation ${t.generation} · ${when(t.updated_at)}` }))),
+        el("span", { class: "title", text: t.title || t.id }),
+        el("small", { text: `${fmt(t.messages)} messages · ${t.generation ? `generation ${t.generation} · ` : ""}${when(t.updated_at)}` }))),
     ];
   }));
   nav.replaceChildren(...blocks.flat(2));
   if (!resources.length) nav.append(el("p", { class: "empty", text: "No memory yet." }));
 }
 
-async function openThread(id) {
+async function openThread(id, view = null) {
   clearInterval(state.poll);
-  state.current = id; state.events = []; state.lastEvent = null;
-  history.replaceState(null, "", `#thread=${ids(id)}`);
+  state.current = id; state.events = []; state.lastEvent = null; state.view = view;
   document.querySelectorAll("#sidebar a").forEach((a) => a.classList.toggle("current", a.dataset.thread === id));
   document.body.dataset.state = "loading";
   try {
     const [detail, series] = await Promise.all([api(`threads/${ids(id)}`), api(`threads/${ids(id)}/series`)]);
+    // A thread with nothing observed yet (no model, or not enough to observe) opens on its messages.
+    state.view = view === "messages" || view === "memory" ? view : detail.generations.length ? "memory" : "messages";
     renderThread(detail, series);
+    await loadMessages({});
     await pollEvents();
     state.poll = setInterval(() => pollEvents().catch(showError), 5000);
     document.body.dataset.state = "ready";
   } catch (error) { showError(error); }
 }
 
+const TITLE_FROM = { "first-prompt": "named after its first prompt", observer: "named by the Observer", set: "named by you or your client" };
+
 function renderThread(d, series) {
   const t = d.thread;
   const main = document.getElementById("main");
+  const tab = (view, label) => el("button", { role: "tab", class: "tab", "data-view": view,
+    "aria-selected": String(state.view === view), onclick: () => showView(view) }, label);
   main.replaceChildren(
     el("div", { class: "thread-head" },
-      el("div", {}, el("h2", { text: t.title || t.id }),
+      el("div", { class: "heading" }, titleBlock(t),
         el("div", { class: "meta" }, el("code", { text: t.id }),
           ` · ${d.record_key} · ${fmt(t.messages)} messages · created ${when(t.created_at)} · updated ${when(t.updated_at)}`)),
       el("button", { class: "danger", id: "forget", onclick: () => askForget(d) }, "Forget thread…")),
     el("div", { id: "confirm-slot" }),
+    el("div", { class: "tabs", role: "tablist" }, tab("messages", `Messages · ${fmt(t.messages)}`),
+      tab("memory", d.generations.length ? `Memory · generation ${t.generation}` : "Memory · nothing observed yet")),
+    messagesView(t),
+    el("div", { id: "memory-view", "data-view": "memory", hidden: state.view !== "memory" ? "" : null },
     el("section", {}, el("h3", { text: "The two windows" }), el("div", { class: "grid2" },
       gauge("msg", "Unobserved messages", d.messages_window, "observe at"),
       gauge("obs", "Observation log", d.observations_window, "reflect at")),
@@ -121,8 +149,136 @@ function renderThread(d, series) {
       el("dt", { text: `Working memory${d.working_memory_scope ? ` (${d.working_memory_scope})` : ""}` }),
       el("dd", {}, el("pre", { id: "working-memory", text: d.working_memory || "–" })))),
     logSection(d.generations, d.thread.id),
-    el("section", {}, el("h3", { text: "Events" }), el("ul", { class: "events", id: "events" })),
+    el("section", {}, el("h3", { text: "Events" }), el("ul", { class: "events", id: "events" }))),
   );
+  history.replaceState(null, "", `#thread=${ids(t.id)}&view=${state.view}`);
+}
+
+function showView(view) {
+  state.view = view;
+  document.querySelectorAll(".tab").forEach((b) => b.setAttribute("aria-selected", String(b.dataset.view === view)));
+  document.getElementById("messages-view").hidden = view !== "messages";
+  document.getElementById("memory-view").hidden = view !== "memory";
+  history.replaceState(null, "", `#thread=${ids(state.current)}&view=${view}`);
+}
+
+// -- the title: the stored one, the Observer's, or the first prompt; renamed here ---------------
+
+function titleBlock(t) {
+  const holder = el("div", { class: "title-row", id: "title-row" });
+  const show = () => holder.replaceChildren(
+    el("h2", { id: "thread-title", text: t.title || t.id }),
+    el("button", { class: "rename", id: "rename", title: "Give this thread a name of your own", onclick: edit }, "Rename"),
+    t.title_from ? el("span", { class: "meta title-from", text: TITLE_FROM[t.title_from] || "" }) : null);
+  const edit = () => {
+    const input = el("input", { type: "text", id: "title-input", value: t.title || "", maxlength: "500",
+      "aria-label": "thread title", onkeydown: (e) => { if (e.key === "Escape") show(); } });
+    holder.replaceChildren(el("form", { class: "title-editor", onsubmit: (e) => { e.preventDefault(); save(input.value); } },
+      input, " ", el("button", { class: "solid", id: "title-save", type: "submit" }, "Save"), " ",
+      el("button", { type: "button", onclick: show }, "Cancel")));
+    input.focus(); input.select();
+  };
+  const save = async (title) => {
+    try {
+      const saved = await api(`threads/${ids(t.id)}/title`, { method: "PUT", json: { title } });
+      Object.assign(t, saved);
+      state.threads[t.id] = saved;
+      show();
+      await renderSidebar();
+    } catch (error) { showError(error); }
+  };
+  show();
+  return holder;
+}
+
+// -- messages: newest first, paged; or the search's best matches -------------------------------
+
+function messagesView(t) {
+  const input = el("input", { type: "search", id: "message-search", placeholder: "Search this thread's messages",
+    "aria-label": "search this thread's messages" });
+  return el("div", { id: "messages-view", "data-view": "messages", hidden: state.view !== "messages" ? "" : null },
+    el("section", { class: "messages" },
+      el("form", { class: "search", role: "search", onsubmit: (e) => { e.preventDefault(); loadMessages({ q: input.value.trim() || null }); } },
+        input, " ", el("button", { type: "submit" }, "Search"), " ",
+        el("button", { type: "button", id: "search-clear", hidden: "", onclick: () => { input.value = ""; loadMessages({}); } }, "Clear")),
+      el("p", { class: "meta", id: "messages-status" }),
+      el("ol", { class: "message-list", id: "messages" }),
+      el("p", { class: "more" }, el("button", { id: "messages-more", hidden: "" }, "Older messages"))));
+}
+
+async function loadMessages({ q = null, before = null, offset = 0 }) {
+  const id = state.current;
+  const list = document.getElementById("messages");
+  const params = new URLSearchParams({ limit: "20" });
+  if (q) { params.set("q", q); if (offset) params.set("offset", String(offset)); } else if (before) params.set("before", before);
+  let page;
+  try {
+    page = await api(`threads/${ids(id)}/messages?${params}`);
+  } catch (error) {  // a query with no searchable words, say: said where the results go
+    if (id !== state.current) return;
+    list.replaceChildren();
+    document.getElementById("messages-status").textContent = String(error.message || error);
+    document.getElementById("messages-more").hidden = true;
+    return;
+  }
+  if (id !== state.current) return;
+  const first = !before && !offset;
+  if (first) list.replaceChildren();
+  list.append(...page.messages.map((m) => messageItem(m, page.words)));
+  const shown = list.children.length;
+  document.getElementById("messages-status").textContent = q
+    ? (shown ? `${fmt(shown)} message${shown === 1 ? "" : "s"} match “${q}”, best match first${page.more ? " (more below)" : ""}` : `No message matches “${q}”.`)
+    : (page.total ? `${fmt(page.total)} messages, newest first · showing ${fmt(shown)}` : "No messages yet.");
+  document.getElementById("search-clear").hidden = !q;
+  const more = document.getElementById("messages-more");
+  more.hidden = !page.more;
+  more.textContent = q ? "More matches" : "Older messages";
+  more.onclick = () => loadMessages(q ? { q, offset: page.next_offset } : { before: page.next_before });
+}
+
+function messageItem(m, words) {
+  const item = el("li", { class: `message role-${m.role}`, "data-message": m.id },
+    el("div", { class: "message-head" }, el("span", { class: `role ${m.role}`, text: m.role }),
+      el("time", { datetime: m.created_at, text: when(m.created_at) }),
+      el("code", { class: "id", text: m.id }), el("span", { class: "meta", text: `${fmt(m.tokens)} tokens` })),
+    m.parts.map((p) => partBlock(p, words)));
+  if (words && words.length && !item.querySelector("mark")) {
+    // The search scores a message with the two before it (a reply is found by its question's words).
+    item.querySelector(".message-head").append(el("span", { class: "near", text: "found by the messages before it" }));
+  }
+  if (m.parts.some((p) => p.chars > p.text.length)) {
+    item.append(el("button", { class: "whole", onclick: async () => {
+      try {
+        const page = await api(`threads/${ids(state.current)}/messages?id=${ids(m.id)}`);
+        item.replaceWith(messageItem(page.messages[0], words));
+      } catch (error) { showError(error); }
+    } }, "Show the whole message"));
+  }
+  return item;
+}
+
+function partBlock(p, words) {
+  const tool = p.type === "tool-call" ? `${p.tool_name} call` : p.type === "tool-result" ? `${p.tool_name} ${p.is_error ? "error" : "result"}` : null;
+  const label = tool || (p.type === "text" ? null : p.type);
+  const cut = p.chars > p.text.length ? ` … (${fmt(p.chars - p.text.length)} more characters)` : "";
+  return el("div", { class: `part ${p.type}${p.is_error ? " failed" : ""}` },
+    label ? el("span", { class: "part-label", text: label }) : null,
+    el("pre", {}, ...marked(p.text, words), cut));
+}
+
+// The search's words marked where a word starts with one (the index matches word forms too).
+function marked(text, words) {
+  if (!words || !words.length) return [text];
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp(`\\b(?:${escaped.join("|")})[\\p{L}\\p{N}]*`, "giu");
+  const out = [];
+  let last = 0;
+  for (const found of text.matchAll(pattern)) {
+    out.push(text.slice(last, found.index), el("mark", { text: found[0] }));
+    last = found.index + found[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
 }
 
 function gauge(cls, label, w, verb) {
@@ -269,8 +425,19 @@ function logSection(generations, threadId) {
 }
 
 // One line of the log: in the current generation it can be forgotten (after asking) or corrected.
+const PRIORITY_TITLE = { high: "high priority", medium: "medium priority", low: "low priority", done: "done" };
+
 function lineRow(threadId, line, current) {
-  const row = el("div", { class: line.user_stated ? "line user-stated" : "line", "data-line": line.id, title: line.user_stated ? "stated by the user: kept word for word" : null }, el("pre", { text: line.text || " " }));
+  // The priority as a word and a colour: the emoji marker needs a font many machines lack.
+  const words = line.priority || line.time
+    ? [" ".repeat(line.indent),
+      line.priority ? el("span", { class: `priority ${line.priority}`, title: PRIORITY_TITLE[line.priority], text: line.priority }) : null,
+      line.time ? el("span", { class: "time", text: line.time }) : null, line.body]
+    : [line.text || " "];
+  const row = el("div", {
+    class: line.user_stated ? "line user-stated" : "line", "data-line": line.id, "data-priority": line.priority,
+    title: line.user_stated ? "stated by the user: kept word for word" : null,
+  }, el("pre", {}, ...words));
   if (!current || !line.id) return row;
   const actions = el("span", { class: "actions" },
     el("button", { class: "edit", onclick: () => editLine(threadId, line, row) }, "Edit"),
@@ -289,7 +456,8 @@ function askForgetLine(threadId, line, row) {
 
 function editLine(threadId, line, row) {
   row.querySelector(".editor")?.remove();
-  const input = el("input", { type: "text", class: "line-text", value: line.text.trim(), "aria-label": "corrected line" });
+  // Only the words: a correction keeps the line's bullet, priority and time (`corrected` in the engine).
+  const input = el("input", { type: "text", class: "line-text", value: (line.body || line.text).trim(), "aria-label": "corrected line" });
   row.append(el("div", { class: "editor" }, input, " ",
     el("button", { onclick: (e) => e.target.closest(".editor").remove() }, "Cancel"), " ",
     el("button", { class: "solid save-line", onclick: () => changeLine(threadId, line.id, { method: "PUT", json: { text: input.value } }) }, "Save")));
@@ -299,7 +467,7 @@ function editLine(threadId, line, row) {
 async function changeLine(threadId, lineId, options) {
   try {
     await api(`threads/${ids(threadId)}/observations/${ids(lineId)}`, options);
-    await openThread(threadId);
+    await openThread(threadId, "memory");
     document.getElementById("main").prepend(el("p", { class: "notice", id: "changed",
       text: options.method === "DELETE" ? "Forgotten." : "Corrected: kept as stated by the user." }));
   } catch (error) { showError(error); }
@@ -308,7 +476,7 @@ async function changeLine(threadId, lineId, options) {
 async function restoreGeneration(threadId, generation) {
   try {
     const done = await api(`threads/${ids(threadId)}/restore`, { method: "POST", json: { generation } });
-    await openThread(threadId);
+    await openThread(threadId, "memory");
     document.getElementById("main").prepend(el("p", { class: "notice", id: "changed",
       text: `Generation ${done.restored} is the active log again, as generation ${done.generation}. Nothing was deleted.` }));
   } catch (error) { showError(error); }
@@ -354,9 +522,10 @@ async function pollEvents() {
   }
   if (state.events.length) {  // new cycles since the page drew: redraw the numbers
     const [detail, series] = await Promise.all([api(`threads/${ids(id)}`), api(`threads/${ids(id)}/series`)]);
-    const events = document.getElementById("events");
+    const events = document.getElementById("events"), messages = document.getElementById("messages-view");
     renderThread(detail, series);
     document.getElementById("events").replaceWith(events);
+    document.getElementById("messages-view").replaceWith(messages);
   }
   state.events.push(...fresh);
 }

@@ -8,13 +8,17 @@ Endpoints (all JSON; errors are {"error": "..."} with 400 or 404):
     GET    /api/threads/{thread_id}                   ThreadDetail            (404: unknown thread)
     GET    /api/threads/{thread_id}/events?after=&limit=   EventPage          (after: last id seen; limit <= 500)
     GET    /api/threads/{thread_id}/series            ThreadSeries
+    GET    /api/threads/{thread_id}/messages?before=&limit=     MessagePage  (newest first; before: an id)
+    GET    /api/threads/{thread_id}/messages?q=&offset=&limit=  MessagePage  (best match first)
+    GET    /api/threads/{thread_id}/messages?id=              MessagePage     (that one message, whole)
+    PUT    /api/threads/{thread_id}/title             ThreadSummary          body {"title": "..."}
     DELETE /api/threads/{thread_id}                   Forgotten               (the page asks first)
     DELETE /api/threads/{thread_id}/observations/{id}  ForgetDone             (a line or group; asks first)
     PUT    /api/threads/{thread_id}/observations/{id}  Corrected              body {"text": "..."}
     POST   /api/threads/{thread_id}/restore            Restored               body {"generation": N}
 
-The page changes nothing but through those four: forget a thread, forget or correct
-one line, restore an earlier generation. PUT and POST take JSON only (a form posted
+The page changes nothing but through those five: forget a thread, forget or correct
+one line, restore an earlier generation, name a thread. PUT and POST take JSON only (a form posted
 from another site cannot reach them). Times are ISO-8601 strings with a time zone;
 token counts are the engine's stored counts.
 
@@ -54,6 +58,8 @@ class ServerInfo(_Out):
     reflector_model: str | None = None
     model_ready: bool = Field(True, description="can observation call its model now (no network asked)")
     model_reason: str | None = Field(None, description="why not, and how to fix it, when it cannot")
+    readiness: str = Field("", description="one calm line: what happens now (the header shows it)")
+    readiness_fix: str | None = Field(None, description="what to do for observation to run, when it cannot")
 
 
 class ResourceSummary(_Out):
@@ -68,6 +74,9 @@ class ThreadSummary(_Out):
     id: str
     resource_id: str
     title: str | None = None
+    title_from: Literal["set", "observer", "first-prompt"] | None = Field(
+        None, description="set by a person or a client (the Observer keeps it), the Observer's, or the first prompt"
+    )
     messages: int
     unobserved_tokens: int = Field(description="tokens of this thread's messages after the cursor")
     observation_tokens: int = Field(description="tokens of the active observation log of its record")
@@ -78,11 +87,16 @@ class ThreadSummary(_Out):
 
 
 class Line(_Out):
-    """One line of a group; `id` (`<group id>.<6 hex>`) when it can be forgotten or corrected."""
+    """One line of a group; `id` (`<group id>.<6 hex>`) when it can be forgotten or corrected.
+    `text` is the line as stored; the page shows `priority` as a word and `body` after it."""
 
     id: str | None = None
     text: str
     user_stated: bool = False  # remembered or corrected by the user: every reflection keeps it word for word
+    indent: int = 0
+    priority: Literal["high", "medium", "low", "done"] | None = None
+    time: str | None = Field(None, description="HH:MM, when the line has one")
+    body: str = Field("", description="the words after the marker and time: what a correction replaces")
 
 
 class Group(_Out):
@@ -188,6 +202,33 @@ class ThreadSeries(_Out):
     cycles: list[Cycle] = Field(description="in time order")
 
 
+class MessagePart(_Out):
+    type: str = Field(description="text, reasoning, tool-call, tool-result, image or file")
+    text: str = Field(description="the text; a tool call's arguments or a tool result's output; cut in a page")
+    chars: int = Field(description="the whole text's length: more than len(text) when cut")
+    tool_name: str | None = None
+    is_error: bool = False
+
+
+class MessageView(_Out):
+    id: str
+    role: str
+    created_at: str
+    tokens: int
+    parts: list[MessagePart]
+    score: float | None = Field(None, description="the search's score, when found by one")
+
+
+class MessagePage(_Out):
+    messages: list[MessageView] = Field(description="newest first; a search's best match first")
+    total: int = Field(description="the thread's messages")
+    more: bool = Field(description="more follow this page")
+    next_before: str | None = Field(None, description="browsing: pass as ?before= for the next page")
+    next_offset: int | None = Field(None, description="searching: pass as ?offset= for the next page")
+    query: str | None = None
+    words: list[str] = Field(default_factory=list, description="the search's words, for marking them")
+
+
 class Forgotten(_Out):
     thread_id: str
     messages: int = Field(description="how many messages were deleted")
@@ -215,6 +256,10 @@ class Refused(Exception):
     """Bad input (400) with its one-line reason; nothing was changed."""
 
 
+class Unknown(Exception):
+    """What the request names is not there (404), with its one-line reason."""
+
+
 class UiDataSource(Protocol):
     """What the page needs from the engine; the HTTP layer only serialises it.
 
@@ -232,6 +277,25 @@ class UiDataSource(Protocol):
     async def events(self, thread_id: str, after: int | None, limit: int) -> EventPage | None: ...
 
     async def series(self, thread_id: str) -> ThreadSeries | None: ...
+
+    async def messages(
+        self,
+        thread_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        query: str | None = None,
+        offset: int = 0,
+        message_id: str | None = None,
+    ) -> MessagePage | None:
+        """Newest first (older than `before`), or the search's best matches for `query` from
+        `offset`, or the one message `message_id` whole; raises Unknown for a message id not in
+        the thread, Refused for a query with no words."""
+        ...
+
+    async def retitle(self, thread_id: str, title: str) -> ThreadSummary | None:
+        """Name the thread; the Observer no longer renames it. Raises Refused for a bad title."""
+        ...
 
     async def forget_thread(self, thread_id: str) -> Forgotten | None:
         """Delete the thread, its messages, its record (thread scope) and its events."""

@@ -1,6 +1,6 @@
 """The status page on the HTTP transport, beside `/mcp`.
 
-The page itself (`/`, `/ui` and its two files) holds no data and is served to
+The page itself (`/`, `/ui`, `/ui/` and its two files) holds no data and is served to
 anyone who reaches the server, so a browser can load it; the JSON under `/api/`
 sits behind the same bearer auth as `/mcp` (the `Gate` lets only the page's
 files through unauthenticated) and answers only for the token's resources. The
@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from om_mcp.server.http.ui.routes import ui_routes
 from om_mcp.server.http.ui.source import MemorySource
 
-PUBLIC = frozenset({"/", "/ui", "/ui/app.js", "/ui/style.css"})
+PUBLIC = frozenset({"/", "/ui", "/ui/", "/ui/app.js", "/ui/style.css"})
 
 
 def is_public(path: str) -> bool:

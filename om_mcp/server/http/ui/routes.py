@@ -2,7 +2,8 @@
 
     app.routes.extend(ui_routes(data_source))   # behind the same auth as /mcp
 
-The page is served at `/` and `/ui`; its files at `/ui/app.js` and
+The page is served at `/` and `/ui` (`/ui/` sends the browser to `/ui`, since the
+page names its files relative to where it is); its files at `/ui/app.js` and
 `/ui/style.css`; the API under `/api/` (see `contract`). The static files hold
 no data, so only `/api/` needs the auth check; DELETE, PUT and a JSON POST are
 not "simple" cross-origin requests, so a browser will not send them from another
@@ -16,12 +17,13 @@ from typing import Any, overload
 
 from pydantic import BaseModel
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from om_mcp.server.http.ui.contract import Refused, UiDataSource
+from om_mcp.server.http.ui.contract import Refused, UiDataSource, Unknown
 
 EVENTS_LIMIT = 500
+MESSAGES_LIMIT = 100
 _FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
@@ -47,6 +49,12 @@ def ui_routes(api: UiDataSource) -> list[Route]:
             )
 
         return serve
+
+    async def to_page(request: Request) -> Response:
+        # Relative, so the page still works behind a proxy that serves it under a prefix; the
+        # browser keeps the #fragment (the token, the thread) across the redirect.
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"../ui{query}", status_code=308)
 
     async def info(request: Request) -> Response:
         return _json(await api.info())
@@ -77,6 +85,44 @@ def ui_routes(api: UiDataSource) -> list[Route]:
     async def series(request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
         return _found(await api.series(thread_id), f"unknown thread {thread_id!r}")
+
+    async def messages(request: Request) -> Response:
+        thread_id, params = request.path_params["thread_id"], request.query_params
+        limit = _int_param(request, "limit", 20)
+        offset = _int_param(request, "offset", 0)
+        for problem in (limit, offset):
+            if isinstance(problem, str):
+                return _error(400, problem)
+        assert isinstance(limit, int) and isinstance(offset, int)
+        if not 1 <= limit <= MESSAGES_LIMIT:
+            return _error(400, f"limit: expected 1 to {MESSAGES_LIMIT}")
+        query = params.get("q") or None
+        if sum(x is not None for x in (query, params.get("before") or None, params.get("id") or None)) > 1:
+            return _error(400, "give one of q (search), before (the next page) and id (one message)")
+        try:
+            found = await api.messages(
+                thread_id,
+                limit=limit,
+                before=params.get("before") or None,
+                query=query,
+                offset=offset,
+                message_id=params.get("id") or None,
+            )
+        except Refused as error:
+            return _error(400, str(error))
+        except Unknown as error:
+            return _error(404, str(error))
+        return _found(found, f"unknown thread {thread_id!r}")
+
+    async def title(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        try:
+            body = await _json_body(request)
+            if not isinstance(body, dict) or not isinstance(body.get("title"), str):
+                return _error(400, 'title: expected a JSON body {"title": "the thread\'s name"}')
+            return _found(await api.retitle(thread_id, body["title"]), f"unknown thread {thread_id!r}")
+        except Refused as error:
+            return _error(400, str(error))
 
     async def forget(request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
@@ -110,6 +156,7 @@ def ui_routes(api: UiDataSource) -> list[Route]:
     return [
         Route("/", static("index.html"), methods=["GET"]),
         Route("/ui", static("index.html"), methods=["GET"]),
+        Route("/ui/", to_page, methods=["GET"]),
         Route("/ui/app.js", static("app.js"), methods=["GET"]),
         Route("/ui/style.css", static("style.css"), methods=["GET"]),
         Route("/api/info", info, methods=["GET"]),
@@ -117,6 +164,8 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         Route("/api/resources/{resource_id:path}/threads", thread_list, methods=["GET"]),
         Route("/api/threads/{thread_id:path}/events", events, methods=["GET"]),
         Route("/api/threads/{thread_id:path}/series", series, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}/messages", messages, methods=["GET"]),
+        Route("/api/threads/{thread_id:path}/title", title, methods=["PUT"]),
         Route("/api/threads/{thread_id:path}/observations/{observation_id}", observation, methods=["DELETE", "PUT"]),
         Route("/api/threads/{thread_id:path}/restore", restore, methods=["POST"]),
         Route("/api/threads/{thread_id:path}", thread, methods=["GET"]),

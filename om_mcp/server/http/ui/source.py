@@ -12,7 +12,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
-from om_mcp.engine import InputError, NotFound, is_user_stated, message_threshold, observation_lines, tenant_spend
+from om_mcp.engine import (
+    InputError,
+    NotFound,
+    is_user_stated,
+    line_parts,
+    message_threshold,
+    observation_lines,
+    tenant_spend,
+)
 from om_mcp.server.http.auth import allowed_resources, is_admin
 from om_mcp.server.http.ui.contract import (
     Buffered,
@@ -25,6 +33,9 @@ from om_mcp.server.http.ui.contract import (
     Group,
     Hints,
     Line,
+    MessagePage,
+    MessagePart,
+    MessageView,
     Refused,
     ResourceSummary,
     Restored,
@@ -32,12 +43,13 @@ from om_mcp.server.http.ui.contract import (
     ThreadDetail,
     ThreadSeries,
     ThreadSummary,
+    Unknown,
     Window,
 )
 from om_mcp.server.http.ui.series import build_series
 
 if TYPE_CHECKING:
-    from om_mcp.engine import Memory, ThreadState
+    from om_mcp.engine import Memory, MessageRead, ThreadState
 
 
 def _granted(resource_id: str) -> bool:
@@ -57,9 +69,12 @@ class MemorySource:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.limits
         ready, why = memory.model_state()
+        readiness = memory.overview.readiness()
         return ServerInfo(
             model_ready=ready,
             model_reason=why,
+            readiness=readiness.line,
+            readiness_fix=readiness.fix,
             version=__version__,
             # Where the file lives is the operator's business: only a caller unbounded by its
             # token (a token for "*", or no authentication) is told.
@@ -92,7 +107,7 @@ class MemorySource:
         if not any(r.id == resource_id for r in await overview.resources()):
             return None
         states = await overview.thread_states(resource_id=resource_id)
-        return [_summary(s) for s in states]
+        return [self._summary(s) for s in states]
 
     async def _state(self, thread_id: str) -> ThreadState | None:
         found = await self.memory.overview.thread_states(thread_id=thread_id, limit=1)
@@ -116,7 +131,7 @@ class MemorySource:
         )
         chunks = snap.chunks if snap else []
         return ThreadDetail(
-            thread=_summary(state),
+            thread=self._summary(state),
             record_key=state.record_key,
             scope=om.scope,
             working_memory=stored,
@@ -181,6 +196,75 @@ class MemorySource:
             messages=inputs.messages,
         )
 
+    async def messages(
+        self,
+        thread_id: str,
+        *,
+        limit: int,
+        before: str | None = None,
+        query: str | None = None,
+        offset: int = 0,
+        message_id: str | None = None,
+    ) -> MessagePage | None:
+        state = await self._state(thread_id)
+        if state is None:
+            return None
+        overview, resource_id = self.memory.overview, state.thread.resource_id
+        total = state.thread.message_count
+        if message_id is not None:
+            found = await overview.message(thread_id, resource_id, message_id)
+            if found is None:
+                raise Unknown(f"no message {message_id!r} in thread {thread_id!r}")
+            return MessagePage(messages=[_message(found)], total=total, more=False)
+        try:
+            if query is not None:
+                page = await overview.search_messages(thread_id, resource_id, query, offset=offset, limit=limit)
+            else:
+                page = await overview.messages(thread_id, resource_id, before=before, limit=limit)
+        except NotFound as error:
+            raise Unknown(str(error)) from None
+        except InputError as error:
+            raise Refused(str(error)) from None
+        shown = [_message(m) for m in page.messages]
+        return MessagePage(
+            messages=shown,
+            total=total,
+            more=page.more,
+            next_before=shown[-1].id if page.more and query is None else None,
+            next_offset=offset + len(shown) if page.more and query is not None else None,
+            query=query,
+            words=page.words,
+        )
+
+    async def retitle(self, thread_id: str, title: str) -> ThreadSummary | None:
+        if await self._state(thread_id) is None:
+            return None
+        try:
+            await self.memory.update_thread(thread_id, title=title.strip())
+        except NotFound:
+            return None
+        except InputError as error:
+            raise Refused(str(error)) from None
+        state = await self._state(thread_id)
+        return self._summary(state) if state else None
+
+    def _summary(self, state: ThreadState) -> ThreadSummary:
+        t = state.thread
+        title, title_from = self.memory.overview.title(state)
+        return ThreadSummary(
+            id=t.id,
+            resource_id=t.resource_id,
+            title=title,
+            title_from=title_from,
+            messages=t.message_count,
+            unobserved_tokens=state.unobserved_tokens,
+            observation_tokens=state.observation_tokens,
+            generation=state.generation,
+            created_at=t.created_at,
+            updated_at=t.updated_at,
+            last_observed_at=state.last_observed_at,
+        )
+
     async def forget_thread(self, thread_id: str) -> Forgotten | None:
         if await self._state(thread_id) is None:
             return None
@@ -231,19 +315,30 @@ def _spend_for_caller(spend: dict[str, Any]) -> dict[str, Any]:
     return spend if is_admin() else tenant_spend(spend)
 
 
-def _summary(state: ThreadState) -> ThreadSummary:
-    t = state.thread
-    return ThreadSummary(
-        id=t.id,
-        resource_id=t.resource_id,
-        title=t.title,
-        messages=t.message_count,
-        unobserved_tokens=state.unobserved_tokens,
-        observation_tokens=state.observation_tokens,
-        generation=state.generation,
-        created_at=t.created_at,
-        updated_at=t.updated_at,
-        last_observed_at=state.last_observed_at,
+def _message(message: MessageRead) -> MessageView:
+    return MessageView(
+        id=message.id,
+        role=message.role,
+        created_at=message.created_at,
+        tokens=message.tokens,
+        parts=[
+            MessagePart(type=p.type, text=p.text, chars=p.chars, tool_name=p.tool_name, is_error=p.is_error)
+            for p in message.parts
+        ],
+        score=message.score,
+    )
+
+
+def _line(line_id: str | None, text: str) -> Line:
+    parts = line_parts(text)
+    return Line(
+        id=line_id,
+        text=text,
+        user_stated=line_id is not None and is_user_stated(text),
+        indent=parts.indent,
+        priority=parts.priority,
+        time=parts.time,
+        body=parts.body,
     )
 
 
@@ -259,8 +354,5 @@ def _group(g: Any) -> Group:
         last_message_id=g.last_message_id,
         observed_at=g.observed_at,
         created_at=g.created_at or None,
-        lines=[
-            Line(id=line_id, text=text, user_stated=line_id is not None and is_user_stated(text))
-            for line_id, text in observation_lines(g.id, g.text)
-        ],
+        lines=[_line(line_id, text) for line_id, text in observation_lines(g.id, g.text)],
     )
