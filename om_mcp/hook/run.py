@@ -122,10 +122,9 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
 
 def _read_before(conn: sqlite3.Connection, event: HookEvent) -> bool:
     from om_mcp.hook.ingest import source_of
-    from om_mcp.store import coordination
-    from om_mcp.store.local import run
+    from om_mcp.store import Transaction, local
 
-    saved = run(conn, coordination.ingest_state, source_of(event))
+    saved = local.read(conn, Transaction.ingest_state, source_of(event))
     return bool(saved.offset or saved.last_id)
 
 
