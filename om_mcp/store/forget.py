@@ -45,6 +45,8 @@ async def record_groups(tx: Tx, record_key: str | None = None) -> list[tuple[str
         record_key,
     )
     return [(r[0], bool(r[1]), group(r[2:])) for r in rows]
+
+
 def _where(tx: Tx, column: str, needle: str | None, param: str) -> str:
     """SQL preselecting rows of `column` that may hold the phrase (`needle`: scrub.preselect's, or None
     when only a check of every row in scope will do)."""

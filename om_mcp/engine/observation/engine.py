@@ -358,4 +358,3 @@ class ObservationEngine:
             state = await self.store.record_state(work.record_key, work.thread_id)
             await self.after_append(work.thread_id, work.resource_id, state, turn_ended=False)
         return len(due)
-
