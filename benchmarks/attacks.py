@@ -108,7 +108,7 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
 
 
 def encodings(value: str) -> dict[str, str]:
-    """The id as the README encodes it, and the spellings an attacker would try instead."""
+    """The id as docs/tools.md encodes it, and the spellings an attacker would try instead."""
     right = quote(value, safe="")
     return {
         "documented": right,

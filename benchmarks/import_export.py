@@ -6,7 +6,7 @@ Usage: python benchmarks/import_export.py [--messages 10000] [--per-thread 20] [
    per conversation, written by benchmarks/import_parse.py) is imported with
    `om-mcp import` into a fresh database: the median wall time of the runs, and the
    time to import it again (everything already there).
-2. That database is moved with the two commands of the README, `om-mcp export` and
+2. That database is moved with the two commands of docs/commands.md, `om-mcp export` and
    `om-mcp import` into an empty database: the median time of each, the file size,
    and a check that every thread's `show --json` and a few searches match.
 Nothing is observed (no model is configured): this measures storing, counting and indexing.

@@ -62,7 +62,7 @@ def test_a_forgotten_message_does_not_come_back_through_ingest_the_hook_an_impor
     assert forgot.returncode == 0, forgot.stderr
     assert json.loads(forgot.stdout)["messages"] == 1 and found(box.db, GONE) == 0
 
-    # `om-mcp ingest` of the same transcript (the README says: as often as you like)
+    # `om-mcp ingest` of the same transcript (docs/hosts.md says: as often as you like)
     again = om(box, "ingest", str(transcript.path), "--json", "--no-worker")
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)

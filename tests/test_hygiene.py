@@ -14,7 +14,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Two or three capitals, a hyphen and digits: the shape of the old spec's requirement ids, minus the real
 # names that share it.
 REQUIREMENT_ID = re.compile(r"\b[A-Z]{2,3}-[0-9]{1,3}\b")
-NOT_IDS = {"UTF-8", "UTF-16", "UTF-32", "CRC-32", "SHA-256", "GPT-5", "PDF-1", "KEY-1"}  # KEY-1: age secret keys
+NOT_IDS = {"UTF-8", "UTF-16", "UTF-32", "CRC-32", "SHA-256", "GPT-5", "PDF-1", "KEY-1"}  # KEY-1: age's AGE-SECRET-KEY-1
 
 
 def test_the_licence_is_the_one_pyproject_declares() -> None:

@@ -1,4 +1,4 @@
-"""What a newcomer hit on the way in, each held by a test: the README's default scope, the example
+"""What a newcomer hit on the way in, each held by a test: the default scope the docs state, the example
 config listing every option, server.json's model, `show --generations` on a thread with no log,
 `status | head`, a backup into a missing folder, ids cut in terminal tables, and a search that looked
 in one resource only."""
@@ -54,10 +54,10 @@ def hooked(tmp_path: Path) -> Path:
     return db
 
 
-def test_the_readme_states_the_default_scope() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_configuration_page_states_the_default_scope() -> None:
+    page = (REPO / "docs" / "configuration.md").read_text()
     default = Config().observational_memory.scope
-    assert f"`observational_memory.scope`: `{default}` (the default)" in readme
+    assert f"`observational_memory.scope`: `{default}` (the default)" in page
 
 
 def test_the_example_config_lists_every_option() -> None:

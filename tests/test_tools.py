@@ -1215,7 +1215,7 @@ async def test_delete_thread_leaves_nothing_findable(observing, db_path, store_l
 
     if on_postgres():
         # no live row of any table holds it (search counters included); PostgreSQL frees the dead
-        # rows' space at its next VACUUM, it does not zero it (README: Scaling out)
+        # rows' space at its next VACUUM, it does not zero it (docs/postgres.md: Limits)
         data = await postgres_text(store_location)
     else:
         # erased from the file itself, not just unlinked
