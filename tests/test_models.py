@@ -32,6 +32,7 @@ from om_mcp.models import (
     effective_max_output_tokens,
     normalize_choice,
 )
+from om_mcp.models.litellm_client import load_litellm
 from om_mcp.models.router import probe
 from om_mcp.testing import ScriptedModel
 from om_mcp.testing.fake_server import FakeLLMServer, FakeReply, default_responder
@@ -57,6 +58,9 @@ def anyio_backend():
 
 @pytest.fixture
 def server():
+    # litellm's import (seconds on a loaded machine) happens here, outside the calls' FAST time limits,
+    # which hold the HTTP round trip alone.
+    load_litellm()
     with FakeLLMServer() as s:
         yield s
 
