@@ -157,6 +157,13 @@ async def test_a_slow_or_failing_model_never_slows_the_turn(tmp_path, monkeypatc
     assert "failing" in observation["reason"]
 
 
+async def failed_once(client) -> None:
+    """Settles once the thread's status shows the model's first failure: the breaker is open."""
+    with anyio.fail_after(60):
+        while not (await read_json(client, "om://threads/t/status"))["observation"].get("last_failure"):
+            await anyio.sleep(0.05)
+
+
 @pytest.mark.slow
 async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, monkeypatch, waits):
     """block_after is crossed while the breaker is open; when its backoff ends, the next
@@ -168,7 +175,9 @@ async def test_a_turn_does_not_wait_on_the_retry_of_a_failing_model(tmp_path, mo
         model["max_retries"] = 0
         async with connect(build_server(config(tmp_path, model))) as client:
             await ok(client, "get_context", thread_id="warm-up")  # the first call waits for the engine to open
-            await play(client, 60)
+            await play(client, 3)  # past the first buffering step (60 tokens), well before block_after (360)
+            await failed_once(client)  # on a loaded machine the first failure can come later than turn 9
+            await play(client, 57)
     assert waits.count == 0
     assert len(fake.requests) >= 2  # the retry after the backoff was made, in the background
 
