@@ -410,6 +410,44 @@ async def test_drain_recounts_and_observes_the_tail_of_an_ended_session(tmp_path
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+async def test_a_worker_goes_idle_once_all_is_buffered_though_a_recount_raised_the_count(
+    tmp_path: Path, settings, conn, scope
+) -> None:
+    """The hook's estimate is recounted after a buffering run stored it as its high-water mark: the
+    count crosses a new buffering interval with nothing new to buffer. The worker must still go
+    idle (it once scheduled the same empty run on every poll and never exited)."""
+    transcript = ClaudeTranscript(tmp_path / "s1.jsonl", "s1", PROJECT)
+    # Digits and spaces: the hook's byte estimate is well under the tokenizer's count.
+    transcript.turn("Keep ports " + " ".join(map(str, range(1, 21))), "Noted: " + " ".join(map(str, range(21, 31))))
+    settings = replace(settings, scope=scope)
+    ingest(conn, settings, TokenCounter.estimating(), event("Stop", transcript.path), PROJECT, PROJECT)
+    script = Script()
+    memory = await Memory.open(
+        config(buffering=True, scope=scope, observation__message_tokens=150), settings.db_path, client=script.model
+    )
+    try:
+        async with memory.running(poll_seconds=None):
+            engine, key = memory.observation, memory.record_key("s1", PROJECT)
+            assert (await engine.buffer("s1", PROJECT, on_idle=True)).ran  # at the hook's estimate
+            drainer = Drainer(memory)
+            await drainer.recount()
+            state = await memory.store.record_state(key, "s1")
+            step = engine.limits.buffer_tokens
+            assert state.pending_tokens // step > state.last_buffered_at_tokens // step  # a crossing, nothing new
+            for _ in range(3):
+                await drainer.tick()
+                await memory.worker.idle()
+            assert memory.worker.active == 0
+            await drainer.tick()
+            assert memory.worker.active == 0  # the tick scheduled nothing: the worker can go idle
+            assert len(script.observer_calls) == 1
+            await drainer.release()
+    finally:
+        await memory.close()
+
+
+@pytest.mark.anyio
 async def test_a_worker_without_a_model_parks_the_lease_and_returns(settings, conn) -> None:
     memory = await Memory.open(config(scope="resource", model="openai/gpt-4o-mini"), settings.db_path)
     try:

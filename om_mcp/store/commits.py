@@ -227,6 +227,17 @@ async def append_chunks(
     return True
 
 
+async def mark_buffered(tx: Tx, key: str, pending_tokens: int) -> None:
+    """A buffering run found nothing worth a call at this count: the interval it crossed counts as
+    covered. Without the mark a recount that raised the count (the hooks estimate) would make every
+    poll schedule the same empty run, and a worker that waits for idle would never exit."""
+    await tx.execute(
+        "UPDATE om_records SET last_buffered_at_tokens = GREATEST(last_buffered_at_tokens, $1) WHERE key = $2",
+        pending_tokens,
+        key,
+    )
+
+
 async def activate_chunks(
     tx: Tx, key: str, chunk_ids: list[str], *, lease: Lease | None = None, events: Iterable[dict[str, Any]] = ()
 ) -> bool:

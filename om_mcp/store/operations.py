@@ -130,6 +130,7 @@ class Operations:
     # cycles' conditional commits
     commit_observation = writes(commits.commit_observation)
     append_chunks = writes(commits.append_chunks)
+    mark_buffered = writes(commits.mark_buffered)
     activate_chunks = writes(commits.activate_chunks)
     commit_reflection = writes(commits.commit_reflection)
     store_buffered_reflection = writes(commits.store_buffered_reflection)

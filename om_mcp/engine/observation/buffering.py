@@ -59,10 +59,10 @@ class BufferStep(ObserverStep):
             self.key, self.thread_id, after_seq=tail, max_tokens=max_input_tokens(deps.limits)
         )
         messages = safe_prefix(messages)
-        if not messages:
-            return None
-        if not enough_to_buffer(deps.limits, sum(m.tokens for m in messages), self.on_idle):
-            self.skip_reason = "too little new content to buffer"
+        if not messages or not enough_to_buffer(deps.limits, sum(m.tokens for m in messages), self.on_idle):
+            if messages:
+                self.skip_reason = "too little new content to buffer"
+            await store.mark_buffered(self.key, snap.state.pending_tokens)  # see `store.commits.mark_buffered`
             return None
         groups = await store.groups(self.key)
         mine = [c for c in snap.chunks if c.thread_id == self.thread_id]

@@ -250,6 +250,8 @@ async def run_resource(
         if buffered:
             sizes = {t: n for t, n in sizes.items() if enough_to_buffer(deps.limits, n, on_idle)}
         if not sizes:
+            if buffered:
+                await store.mark_buffered(key, snap.state.pending_tokens)  # see `store.commits.mark_buffered`
             return CycleOutcome(kind, False, reason="nothing new to buffer" if buffered else "no unobserved messages")
         threshold = message_threshold(deps.limits, snap.state.observation_tokens, deps.om.share_token_budget)
         chosen = choose_threads(sizes, threshold, everything=trigger == "manual" or buffered)
