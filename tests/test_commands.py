@@ -207,8 +207,10 @@ def test_doctor_checks_everything_and_tells_what_is_wrong(db, filled, tmp_path):
 def test_observe_and_reflect_run_a_cycle_now(db):
     with FakeLLMServer() as server:
         env = {**fake_model(server), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"}
+        unobserved = data(om("show", "t-postgres", "--json", db=db, env=env))["unobserved_tokens"]
         observed = data(om("observe", "t-postgres", "--json", db=db, env=env))
-        assert observed["ran"] and observed["cycles"] >= 1 and observed["tokens_in"] > 6000
+        # every unobserved message goes in, over as many cycles as the backlog needs
+        assert observed["ran"] and observed["cycles"] >= 1 and observed["tokens_in"] == unobserved > 2000
         shown = data(om("show", "t-postgres", "--json", db=db, env=env))
         assert shown["unobserved_tokens"] == 0 and shown["observations"]["groups"]
         again = om("observe", "t-postgres", db=db, env=env)
