@@ -16,7 +16,7 @@ import pytest
 from support.backends import location
 from support.engine import Memory, Script, config, conversation_of
 from support.mcp import connect, fail, ok
-from support.processes import PYTHON, REPO, clean_env
+from support.processes import run_om
 
 from om_mcp.server import build_server
 
@@ -77,15 +77,7 @@ async def test_get_context_as_of_shows_what_was_believed_then():
 
 
 def om(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, "-m", "om_mcp", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**clean_env(db.parent), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_om(*args, "--db", str(db), home=db.parent, OM_OBSERVATIONAL_MEMORY__SCOPE="thread")
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from support.engine import config
 from support.files import digest, raw_bytes
-from support.processes import PYTHON, REPO, clean_env
+from support.processes import PYTHON, REPO, clean_env, run_om
 from support.timeouts import scaled
 
 from om_mcp.config import PrivacyConfig
@@ -59,15 +59,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def om(*args: str, db: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, "-m", "om_mcp", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=scaled(180),
-        env={**clean_env(db.parent), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread", **env},
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_om(*args, "--db", str(db), home=db.parent, **{"OM_OBSERVATIONAL_MEMORY__SCOPE": "thread", **env})
 
 
 def start(*args: str, db: Path) -> subprocess.Popen:

@@ -17,7 +17,7 @@ import pytest
 from support.backends import location
 from support.engine import Memory, Script, config, conversation_of, memory_log_of, msg
 from support.mcp import connect, fail, ok, read_json
-from support.processes import PYTHON, REPO, clean_env
+from support.processes import PYTHON, REPO, clean_env, run_om
 
 from om_mcp.engine.observation.lines import USER_STATED
 from om_mcp.engine.remember import FOR_OBSERVER, MAX_CHARS
@@ -207,15 +207,7 @@ async def test_the_hook_and_ingest_command_and_an_import_remember_their_spans(tm
 
 
 def om(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, "-m", "om_mcp", *args, "--db", str(tmp_path / "om.db")],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**clean_env(tmp_path), **env},
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_om(*args, "--db", str(tmp_path / "om.db"), home=tmp_path, **env)
 
 
 @pytest.mark.slow

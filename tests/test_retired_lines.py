@@ -18,7 +18,7 @@ import pytest
 from support.backends import location
 from support.engine import Memory, Script, config, conversation_of, memory_log_of, stored_events
 from support.mcp import call, connect, ok, read_json
-from support.processes import PYTHON, REPO, clean_env
+from support.processes import run_om
 
 from om_mcp.engine.observation import archive
 from om_mcp.engine.tokens import get_token_counter
@@ -171,15 +171,7 @@ async def test_rewriting_only_when_edits_are_off():
 
 
 def om(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [PYTHON, "-m", "om_mcp", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**clean_env(db.parent), "OM_OBSERVATIONAL_MEMORY__SCOPE": "thread"},
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_om(*args, "--db", str(db), home=db.parent, OM_OBSERVATIONAL_MEMORY__SCOPE="thread")
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
-"""Child processes for tests: a clean environment and the server's command line."""
+"""Child processes for tests: a clean environment, the server's command line, a command run as a user runs it."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,3 +34,19 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def server_command(*args: str) -> list[str]:
     return [PYTHON, "-m", "om_mcp", "serve", *args]
+
+
+def run_om(*args: str, home: Path, timeout: float = 180, **env: str) -> subprocess.CompletedProcess[str]:
+    """`om-mcp ARGS` as a user runs it, from the checkout: HOME and XDG folders under `home`, no
+    stdin, `env` (OM_... settings) on top of a clean environment; `timeout` is scaled by the machine."""
+    from support.timeouts import scaled
+
+    return subprocess.run(
+        [PYTHON, "-m", "om_mcp", *args],
+        capture_output=True,
+        text=True,
+        timeout=scaled(timeout),
+        env={**clean_env(home), **env},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
