@@ -21,7 +21,7 @@ import anyio
 from om_mcp.config import Config, Limits
 from om_mcp.engine import append, intake, remember
 from om_mcp.engine.budget import Clock
-from om_mcp.engine.context.assemble import assemble, context_budget, parse_as_of
+from om_mcp.engine.context.assemble import SeenMessages, assemble, context_budget, parse_as_of
 from om_mcp.engine.context.build import generation_diff, log_view, observation_log
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
@@ -57,6 +57,7 @@ from om_mcp.models.sampler import Sampler
 from om_mcp.store import NewGroup, Scope, Store, Thread, open_store, parse_key, resource_key, thread_key
 
 POLL_SECONDS = 5.0
+THREADS_KNOWN = 4096  # threads whose resource a process keeps (`Memory._resolve`)
 
 
 class Memory:
@@ -87,6 +88,8 @@ class Memory:
         # what the status page reads
         self.overview = MemoryOverview(store, config, self.observation.budget, self.retrieval, self.observation)
         self._counted_by: int | None = None
+        self._seen = SeenMessages()  # each thread's last context window, reused by the next
+        self._homes: dict[str, str] = {}  # thread -> its resource, for the threads seen (`_resolve`)
         self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
 
     @classmethod
@@ -171,14 +174,27 @@ class Memory:
 
     # -- identity --------------------------------------------------------------------------
 
-    async def _resolve(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread | None]:
-        return await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
+    async def _resolve(self, thread_id: str, resource_id: str | None, *, known: bool = False) -> tuple[str, bool]:
+        """The request's resource id, and whether the thread is stored. `known`: a thread seen before
+        is taken as it was (a thread keeps its resource for life), with no trip to the database; the
+        store's append refuses a thread of another resource all the same (a thread deleted and made
+        again elsewhere meanwhile), and a context read finds no record for a deleted one."""
+        home = self._homes.get(thread_id) if known else None
+        if home is not None and resource_id in (None, home):
+            return home, True
+        resource_id, thread = await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
+        if thread is not None:
+            self._homes.pop(thread_id, None)
+            if len(self._homes) >= THREADS_KNOWN:
+                del self._homes[next(iter(self._homes))]
+            self._homes[thread_id] = thread.resource_id
+        return resource_id, thread is not None
 
-    async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
-        resource_id, thread = await self._resolve(thread_id, resource_id)
-        if thread is None:
+    async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, bool]:
+        resource_id, exists = await self._resolve(thread_id, resource_id)
+        if not exists:
             raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
-        return resource_id, thread
+        return resource_id, exists
 
     async def thread(self, thread_id: str) -> Thread | None:
         return await self.store.get_thread(thread_id)
@@ -200,7 +216,8 @@ class Memory:
         """Store a batch, all or nothing (`engine/append.py`, the pipeline every way in takes);
         re-sent messages (same id, or the same content when sent without ids) are skipped and
         counted. Never waits for a model."""
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        asked, seen = resource_id, self._homes.get(thread_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id, known=True)
         if resource_id == USER_RESOURCE:
             raise InputError(
                 f"resource {USER_RESOURCE!r} is the person layer: remember lines there with om-mcp remember --user",
@@ -218,7 +235,16 @@ class Memory:
             working_memory=self.working_memory.seed(metadata.get("working_memory")),
             count=self.counter.count_text,
         )
-        done = await translated(self.store.transaction(append.record, batch))
+        try:
+            done = await translated(self.store.transaction(append.record, batch))
+        except InputError as error:
+            if seen is None or error.field != "resource_id":
+                raise
+            # The thread was deleted and made again under another resource since this process saw it.
+            self._homes.pop(thread_id, None)
+            return await self.append_messages(thread_id, messages, asked, thread_metadata, with_status=with_status)
+        if done.state is not None:
+            self._homes.setdefault(thread_id, resource_id)
         await self.observation.events.emit(done.events, persisted=True)
         if done.appended and done.state is not None:
             await self.observation.after_append(
@@ -256,7 +282,7 @@ class Memory:
     # -- status and context ----------------------------------------------------------------------
 
     async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id, known=True)
         return await self.observation.status(thread_id, resource_id)
 
     def model_state(self) -> tuple[bool, str | None]:
@@ -295,17 +321,18 @@ class Memory:
         budget = context_budget(self.config, max_tokens)
         at = parse_as_of(as_of) if as_of is not None else None
         await self.counter.ready()
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, exists = await self._resolve(thread_id, resource_id, known=True)
         return await assemble(
             self.observation,
             self.working_memory,
             thread_id,
             resource_id,
-            exists=thread is not None,
+            exists=exists,
             budget=budget,
             actor_model=actor_model,
             with_status=with_status and at is None,
             as_of=at,
+            seen=self._seen,
         )
 
     # -- remember exactly this ----------------------------------------------------------------
@@ -461,39 +488,39 @@ class Memory:
 
     async def recall(self, query: RecallQuery) -> RecallOut:
         """Browse raw messages, list threads, or search (see the recall tool's description)."""
-        resource_id, _ = await self._resolve(query.thread_id, query.resource_id)
+        resource_id, _ = await self._resolve(query.thread_id, query.resource_id, known=True)
         return await recall(self.store, self.retrieval, self.config, self.counter.count_text, query, resource_id)
 
     async def search(
         self, thread_id: str, text: str, resource_id: str | None = None, limit: int = 20, scope: str = "resource"
     ):
         """Search results as data (recall's search mode renders them as text)."""
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id, known=True)
         in_thread = scope == "thread" or thread_only(self.config)
         return await self.retrieval.search(resource_id, text, thread_id=thread_id if in_thread else None, limit=limit)
 
     # -- working memory ---------------------------------------------------------------------------------
 
     async def get_working_memory(self, thread_id: str, resource_id: str | None = None) -> WorkingMemoryOut:
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id, known=True)
         return await self.working_memory.get(thread_id, resource_id)
 
     async def update_working_memory(
         self, thread_id: str, memory: Any, resource_id: str | None = None, read_only: bool | None = None
     ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, exists = await self._resolve(thread_id, resource_id)
         memory = intake.scrubbed(self.config, memory)
         return await translated(
-            self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
+            self.working_memory.update(thread_id, resource_id, memory, exists=exists, read_only=read_only)
         )
 
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically
         (one write-locked transaction, so concurrent merges of different fields all survive)."""
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, exists = await self._resolve(thread_id, resource_id)
         partial = intake.scrubbed(self.config, partial)
-        return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
+        return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=exists))
 
     @staticmethod
     def supports_atomic_working_memory_merge() -> bool:
@@ -524,6 +551,8 @@ class Memory:
 
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         intake.check_id(thread_id, "thread_id")
+        self._seen.forget(thread_id)
+        self._homes.pop(thread_id, None)
         count = await translated(self.store.delete_thread(thread_id))
         pending = await self.store.erase_pending() is not None
         return DeleteOut(thread_id=thread_id, deleted_messages=count, erase_pending=pending)
@@ -531,6 +560,7 @@ class Memory:
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""
         intake.check_id(resource_id, "resource_id")
+        self._homes.clear()
         return await translated(self.store.delete_resource(resource_id))
 
     async def messages(self, thread_id: str, limit: int = 20) -> list[MessageOut]:

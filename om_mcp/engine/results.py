@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from om_mcp.store import Message, Thread
 
@@ -137,12 +137,18 @@ class ContextOut(BaseModel):
     current_task: str | None = None
     suggested_response: str | None = None
     working_memory: str | dict | None = None
-    messages: list[MessageOut] = Field(description="the unobserved messages that fit, oldest first")
+    # The store's rows as read (not copied into a model each call: a long window is shown every turn).
+    messages: list[Message] = Field(description="the unobserved messages that fit, oldest first")
     omitted_messages: int = Field(0, description="older unobserved messages left out to fit max_tokens")
     truncated: bool = False
     status: Status | None = None
     events: list[dict[str, Any]] = Field(default_factory=list)
     as_of: str | None = Field(None, description="the memory as it was at this time (UTC), not now")
+
+    @field_serializer("messages")
+    def _messages(self, messages: list[Message]) -> list[dict[str, Any]]:
+        # As a message is shown: no seq (it differs in a moved memory), no stored count.
+        return [message_out(m).model_dump() for m in messages]
 
 
 class WorkingMemoryOut(BaseModel):
