@@ -228,6 +228,6 @@ async def test_the_remember_command(tmp_path: Path):
     shared = om(tmp_path, "remember", "a project fact", "--resource", "r", OM_OBSERVATIONAL_MEMORY__SCOPE="resource")
     assert shared.returncode == 0 and "resource:r" in shared.stdout
     off = om(tmp_path, "remember", "x", "--user")
-    assert off.returncode == 2 and "[observational_memory.user] enabled = true" in off.stderr
+    assert off.returncode == 2 and "config set observational_memory.user.enabled true" in off.stderr
     unknown = om(tmp_path, "remember", "x", "--thread", "nope")
     assert unknown.returncode == 4 and "nope" in unknown.stderr

@@ -29,9 +29,9 @@ from typing import Any
 
 from om_mcp.engine import append
 from om_mcp.engine.recorder.rows import to_rows
-from om_mcp.engine.recorder.settings import CONFIG_FILE_ENV, RecorderSettings, load_settings
+from om_mcp.engine.recorder.settings import RecorderSettings, load_settings
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.paths import data_dir
+from om_mcp.paths import CONFIG_FILE_ENV, data_dir
 from om_mcp.privacy import redactor_for
 from om_mcp.reading import Position, Reading
 from om_mcp.store import IngestState, RecordState, Transaction, local, record_key

@@ -6,7 +6,8 @@ engine's own rule (`engine.observation.thresholds.background_work_due`).
 Loading the configuration builds the pydantic model (about 0.3 s), too slow for
 every prompt's hook. So the recorder keeps what it needs in a small JSON file named by a
 hash of everything the configuration depends on (the --db and --config flags,
-the config file's path, size and time, the OM_* variables, the data folder
+the config file in force (`om_mcp/paths.py: config_file`: the named one, else the default
+config.toml when it exists) with its size and time, the OM_* variables, the data folder
 (`om_mcp/paths.py`: where the database is by default), the om-mcp version). Any change gives another name: the config
 is loaded once, the same way `om-mcp serve` loads it, and cached again.
 """
@@ -23,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 from om_mcp import __version__
 from om_mcp.limits import Limits
 from om_mcp.paths import cache_dir, data_dir
+from om_mcp.paths import config_file as config_in_force
 
 if TYPE_CHECKING:
     from om_mcp.config import Config
-
-CONFIG_FILE_ENV = "OM_MCP_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -97,18 +97,18 @@ def settings_of(config: Config, env: Mapping[str, str] | None = None) -> Recorde
 
 
 def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]) -> str:
-    config_file = config_file or env.get(CONFIG_FILE_ENV)
+    path = config_in_force(config_file, env)
     stamp: list[int] | str | None = None
-    if config_file:
+    if path is not None:
         try:
-            info = os.stat(os.path.expanduser(config_file))
+            info = os.stat(path)
             stamp = [info.st_size, info.st_mtime_ns, info.st_ino]
         except OSError:
             stamp = "missing"
     inputs = {
         "version": __version__,
         "db": db,
-        "config": config_file,
+        "config": str(path) if path is not None else None,
         "stamp": stamp,
         "env": sorted((k, v) for k, v in env.items() if k.startswith("OM_") and not k.startswith("OM_MCP_")),
         "data": str(data_dir(env)),  # where the database is when no db_path is configured
