@@ -17,7 +17,15 @@ from om_mcp.config.memory import (
     UserConfig,
 )
 from om_mcp.config.privacy import PrivacyConfig
-from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
+from om_mcp.config.server import (
+    AuthConfig,
+    HttpConfig,
+    OAuthConfig,
+    ServerConfig,
+    TokenEntry,
+    hash_token,
+    is_loopback_host,
+)
 from om_mcp.config.settings import Config
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
@@ -29,6 +37,7 @@ __all__ = [
     "HttpConfig",
     "TokenEntry",
     "hash_token",
+    "is_loopback_host",
     "Extractor",
     "HooksConfig",
     "Limits",
@@ -39,6 +48,7 @@ __all__ = [
     "PrivacyConfig",
     "ReflectionConfig",
     "RetrievalConfig",
+    "OAuthConfig",
     "ServerConfig",
     "WorkingMemoryConfig",
     "load_config",

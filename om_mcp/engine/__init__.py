@@ -27,6 +27,9 @@ _HOMES = {
     "Unavailable": "errors",
     "StoreUnavailable": "errors",
     "Memory": "memory",
+    "ConsentRefused": "grants",
+    "Grants": "grants",
+    "Issued": "grants",
     "ThreadState": "overview",
     "MessageRead": "overview",
     "MessageIn": "om_mcp.messages",  # the shape every way in speaks, below the engine
@@ -41,13 +44,16 @@ _HOMES = {
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
 __all__ = [
     "AppendOutcome",
+    "ConsentRefused",
     "ContextOut",
     "CycleOutcome",
     "DeleteOut",
     "EngineError",
     "EventType",
+    "Grants",
     "Hooks",
     "InputError",
+    "Issued",
     "Memory",
     "MessageIn",
     "MessageRead",
@@ -69,6 +75,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable
+    from om_mcp.engine.grants import ConsentRefused, Grants, Issued
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks

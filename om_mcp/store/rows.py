@@ -495,3 +495,39 @@ class Found:
     chunks: list[tuple[str, Chunk]] = field(default_factory=list)  # (record key, chunk)
     truncated: bool = False  # more messages hold it than the limit
     derived: int = 0  # titles, tasks, metadata, working memory, events, model-health excerpts quoting it
+
+
+@dataclass(slots=True)
+class OAuthSecret:
+    """One stored OAuth secret (by its digest), with the grant it belongs to."""
+
+    digest: str
+    kind: str  # consent, code, access, refresh
+    grant_id: str | None
+    detail: dict[str, Any]  # what the flow needs back: a code's PKCE challenge and redirect URI, ...
+    expires_at: float
+    used: bool
+    failures: int  # wrong consent codes typed while this one was outstanding
+    client_id: str | None
+    resources: list[str]  # the grant's
+    revoked: bool  # the grant's
+    now: float  # the database's clock when it was read
+
+    @property
+    def live(self) -> bool:
+        return not self.used and not self.revoked and self.expires_at > self.now
+
+
+@dataclass(slots=True)
+class OAuthGrant:
+    """What the owner approved on the consent page: one client, the resources it may use."""
+
+    id: str
+    client_id: str
+    client_name: str
+    redirect_uris: list[str]
+    resources: list[str]
+    created_at: float
+    used_at: float | None  # when a code or refresh token of it was last exchanged
+    revoked: bool
+    live_tokens: int  # access and refresh tokens not yet expired or used
