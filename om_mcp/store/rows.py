@@ -15,7 +15,7 @@ Scope = Literal["thread", "resource"]
 # The generation of the retired pile: lines a reflection dropped, merged or superseded and
 # groups retired into the archive, kept out of every log and found by recall.
 RETIRED = -1
-RetiredReason = Literal["dropped", "merged", "superseded", "archived"]
+RetiredReason = Literal["dropped", "merged", "superseded", "archived", "edited"]
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
 WorkingMemorySeed = tuple[Scope, Callable[[str | None], str | None]]
 # A message from another process on the same database (PostgreSQL: LISTEN/NOTIFY).
@@ -146,7 +146,7 @@ class Group:
     observed_at: str | None
     created_at: str = ""
     # In the retired pile (generation RETIRED) only: the generation that retired it, why
-    # (dropped, merged, superseded, archived), and the hash of the line that took its place.
+    # (dropped, merged, superseded, archived, edited), and the hash of the line that took its place.
     retired_by: int | None = None
     retired_reason: str | None = None
     replaced_by: str | None = None
