@@ -1000,3 +1000,31 @@ async def test_stats_integrity_and_the_overview_reads():
         assert await store.pending_records() == [("thread:t", 30, 0)]
         inputs = await store.series_inputs("thread:t")
         assert len(inputs.messages) == 3
+
+
+async def test_oauth_secrets_are_stored_as_digests_used_once_and_revoked_by_family():
+    """OAuth's rules (store/oauth.py): a one-time secret is used once and its replacements stored
+    with it; used again, it revokes its grant; every token of a revoked grant stops being live."""
+    async with opened() as store:
+        await store.oauth_put_client("c1", json.dumps({"client_name": "phone", "redirect_uris": ["https://x/cb"]}))
+        assert json.loads(await store.oauth_client("c1"))["client_name"] == "phone"
+        assert await store.oauth_client("c2") is None
+        await store.oauth_new_grant("g1", "c1", ["alice"])
+        await store.oauth_put_secret("sha256:code", "code", "g1", {"code_challenge": "x"}, 60)
+        used = await store.oauth_redeem("sha256:code", "code", [("sha256:rt", "refresh", {}, 600.0)])
+        assert used is not None and used.resources == ["alice"] and used.detail == {"code_challenge": "x"}
+        assert await store.oauth_redeem("sha256:code", "wrong-kind") is None
+        refresh = await store.oauth_secret("sha256:rt", "refresh")
+        assert refresh is not None and refresh.live and refresh.grant_id == "g1"
+        # The code presented again: nothing issued, and its grant (the refresh token with it) revoked.
+        assert await store.oauth_redeem("sha256:code", "code", [("sha256:rt2", "refresh", {}, 600.0)]) is None
+        assert await store.oauth_secret("sha256:rt2", "refresh") is None
+        assert not (await store.oauth_secret("sha256:rt", "refresh")).live
+        [grant] = await store.oauth_grants()
+        assert grant.revoked and grant.client_name == "phone" and grant.live_tokens == 0
+        assert not await store.oauth_revoke_grant("g1")  # already revoked
+        # Consent codes: a wrong one counts a failure against every outstanding code.
+        await store.oauth_put_secret("sha256:consent", "consent", None, {"resources": None}, 600)
+        assert await store.oauth_consent_failed(2) == 1
+        assert await store.oauth_consent_failed(2) == 0
+        assert (await store.oauth_secret("sha256:consent", "consent")).failures == 2

@@ -30,6 +30,9 @@ _HOMES = {
     "Unavailable": "errors",
     "StoreUnavailable": "errors",
     "Memory": "memory",
+    "ConsentRefused": "grants",
+    "Grants": "grants",
+    "Issued": "grants",
     "ThreadState": "overview",
     "MessageRead": "overview",
     "MessageIn": "om_mcp.messages",  # the shape every way in speaks, below the engine
@@ -47,13 +50,16 @@ __all__ = [
     "NO_RESOURCE",
     "Access",
     "AppendOutcome",
+    "ConsentRefused",
     "ContextOut",
     "CycleOutcome",
     "DeleteOut",
     "EngineError",
     "EventType",
+    "Grants",
     "Hooks",
     "InputError",
+    "Issued",
     "Memory",
     "MessageIn",
     "MessageRead",
@@ -75,6 +81,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable
+    from om_mcp.engine.grants import ConsentRefused, Grants, Issued
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks

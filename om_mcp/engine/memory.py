@@ -34,6 +34,7 @@ from om_mcp.engine.context.build import generation_diff, log_view, observation_l
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
 from om_mcp.engine.errors import InputError, NotFound, translated
+from om_mcp.engine.grants import Grants
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
 from om_mcp.engine.observation.events import EventType, Hooks, user_event
@@ -105,6 +106,8 @@ class Memory:
         self.control = Control(store, config, self.counter, self.observation)
         # what the status page reads
         self.overview = MemoryOverview(store, config, self.observation.budget, self.retrieval, self.observation)
+        # what remote clients were granted (OAuth), and the secrets of its flow
+        self.grants = Grants(store, config)
         self._counted_by: int | None = None
         self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
         # Whoever opens the database holds all of it; `with_access` narrows a view to a caller's.

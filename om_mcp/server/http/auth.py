@@ -43,6 +43,22 @@ class TokenTable(TokenVerifier):
         )
 
 
+class Verifiers(TokenVerifier):
+    """Every way a bearer token may be good here, asked in turn: configured tokens, om-mcp's own
+    authorization server's tokens, an external provider's JWTs. Each answers with the resources
+    the token may use in `RESOURCES_CLAIM`, which is all the rest of the server reads."""
+
+    def __init__(self, *verifiers: TokenVerifier) -> None:
+        self.verifiers = verifiers
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        for verifier in self.verifiers:
+            found = await verifier.verify_token(token)
+            if found is not None:
+                return found
+        return None
+
+
 @contextmanager
 def bearer_required() -> Iterator[None]:
     """While an HTTP app in bearer mode runs, a request without a token is allowed nothing
