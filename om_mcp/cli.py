@@ -18,7 +18,9 @@ from om_mcp import __version__
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
     "setup": "connect om-mcp to an agent host (Claude Code, Cursor, VS Code, Codex, ...): server and hooks",
-    "token": "create a bearer token for the HTTP server",
+    "config": "where the config file is, what it sets, and set one option (config path|show|set KEY VALUE)",
+    "token": "bearer tokens and OAuth grants for the HTTP server: create, list, revoke",
+    "connect": "connect a remote client (claude.ai, ChatGPT, ...): the server's URL and a one-time consent code",
     "status": "the database, what it holds, model readiness, pending work, recent threads",
     "threads": "list threads with their windows and last cycle",
     "show": "one thread: its observation log, working memory and recent messages",
