@@ -148,15 +148,16 @@ async def test_a_remembered_line_is_word_for_word_after_three_reflections(reflec
 
 
 async def test_the_hook_and_ingest_command_and_an_import_remember_their_spans(tmp_path: Path):
-    from om_mcp.hook.ingest import ingest
-    from om_mcp.hook.settings import HookSettings
+    from support.hooks import hook_ingest as ingest
+
+    from om_mcp.engine.recorder import RecorderSettings
     from om_mcp.store.local import direct
     from om_mcp.testing.transcripts import ClaudeTranscript
 
     db = tmp_path / "om.db"
     mem = await Memory.open(config(scope="resource"), db_path=str(db), client=Script().model)
     await mem.close()
-    settings = HookSettings(
+    settings = RecorderSettings(
         db_path=str(db),
         observation=True,
         scope="resource",

@@ -174,10 +174,10 @@ def _check(host: HostSetup, command: list[str]) -> bool:
 def _plugin(command: list[str], args: argparse.Namespace) -> int:
     """Record where om-mcp is for the plugin's launcher, and lay the plugin out as a local marketplace
     (only the plugin's own files: Claude Code copies the folder it installs from)."""
-    from om_mcp.hook.settings import data_dir
     from om_mcp.hosts.setup import claude_code
     from om_mcp.hosts.setup.files import ConfigProblem
     from om_mcp.hosts.setup.launch import record_command, recorded_files
+    from om_mcp.paths import data_dir
 
     folder = data_dir() / "claude-code-plugin"
     if args.dry_run:
