@@ -133,11 +133,11 @@ async def test_a_store_and_a_context_are_one_trip_each_to_the_database_thread(
 IMPORTS = {
     # the package alone: its names load on first use
     "import om_mcp.engine": (2, 0, set()),
-    # the engine (before: 122 and 66)
-    "from om_mcp.engine import Memory": (122, 67, {"anyio", "pydantic", "pydantic_core", "sniffio"}),
+    # the engine
+    "from om_mcp.engine import Memory": (126, 64, {"anyio", "pydantic", "pydantic_core", "sniffio"}),
 }
-COMMANDS = {  # a read-only command on a small memory (before: 147 and 83)
-    "status": (147, 84, {"anyio", "pydantic", "pydantic_core", "sniffio"})
+COMMANDS = {  # a read-only command on a small memory
+    "status": (151, 81, {"anyio", "pydantic", "pydantic_core", "sniffio"})
 }
 PROBE = """
 import atexit, json, sys
