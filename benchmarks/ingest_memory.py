@@ -103,8 +103,10 @@ def main() -> None:
         started = time.monotonic()
         write_transcript(transcript, args.messages, args.format)
         size = transcript.stat().st_size
-        print(f"{args.format} transcript: {args.messages:,} messages, {size / 2**20:,.0f} MiB, written in "
-              f"{time.monotonic() - started:.0f} s")
+        print(
+            f"{args.format} transcript: {args.messages:,} messages, {size / 2**20:,.0f} MiB, written in "
+            f"{time.monotonic() - started:.0f} s"
+        )
         sides = [("this", sys.executable)] + ([("other", args.other)] if args.other else [])
         for name, python in sides:
             peak, took, stored = peak_of(python, transcript, folder, args.format)

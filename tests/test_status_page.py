@@ -351,10 +351,15 @@ async def test_forget_correct_and_restore_one_line_in_a_real_browser(own_site):
         text = await page.until(f"{changed}?.textContent.startsWith('Generation') && {changed}.textContent")
         assert f"Generation {restored} is the active log again" in text
     detail = get(url, "/api/threads/t-lisbon").json()
-    assert len(detail["generations"]) == generations + 1
-    assert [g["text"] for g in detail["generations"][-1]["groups"]] == [
-        g["text"] for g in detail["generations"][restored]["groups"]
-    ]
+    assert len(detail["generations"]) == generations + 2  # the correction and the restore, each a generation
+
+    def texts(generation: dict) -> list[str]:
+        return [line["text"] for g in generation["groups"] for line in g["lines"] if line["id"]]
+
+    vegan = "User is vegan [user-stated]"
+    last, then = texts(detail["generations"][-1]), texts(detail["generations"][restored])
+    assert any(t.endswith(vegan) for t in last)  # the correction made since the restored generation stays
+    assert [t for t in last if not t.endswith(vegan)] == [t for t in then if t != second["text"]]
     kinds = [e["type"] for e in get(url, "/api/threads/t-lisbon/events?limit=500").json()["events"]]
     assert {"data-om-forget", "data-om-edit", "data-om-restore"} <= set(kinds)
     gone = first["text"].split(")", 1)[-1].strip()[:30]
