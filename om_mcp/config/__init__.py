@@ -23,6 +23,7 @@ from om_mcp.config.server import (
     OAuthConfig,
     ServerConfig,
     TokenEntry,
+    check_https_url,
     hash_token,
     is_loopback_host,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "HttpConfig",
     "TokenEntry",
+    "check_https_url",
     "hash_token",
     "is_loopback_host",
     "Extractor",

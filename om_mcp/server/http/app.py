@@ -126,6 +126,10 @@ def build_http_app(server: MCPServer, config: Config) -> HttpApp:
 
         authorization = AuthorizationServer(server, config)
         verifiers.append(authorization.provider)
+    if settings.oauth.issuer:
+        from om_mcp.server.http.oauth.issuer import IssuerTokens
+
+        verifiers.append(IssuerTokens(settings.oauth, resource_url(config)))
     app: ASGIApp = Gate(page, config, limiter, server.session_manager, slots, authorization)
     if bearer:
         app = AuthContextMiddleware(app)
@@ -360,6 +364,8 @@ class BodyLimit:
         body, messages = 0, []
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its body was whole (closed for room, say): nobody to answer
             messages.append(message)
             if message["type"] != "http.request":
                 break
