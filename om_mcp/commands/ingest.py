@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"om-mcp: {path}: {problem}; skipped", file=sys.stderr)
     if paused:
         summary["not_observed"] = paused
+    paused = summary.get("not_observed")
     if args.json:
         from om_mcp.commands._output import print_json
 
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             + (f", {summary['unreadable']} unreadable line(s) skipped" if summary["unreadable"] else "")
             + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
-            + (f"; not observed until a model is ready: {paused}" if paused and summary["appended"] else "")
+            + (f"; not observed now: {paused}" if paused and summary["appended"] else "")
         )
     return 0
 
@@ -233,9 +234,15 @@ def store(
             any_read = True
             _count(summary, recorder.record(session, lambda _: Reading(batch, Position()), start_worker=False))  # noqa: B023
             advance(len(batch))
+        # A worker started under a reached spend cap would observe nothing: the summary says why instead.
+        capped = recorder.spend_paused(config.observational_memory.budget) if start_worker else None
         if any_read:  # the session is over: its tail is due for observation
-            done = recorder.record(session, lambda _: Reading([], Position()), ends_session=True)
+            done = recorder.record(
+                session, lambda _: Reading([], Position()), ends_session=True, start_worker=not capped
+            )
             summary["resource_id"], summary["worker"] = done.resource_id, done.worker
+        if capped:
+            summary["not_observed"] = capped
     return summary
 
 
