@@ -3,9 +3,9 @@
     app.routes.extend(ui_routes(data_source))   # behind the same auth as /mcp
 
 The page is served at `/` and `/ui` (`/ui/` sends the browser to `/ui`, since the
-page names its files relative to where it is); its files at `/ui/app.js` and
-`/ui/style.css`; the API under `/api/` (see `contract`). The static files hold
-no data, so only `/api/` needs the auth check; DELETE, PUT and a JSON POST are
+page names its files relative to where it is); its files at `/ui/app.js`,
+`/ui/style.css` and `/ui/favicon.svg` (also `/favicon.ico`); the API under `/api/`
+(see `contract`). The static files hold no data, so only `/api/` needs the auth check; DELETE, PUT and a JSON POST are
 not "simple" cross-origin requests, so a browser will not send them from another
 site without a CORS preflight, which these routes never grant.
 
@@ -34,6 +34,7 @@ _FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 # The page loads nothing from elsewhere and runs no inline script.
 _CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
@@ -188,6 +189,9 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         Route("/ui/", to_page, methods=["GET"]),
         Route("/ui/app.js", static("app.js"), methods=["GET"]),
         Route("/ui/style.css", static("style.css"), methods=["GET"]),
+        # The page names its icon; /favicon.ico is what a browser asks for before it reads the page.
+        Route("/ui/favicon.svg", static("favicon.svg"), methods=["GET"]),
+        Route("/favicon.ico", static("favicon.svg"), methods=["GET"]),
         Route("/api/info", info, methods=["GET"]),
         Route("/api/resources", resource_list, methods=["GET"]),
         Route("/api/resources/{resource_id:path}/threads", thread_list, methods=["GET"]),
