@@ -9,6 +9,7 @@ cannot even learn that it exists.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
@@ -30,6 +31,7 @@ from om_mcp.server.http.ui.contract import (
     ForgetDone,
     Forgotten,
     Generation,
+    GrantView,
     Group,
     Hints,
     Line,
@@ -271,6 +273,18 @@ class MemorySource:
         done = await self.memory.delete_thread(thread_id)
         return Forgotten(thread_id=thread_id, messages=done.deleted_messages)
 
+    async def grants(self) -> list[GrantView]:
+        if not is_admin():
+            raise Refused(ADMIN_ONLY)
+        return [_grant(g) for g in await self.memory.grants.list()]
+
+    async def revoke_grant(self, grant_id: str) -> GrantView | None:
+        if not is_admin():
+            raise Refused(ADMIN_ONLY)
+        await self.memory.grants.revoke(grant_id)
+        found = [g for g in await self.memory.grants.list() if g.id == grant_id]
+        return _grant(found[0]) if found else None
+
     async def forget_observation(self, thread_id: str, observation_id: str) -> ForgetDone | None:
         state = await self._state(thread_id)
         if state is None:
@@ -308,6 +322,26 @@ class MemorySource:
         except InputError as error:
             raise Refused(str(error)) from None
         return Restored(restored=done.restored, generation=done.generation, groups=done.groups)
+
+
+ADMIN_ONLY = "OAuth grants are the owner's: open the page with an admin token (one for '*')"
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _grant(grant: Any) -> GrantView:
+    state = "revoked" if grant.revoked else "active" if grant.live_tokens else "idle"
+    return GrantView(
+        id=grant.id,
+        client=grant.client_name or grant.client_id,
+        redirect_uris=grant.redirect_uris,
+        resources=grant.resources,
+        state=state,
+        created_at=_iso(grant.created_at) or "",
+        last_used_at=_iso(grant.used_at),
+    )
 
 
 def _spend_for_caller(spend: dict[str, Any]) -> dict[str, Any]:
