@@ -20,6 +20,8 @@ from support.backends import location
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import (
+    EVERY_RESOURCE,
+    Access,
     BufferedReflection,
     Chunk,
     IngestState,
@@ -726,9 +728,9 @@ async def test_forgetting_a_message_takes_it_out_of_every_count_index_and_range(
             extracted=None,
             buffered_at_tokens=20,
         )
-        found = await store.find_text("LIGHTHOUSE")
+        found = await store.find_text("LIGHTHOUSE", EVERY_RESOURCE)
         assert [m.id for m in found.messages] == ["t-0", "t-2"] and not found.truncated
-        assert (await store.find_text("lighthouse", resource_id="elsewhere")).messages == []
+        assert (await store.find_text("lighthouse", Access.to(["elsewhere"]))).messages == []
         record = await store.record("thread:t")
         assert record
         plan = Rewrite(expected={"thread:t": record.version - 1}, messages={"t": [seqs[0], seqs[2]]})
@@ -751,7 +753,7 @@ async def test_forgetting_a_message_takes_it_out_of_every_count_index_and_range(
         assert hits == [] and stats.rows == 2
         hits, _ = await store.search_messages("r", parse_query("noted"))
         assert max(hits, key=lambda h: h.score).body == "noted"  # and t-3, by the message before it
-        assert (await store.find_text("lighthouse")).messages == []
+        assert (await store.find_text("lighthouse", EVERY_RESOURCE)).messages == []
 
 
 async def test_a_corrected_group_is_found_by_its_new_words_and_a_removed_one_not_at_all():
@@ -760,7 +762,7 @@ async def test_a_corrected_group_is_found_by_its_new_words_and_a_removed_one_not
         await observed(store, "thread:t", "t", seqs, "user likes green tea")
         [old] = await store.groups("thread:t")
         assert await store.group_records([old.id, "nobody"]) == {old.id: "thread:t"}
-        [(key, quoted)] = (await store.find_text("GREEN TEA")).groups
+        [(key, quoted)] = (await store.find_text("GREEN TEA", EVERY_RESOURCE)).groups
         assert (key, quoted.id) == ("thread:t", old.id)
         record = await store.record("thread:t")
         assert record
@@ -792,7 +794,7 @@ async def test_a_phrase_is_scrubbed_from_what_the_models_derived():
         record = await store.record("thread:t")
         assert record
         done = await store.apply_rewrite(
-            Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_resource="r")
+            Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_within=Access.to(["r"]))
         )
         assert done and done.derived == 5  # the task, the metadata value, the title, a memory line, the event
         thread = await store.get_thread("t")
@@ -860,7 +862,7 @@ async def test_tombstones_refuse_what_was_forgotten_on_every_way_in():
     async with opened() as store:
         said = new("m1", "My old address is 12 Quokka Road")
         await store.append_messages("t", "r", "thread:t", [said, new("m2", "noted", role="assistant")])
-        found = await store.find_text("quokka road", "r")
+        found = await store.find_text("quokka road", Access.to(["r"]))
         [gone] = found.messages
         done = await store.apply_rewrite(Rewrite({}, messages={"t": [gone.seq]}))
         assert done is not None and done.messages == 1
@@ -993,7 +995,7 @@ async def test_stats_integrity_and_the_overview_reads():
         stats = await store.stats()
         assert (stats.resources, stats.threads, stats.messages, stats.pending_tokens) == (1, 1, 3, 30)
         assert stats.backend == store.backend and await store.integrity() == []
-        [state] = await store.thread_states("thread", resource_id="r")
+        [state] = await store.thread_states("thread", access=EVERY_RESOURCE, resource_id="r")
         assert state.thread.id == "t"
         assert await store.pending_records() == [("thread:t", 30, 0)]
         inputs = await store.series_inputs("thread:t")

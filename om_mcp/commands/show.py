@@ -63,7 +63,9 @@ async def gather(memory: Any, thread_id: str, messages: int, generations: bool) 
     from om_mcp.engine.errors import NotFound
 
     store = memory.store
-    states = await store.thread_states(memory.config.observational_memory.scope, thread_id=thread_id, limit=1)
+    states = await store.thread_states(
+        memory.config.observational_memory.scope, access=memory.access, thread_id=thread_id, limit=1
+    )
     if not states:
         raise NotFound(f"unknown thread {thread_id!r}", field="thread")
     state = states[0]

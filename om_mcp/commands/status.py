@@ -71,7 +71,7 @@ async def gather(memory: Any, threads: int) -> dict[str, Any]:
         "spend": (await memory.observation.budget.state()).as_dict(),
         "redactions": await store.redaction_counts(),
         "forgotten": {**await store.forgotten_summary(), "erase_pending_since": await store.erase_pending()},
-        "threads": await store.thread_states(om.scope, limit=threads),
+        "threads": await store.thread_states(om.scope, access=memory.access, limit=threads),
     }
 
 

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resource and not any(r.id == args.resource for r in await store.list_resources()):
             return fail(f"unknown resource {args.resource!r}", EXIT_NOT_FOUND)
         states = await store.thread_states(
-            memory.config.observational_memory.scope, resource_id=args.resource, limit=args.limit
+            memory.config.observational_memory.scope, access=memory.access, resource_id=args.resource, limit=args.limit
         )
         if args.json:
             print_json([thread_row(s) for s in states])

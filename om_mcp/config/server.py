@@ -103,6 +103,13 @@ class HttpConfig(_Section):
     idle_timeout_seconds: float = Field(
         30.0, gt=0, le=3600, description="a connection idle this long between requests, or within a body, is closed"
     )
+    min_body_bytes_per_second: int = Field(
+        1000,
+        ge=0,
+        le=1_000_000_000,
+        description="when connections run short, one whose request body has come slower than this since its head"
+        " (after its first second) is closed like an idle one; 0 = never",
+    )
     max_connections: int = Field(
         500,
         ge=1,

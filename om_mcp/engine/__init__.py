@@ -12,6 +12,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _HOMES = {
+    "Access": "om_mcp.store",  # the caller's resources: a store type, named for every layer above
+    "EVERY_RESOURCE": "om_mcp.store",
+    "NO_RESOURCE": "om_mcp.store",
     "AppendOutcome": "results",
     "ContextOut": "results",
     "DeleteOut": "results",
@@ -43,6 +46,9 @@ _HOMES = {
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
 __all__ = [
+    "EVERY_RESOURCE",
+    "NO_RESOURCE",
+    "Access",
     "AppendOutcome",
     "ConsentRefused",
     "ContextOut",
@@ -93,6 +99,7 @@ if TYPE_CHECKING:
         tenant_spend,
     )
     from om_mcp.messages import MessageIn
+    from om_mcp.store import EVERY_RESOURCE, NO_RESOURCE, Access
 
 
 def __getattr__(name: str) -> Any:

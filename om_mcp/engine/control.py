@@ -16,12 +16,15 @@ its result (`Record.edits`). Forgetting by phrase also scrubs what the models co
 it into: tasks, titles, extracted values, events, working memory.
 
 Bad input changes nothing: an unknown thread, message, observation or generation is
-`NotFound` naming it. Every change is an event (`data-om-forget`, `-edit`, `-restore`)
+`NotFound` naming it. Everything works within `access`, the caller's resources: a thread, message,
+line or generation of another resource is unknown in the same words, and a phrase is looked for,
+counted and forgotten only there. Every change is an event (`data-om-forget`, `-edit`, `-restore`)
 that says what kind and how many, never the text.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,7 +40,7 @@ from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.store import RETIRED, Group, NewGroup, Record, Store
+from om_mcp.store import EVERY_RESOURCE, RETIRED, Access, Group, NewGroup, Record, Store
 from om_mcp.store.rows import Rewrite, Rewritten
 
 MATCH_MIN_CHARS = 3
@@ -99,6 +102,12 @@ class RestoreLineOut(BaseModel):
 class Control:
     def __init__(self, store: Store, config: Config, counter: TokenCounter, observation: ObservationEngine):
         self.store, self.config, self.counter, self.observation = store, config, counter, observation
+        self.access: Access = EVERY_RESOURCE  # narrowed by `Memory.with_access`
+
+    def with_access(self, access: Access) -> Control:
+        view = copy.copy(self)
+        view.access = access
+        return view
 
     # -- messages -----------------------------------------------------------------------
 
@@ -264,22 +273,30 @@ class Control:
         self, phrase: Any, resource_id: str | None = None, *, thread_id: str | None = None, apply: bool = True
     ) -> ForgetOut:
         """Forget every message and observation line holding `phrase` in any field it stores (ignoring
-        case and Unicode normalisation), in one resource or all of them, and scrub it from what was
-        derived (titles, metadata, working memory, tasks, events, model-health excerpts). `apply=False`:
-        a preview. `thread_id` only names the thread the forget's event is listed under."""
+        case and Unicode normalisation), in one resource or every resource of the caller's access, and
+        scrub it from what was derived (titles, metadata, working memory, tasks, events, model-health
+        excerpts). `apply=False`: a preview. `thread_id` only names the thread the forget's event is
+        listed under. What lies outside the access is neither counted nor changed, so the answer is
+        the same whether another resource holds the phrase or nothing does."""
         if not isinstance(phrase, str) or len(phrase.strip()) < MATCH_MIN_CHARS:
             raise InputError(f"match must be at least {MATCH_MIN_CHARS} characters", field="match")
         phrase = phrase.strip()
         intake.check_text(phrase, "match", nul=True)
+        within = self.access
         if resource_id is not None:
             intake.check_id(resource_id, "resource_id")
-        found = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+            within = Access.to([intake.check_access(self.access, resource_id)])
+        if thread_id is not None:
+            thread = await self.store.get_thread(intake.check_id(thread_id, "thread_id"))
+            if thread is not None and not self.access.allows(thread.resource_id):
+                raise intake.unknown_thread(thread_id)
+        found = await self.store.find_text(phrase, within, limit=MATCH_BATCH)
         if not (found.messages or found.groups or found.chunks or found.derived):
             where = f" in resource {resource_id!r}" if resource_id else ""
             raise NotFound(f"nothing stored holds {phrase!r}{where}", field="match")
         if not apply:
             _, would = await forget_phrase.plan(
-                self.store, self.counter.count_text, phrase, found, resource_id=None, thread_id=None
+                self.store, self.counter.count_text, phrase, found, within=within, thread_id=None
             )
             return ForgetOut(
                 done=False,
@@ -297,9 +314,9 @@ class Control:
 
         async def make() -> Rewrite:
             nonlocal counted
-            fresh = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+            fresh = await self.store.find_text(phrase, within, limit=MATCH_BATCH)
             plan, counted = await forget_phrase.plan(
-                self.store, self.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
+                self.store, self.counter.count_text, phrase, fresh, within=within, thread_id=thread_id
             )
             return plan
 
@@ -437,9 +454,11 @@ class Control:
     # -- shared ------------------------------------------------------------------------------
 
     async def _thread(self, thread_id: str, resource_id: str | None) -> tuple[str, Any]:
-        resource_id, thread = await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
+        resource_id, thread = await intake.resolve(
+            self.store, self.config.default_resource_id, thread_id, resource_id, self.access
+        )
         if thread is None:
-            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
+            raise intake.unknown_thread(thread_id)
         return resource_id, thread
 
     async def _locate(
@@ -466,6 +485,8 @@ class Control:
             if key != self.observation.record_key(thread_id, resource_id):
                 raise unknown  # another thread's memory is not this caller's to see
         record = await self.store.record(key)
+        if record is not None and not self.access.allows(record.resource_id):
+            raise unknown  # another resource's memory reads as none at all
         # The retired pile too: a line forgotten goes from there as well, and a retired one can be named.
         generations = [*await self.store.generations(key), (RETIRED, await self.store.retired_groups(key))]
         target = next((g for _, members in generations for g in members if g.id == group_id), None)
@@ -490,7 +511,7 @@ class Control:
             key = self.observation.record_key(thread_id, resource_id)
         holding = [
             (record_key, active, g)
-            for record_key, active, g in await self.store.record_groups(key)
+            for record_key, active, g in await self.store.record_groups(self.access, key)
             if any(line.hash == line_hash for line in lines.lines(g.text))
         ]
         if not holding:

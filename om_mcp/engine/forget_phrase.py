@@ -1,8 +1,9 @@
 """Forgetting by phrase: what `forget --match` would remove, and the plan that removes it.
 
-Every message and observation line holding the phrase (ignoring case), in one resource or all
-of them: messages go whole, lines with their sub-bullets, from every generation and from
-buffered work; the store then scrubs what the models copied the phrase into (store/scrub.py).
+Every message and observation line holding the phrase (ignoring case), in the resources a
+caller's access grants (one, or every one for the owner): messages go whole, lines with their
+sub-bullets, from every generation and from buffered work; the store then scrubs what the models
+copied the phrase into (store/scrub.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.text import message_text
-from om_mcp.store import Record, Store
+from om_mcp.store import Access, Record, Store
 from om_mcp.store.rows import Found, Rewrite
 from om_mcp.store.scrub import fold
 
@@ -63,16 +64,11 @@ async def items(store: Store, phrase: str, found: Found) -> list[dict[str, Any]]
 
 
 async def plan(
-    store: Store,
-    count: Callable[[str], int],
-    phrase: str,
-    found: Found,
-    *,
-    resource_id: str | None,
-    thread_id: str | None,
+    store: Store, count: Callable[[str], int], phrase: str, found: Found, *, within: Access, thread_id: str | None
 ) -> tuple[Rewrite, dict[str, int]]:
-    """The rewrite that forgets what `found` holds, and its counts (lines of active logs, earlier
-    copies, groups left empty, whether more messages are left for the next batch)."""
+    """The rewrite that forgets what `found` holds (found `within` those resources, and scrubbed from
+    them), and its counts (lines of active logs, earlier copies, groups left empty, whether more
+    messages are left for the next batch)."""
     records = await _records(store, found)
     groups: dict[str, tuple[str, int] | None] = {}
     active = earlier = 0
@@ -97,14 +93,14 @@ async def plan(
         "earlier_lines": earlier,
         "groups": sum(1 for v in groups.values() if v is None),
     }
-    event = user_event(EventType.FORGET, thread_id, resource_id, selector="match", **counts)
+    event = user_event(EventType.FORGET, thread_id, within.only, selector="match", **counts)
     rewrite = Rewrite(
         {key: record.version for key, record in records.items() if record is not None},
         messages=messages,
         groups=groups,
         chunks=chunks,
         scrub=phrase,
-        scrub_resource=resource_id,
+        scrub_within=within,
         events=[event],
     )
     return rewrite, {**counts, "more": int(found.truncated)}

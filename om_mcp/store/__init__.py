@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from om_mcp.store.access import EVERY_RESOURCE, NO_RESOURCE, Access
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
@@ -69,7 +70,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "EVERY_RESOURCE",
+    "NO_RESOURCE",
     "RETIRED",
+    "Access",
     "AppendResult",
     "BufferedReflection",
     "Chunk",

@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from om_mcp.store import coordination, scrub, tombstones
+from om_mcp.store.access import Access
 from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 from om_mcp.store.rows import Found, Group, Message, Rewrite, Rewritten
 from om_mcp.store.tx import Tx
-
-_OWNED = "AND ($2::text IS NULL OR r.resource_id = $2)"
 
 
 async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
@@ -35,14 +34,16 @@ async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
-async def record_groups(tx: Tx, record_key: str | None = None) -> list[tuple[str, bool, Group]]:
-    """(record key, in its active generation, group) of every group of one record, or of every record:
-    where a line named by its short id alone is looked for."""
+async def record_groups(tx: Tx, access: Access, record_key: str | None = None) -> list[tuple[str, bool, Group]]:
+    """(record key, in its active generation, group) of every group of one record, or of every record
+    of the resources `access` grants: where a line named by its short id alone is looked for."""
+    within, granted = access.sql_filter("r.resource_id", 2)
     rows = await tx.fetch(
         f"SELECT g.record_key, g.generation = r.generation, {GROUP_COLUMNS} FROM om_groups g"
-        " JOIN om_records r ON r.key = g.record_key WHERE ($1::text IS NULL OR g.record_key = $1)"
+        f" JOIN om_records r ON r.key = g.record_key WHERE ($1::text IS NULL OR g.record_key = $1) AND {within}"
         " ORDER BY g.record_key, g.generation DESC, g.position",
         record_key,
+        *granted,
     )
     return [(r[0], bool(r[1]), group(r[2:])) for r in rows]
 
@@ -60,9 +61,10 @@ def _message_holds(row: Sequence[Any], found: str) -> bool:
     return found in scrub.fold(body or "") or scrub.holds_json(parts, found) or scrub.holds_json(metadata, found)
 
 
-async def find_text(tx: Tx, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found:
+async def find_text(tx: Tx, phrase: str, access: Access, limit: int = 500) -> Found:
     """The messages, groups (every generation) and buffered chunks holding `phrase` in any stored field,
-    ignoring case and Unicode normalisation, and how many derived values quote it (store/scrub.py)."""
+    ignoring case and Unicode normalisation, within the resources `access` grants, and how many derived
+    values quote it (store/scrub.py)."""
     found = scrub.needle(phrase)
     plain = scrub.preselect(found, exact=tx.folds_exactly)
     in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
@@ -74,32 +76,34 @@ async def find_text(tx: Tx, phrase: str, resource_id: str | None = None, limit: 
         return len(messages) > limit
 
     # A file part's base64 data hides its text from the SQL: messages with one are checked here.
+    in_messages, granted = access.sql_filter("m.resource_id", 3)
     await tx.scan(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE ({_where(tx, 'm.body', plain, '$1')}"
         f" OR {_where(tx, 'm.parts', in_json, '$2')} OR {_where(tx, 'm.metadata', in_json, '$2')}"
-        """ OR m.parts LIKE '%"data":%') AND ($3::text IS NULL OR m.resource_id = $3) ORDER BY m.seq""",
+        f""" OR m.parts LIKE '%"data":%') AND {in_messages} ORDER BY m.seq""",
         plain or "",
         in_json or "",
-        resource_id,
+        *granted,
         until=take,
     )
     out = Found(messages=messages[:limit], truncated=len(messages) > limit)
+    owned, granted = access.sql_filter("r.resource_id", 2)
     groups = await tx.fetch(
         f"SELECT g.record_key, {GROUP_COLUMNS} FROM om_groups g JOIN om_records r ON r.key = g.record_key"
-        f" WHERE {_where(tx, 'g.text', plain, '$1')} {_OWNED} ORDER BY g.record_key, g.generation, g.position",
+        f" WHERE {_where(tx, 'g.text', plain, '$1')} AND {owned} ORDER BY g.record_key, g.generation, g.position",
         plain or "",
-        resource_id,
+        *granted,
     )
     out.groups = [(r[0], g) for r in groups if found in scrub.fold((g := group(r[1:])).text)]
     columns = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLUMNS.split(","))
     chunks = await tx.fetch(
         f"SELECT c.record_key, {columns} FROM om_chunks c JOIN om_records r ON r.key = c.record_key"
-        f" WHERE {_where(tx, 'c.text', plain, '$1')} {_OWNED} ORDER BY c.record_key, c.first_seq",
+        f" WHERE {_where(tx, 'c.text', plain, '$1')} AND {owned} ORDER BY c.record_key, c.first_seq",
         plain or "",
-        resource_id,
+        *granted,
     )
     out.chunks = [(r[0], c) for r in chunks if found in scrub.fold((c := chunk(r[1:])).text)]
-    out.derived = await _scrub(tx, phrase, resource_id, write=False)
+    out.derived = await _scrub(tx, phrase, access, write=False)
     return out
 
 
@@ -153,7 +157,7 @@ async def apply_rewrite(tx: Tx, plan: Rewrite) -> Rewritten | None:
             await tx.execute("UPDATE om_chunks SET text = $1, tokens = $2 WHERE id = $3", *change, chunk_id)
             done.chunks += 1
     if plan.scrub:
-        done.derived += await _scrub(tx, plan.scrub, plan.scrub_resource)
+        done.derived += await _scrub(tx, plan.scrub, plan.scrub_within)
     for key in sorted(touched):
         await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
         await tx.execute(
@@ -277,9 +281,9 @@ async def _nearest(tx: Tx, thread_id: str, low: int, high: int, order: str) -> s
     )
 
 
-async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = True) -> int:
-    """Remove the phrase from what the models derived (see store/scrub.py); how many values went.
-    `write=False`: only count them (what a forget would scrub)."""
+async def _scrub(tx: Tx, phrase: str, access: Access, *, write: bool = True) -> int:
+    """Remove the phrase from what the models derived (see store/scrub.py) within the resources
+    `access` grants; how many values went. `write=False`: only count them (what a forget would scrub)."""
     found = scrub.needle(phrase)
     in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
 
@@ -289,12 +293,8 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = 
     def quotes(*values: str | None) -> bool:
         return any(scrub.holds_json(v, found) for v in values if v)
 
-    keys = [
-        r[0]
-        for r in await tx.fetch(
-            "SELECT key FROM om_records WHERE $1::text IS NULL OR resource_id = $1 ORDER BY key", resource_id
-        )
-    ]
+    records, granted = access.sql_filter("resource_id", 1)
+    keys = [r[0] for r in await tx.fetch(f"SELECT key FROM om_records WHERE {records} ORDER BY key", *granted)]
     removed = 0
     for key in keys:
         for thread_id, task, response in await tx.fetch(
@@ -326,11 +326,11 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = 
                 quoting[thread_id] = first
         for thread_id, first in sorted(quoting.items()):
             removed += await _drop_chunks_from(tx, key, thread_id, first) if write else 1
+    owned, granted = access.sql_filter("resource_id", 1)
     events = await tx.fetch(
         "SELECT id, payload FROM om_events"
-        " WHERE ($1::text IS NULL OR resource_id = $1 OR record_key = ANY ($2::text[]))"
-        f" AND {_where(tx, 'payload', in_json, '$3')}",
-        resource_id,
+        f" WHERE ({owned} OR record_key = ANY ($3::text[])) AND {_where(tx, 'payload', in_json, '$4')}",
+        *granted,
         keys,
         in_json or "",
     )
@@ -338,15 +338,18 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = 
     if doomed:
         delete = "DELETE FROM om_events WHERE id = ANY ($1::bigint[])"
         removed += await tx.execute(delete, doomed) if write else len(doomed)
-    # The breaker's excerpt of an unusable answer may quote it (a model's status, for every resource).
+    # The breaker's excerpt of an unusable answer may quote it (a model's status, for every resource). It is
+    # the server's, which only every resource's access sees: a tenant's forget scrubs it uncounted, so what
+    # the count says never depends on text outside the tenant's resources.
     for model, error in await tx.fetch("SELECT model, last_error FROM model_health WHERE last_error IS NOT NULL"):
         if found in scrub.fold(error):
             cleaned_error = scrub.without_excerpt(error)
-            await execute("UPDATE model_health SET last_error = $1 WHERE model = $2", cleaned_error, model)
-            removed += 1
+            if write:
+                await tx.execute("UPDATE model_health SET last_error = $1 WHERE model = $2", cleaned_error, model)
+            removed += 1 if access.every_resource else 0
+    owned, granted = access.sql_filter("resource_id", 1)
     for thread_id, title, metadata, memory in await tx.fetch(
-        "SELECT id, title, metadata, working_memory FROM threads WHERE $1::text IS NULL OR resource_id = $1",
-        resource_id,
+        f"SELECT id, title, metadata, working_memory FROM threads WHERE {owned}", *granted
     ):
         if scrub.holds(title, found):
             await execute("UPDATE threads SET title = NULL, title_pinned = false WHERE id = $1", thread_id)
@@ -358,9 +361,8 @@ async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = 
             )
             removed += n
         removed += await _scrub_memory(tx, "threads", thread_id, memory, found, write)
-    for rid, memory in await tx.fetch(
-        "SELECT id, working_memory FROM resources WHERE $1::text IS NULL OR id = $1", resource_id
-    ):
+    owned, granted = access.sql_filter("id", 1)
+    for rid, memory in await tx.fetch(f"SELECT id, working_memory FROM resources WHERE {owned}", *granted):
         removed += await _scrub_memory(tx, "resources", rid, memory, found, write)
     return removed
 

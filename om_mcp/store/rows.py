@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from om_mcp.store.access import NO_RESOURCE, Access
+
 Scope = Literal["thread", "resource"]
 # The generation of the retired pile: lines a reflection dropped, merged or superseded and
 # groups retired into the archive, kept out of every log and found by recall.
@@ -467,7 +469,7 @@ class Rewrite:
     groups: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # group id -> (text, tokens), None: gone
     chunks: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # buffered chunk id -> the same
     scrub: str | None = None  # a phrase: every task, title, extracted value, event and working-memory line holding it
-    scrub_resource: str | None = None  # where to scrub (None: every resource)
+    scrub_within: Access = NO_RESOURCE  # the resources to scrub it from
     events: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -364,6 +364,8 @@ class BodyLimit:
         body, messages = 0, []
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its body was whole (closed for room, say): nobody to answer
             messages.append(message)
             if message["type"] != "http.request":
                 break

@@ -92,7 +92,9 @@ def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
         "access_log": config.log_level == "debug",
         "timeout_graceful_shutdown": SHUTDOWN_GRACE_SECONDS,
         "server_header": False,
-        "http": guarded_protocol(http.header_timeout_seconds, http.idle_timeout_seconds, slots),
+        "http": guarded_protocol(
+            http.header_timeout_seconds, http.idle_timeout_seconds, slots, http.min_body_bytes_per_second
+        ),
         "timeout_keep_alive": http.idle_timeout_seconds,
         "limit_concurrency": None if slots is not None else http.max_connections,
         **options,
