@@ -65,7 +65,7 @@ class MemorySource:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.limits
         ready, why = memory.model_state()
-        readiness = memory.overview.readiness()
+        readiness = await memory.overview.readiness()
         return ServerInfo(
             model_ready=ready,
             model_reason=why,
