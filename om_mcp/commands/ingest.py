@@ -180,8 +180,7 @@ def store(
     from om_mcp.hook.settings import load_settings
     from om_mcp.hosts.events import HookEvent
     from om_mcp.paths import data_dir
-    from om_mcp.privacy import redactor_for
-    from om_mcp.store import Transaction, local, record_key
+    from om_mcp.store import Transaction, gate_for, local, record_key
 
     counter = get_token_counter()
     conn = local.direct.open_database(str(config.db_path))
@@ -216,13 +215,13 @@ def store(
                 ),
             )
 
-        redactor = redactor_for(config.privacy.settings())
+        gate = gate_for(config.privacy.settings())
         state = None
         with progress(len(messages), f"ingesting {thread_id}") as advance:
             for start in range(0, len(messages), BATCH):
                 part = messages[start : start + BATCH]
-                rows = to_rows(part, counter, config.max_message_chars, redactor)
-                done = local.write(conn, record, rows, start + BATCH >= len(messages))
+                rows = to_rows(part, counter, config.max_message_chars, gate)
+                done = local.write_gated(conn, gate, record, rows, start + BATCH >= len(messages))
                 summary["appended"] += len(done.appended)
                 summary["skipped"] += done.skipped
                 summary["forgotten"] += done.forgotten

@@ -22,12 +22,10 @@ that says what kind and how many, never the text.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from om_mcp import privacy
 from om_mcp.config import Config
 from om_mcp.engine import forget_phrase, intake
 from om_mcp.engine.errors import InputError, NotFound, translated
@@ -187,8 +185,7 @@ class Control:
                 "give a line id (<group id>.<6 hex>), not a group id: a line is corrected at a time",
                 field="observation_id",
             )
-        redactor = privacy.redactor_for(self.config.privacy.settings())
-        said = redactor.text(text, Counter())  # a correction keeps secrets out too
+        said = intake.scrubbed(self.config, text)  # a correction keeps secrets out too (the gate's scan)
         result: EditOut | None = None
 
         async def plan() -> Rewrite:

@@ -54,7 +54,7 @@ from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.messages import MessageIn
 from om_mcp.models import ModelClient
 from om_mcp.models.sampler import Sampler
-from om_mcp.store import NewGroup, Scope, Store, Thread, open_store, resource_key
+from om_mcp.store import NewGroup, Scope, Store, Thread, gate_for, open_store, resource_key
 
 POLL_SECONDS = 5.0
 
@@ -75,6 +75,8 @@ class Memory:
     ):
         self.store = store
         self.config = config
+        # Every write of this memory passes the gate with its privacy settings (store/gate.py).
+        store.gate = gate_for(config.privacy.settings())
         self.counter = counter or get_token_counter()
         self.worker = Worker()
         self.observation = ObservationEngine(
@@ -315,7 +317,7 @@ class Memory:
     ) -> RememberOut:
         """Write one line into the log word for word, high priority and user-stated, with no model:
         into a thread's memory, a resource's (resource scope), or the person layer (`user`)."""
-        words = remember.check(text)
+        words = remember.said(intake.scrubbed(self.config, remember.check(text)))  # echoed and stored as scanned
         if user and (thread_id is not None or resource_id is not None):
             raise InputError("give one of thread, resource or user", field="user")
         if user:
@@ -363,8 +365,10 @@ class Memory:
         instruction: str | None = None,
         progress: Progress | None = None,
     ) -> CycleOutcome:
-        """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any."""
+        """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any.
+        `instruction` is scanned before the model sees it, as everything sent to a model is."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        instruction = _instruction(self.config, instruction)
         return await run_manual(self.observation, "observe", thread_id, resource_id, instruction, progress)
 
     async def reflect(
@@ -374,8 +378,10 @@ class Memory:
         instruction: str | None = None,
         progress: Progress | None = None,
     ) -> CycleOutcome:
-        """Condense the observation log now (trigger 'manual', compression level 0 first)."""
+        """Condense the observation log now (trigger 'manual', compression level 0 first);
+        `instruction` is scanned as `observe`'s."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        instruction = _instruction(self.config, instruction)
         return await run_manual(self.observation, "reflect", thread_id, resource_id, instruction, progress)
 
     async def observations(
@@ -431,6 +437,7 @@ class Memory:
         if not isinstance(text, str):
             raise InputError("working memory must be text", field="working_memory")
         intake.check_text(text, "working_memory", nul=True)
+        text = intake.scrubbed(self.config, text)
         stored, _ = await translated(self.store.update_working_memory("resource", USER_RESOURCE, lambda _: text))
         return stored or ""
 
@@ -573,3 +580,13 @@ class Memory:
         from om_mcp.engine import transfer
 
         return await transfer.backup(self, target)
+
+
+def _instruction(config: Config, instruction: Any) -> str | None:
+    """A one-off instruction for the Observer or Reflector, checked and scanned (it reaches a model)."""
+    if instruction is None:
+        return None
+    if not isinstance(instruction, str):
+        raise InputError("instruction must be text", field="instruction")
+    intake.check_text(instruction, "instruction", nul=True)
+    return intake.scrubbed(config, instruction)

@@ -29,8 +29,7 @@ from om_mcp.hook.settings import HookSettings
 from om_mcp.hosts import prompts
 from om_mcp.hosts.common import trim_rule
 from om_mcp.hosts.events import CODEX, CURSOR, GEMINI_CLI, VSCODE, HookEvent
-from om_mcp.privacy import redactor_for
-from om_mcp.store import IngestState, RecordState, Transaction, local, record_key
+from om_mcp.store import IngestState, RecordState, Transaction, gate_for, local, record_key
 
 LINE_HOSTS = (CODEX, CURSOR, VSCODE)
 
@@ -137,8 +136,8 @@ def ingest(
     source = source_of(event)
     saved = local.read(conn, Transaction.ingest_state, source)
     first = read_transcript(event, saved, final, tool_output_chars)
-    redactor = redactor_for(settings.privacy)
-    rows = to_rows(first.messages, counter, settings.max_message_chars, redactor)
+    gate = gate_for(settings.privacy)
+    rows = to_rows(first.messages, counter, settings.max_message_chars, gate)
 
     async def transaction(store: Transaction) -> Ingested:
         read, batch_rows = first, rows
@@ -150,7 +149,7 @@ def ingest(
         ):
             # another hook of this session got here first
             read = read_transcript(event, now_saved, final, tool_output_chars)
-            batch_rows = to_rows(read.messages, counter, settings.max_message_chars, redactor)
+            batch_rows = to_rows(read.messages, counter, settings.max_message_chars, gate)
         thread = await store.get_thread(event.session_id)
         resource = thread.resource_id if thread is not None else resource_id
         key = record_key(settings.scope, event.session_id, resource)  # type: ignore[arg-type]
@@ -182,4 +181,4 @@ def ingest(
             problems=[*read.problems, *done.refused],
         )
 
-    return local.write(conn, transaction)
+    return local.write_gated(conn, gate, transaction)

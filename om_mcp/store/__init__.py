@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
+from om_mcp.store.gate import Gate, GateError, gate_for
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.location import is_postgres, open_store
@@ -76,6 +77,8 @@ __all__ = [
     "DatabaseRefused",
     "DueWork",
     "Event",
+    "Gate",
+    "GateError",
     "Group",
     "GroupHit",
     "Hints",
@@ -108,6 +111,7 @@ __all__ = [
     "Transaction",
     "WORKER_LEASE",
     "copy_memory",
+    "gate_for",
     "is_postgres",
     "open_store",
     "parse_key",
