@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from om_mcp.hook.settings import load_settings
+from om_mcp.engine.recorder import load_settings
 from om_mcp.store import coordination, messages, observations
 from om_mcp.store.keys import resource_key
 from om_mcp.store.rows import NewMessage
@@ -242,7 +242,7 @@ def main() -> None:
             wait_for_worker_exit(conn)
         spawn_cpu = list(cpu_times)
 
-        imports = "import om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.hook.context, om_mcp.hook.background"
+        imports = "import om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.engine.recorder, om_mcp.engine.recorder.context"
         print(
             f"\n{'wall time from spawn to exit':<44} {'runs':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} "
             f"{'max ms':>8} {'cpu p50':>8}"

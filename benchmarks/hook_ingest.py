@@ -18,8 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from om_mcp.engine.recorder.text import render_session_context
 from om_mcp.hosts.claude_code import TranscriptState, read_messages
-from om_mcp.hosts.context import render_session_context
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "claude_code" / "session.jsonl"
 

@@ -14,12 +14,13 @@ two configurations:
              to gemini/gemini-2.5-flash ("auto" could pick a `claude` command on PATH or sampling):
              a cycle is due the whole time (N unobserved messages) and no model can run.
 Operations: get_context (default budget), append_messages with 1 message, recall search (the
-tool's mode "search", rendered text). Beside each, measured in the same run on the same file
-through a second plain sqlite3 connection: the tail window (the newest `k` observable messages,
-k = what get_context returned), a 1-row insert into messages and the FTS index in one
-transaction, a plain FTS5 bm25 top-20 for the same MATCH expression. Statements per operation
-come from `set_trace_callback` on the store's connection (split: ours / run inside FTS5 on its
-shadow tables); trips = calls of database.py's `Database._run`; threads = all
+tool's mode "search", rendered text), and the same search in the thread's scope. Beside each,
+measured in the same run on the same file through a second plain sqlite3 connection: the tail
+window (the newest `k` observable messages, k = what get_context returned), a 1-row insert into
+messages and the FTS index in one transaction, a plain FTS5 bm25 top-20 for the same MATCH
+expression (the thread's: the MATCH first, then its messages joined and filtered by thread).
+Statements per operation come from `set_trace_callback` on the store's connection (split: ours /
+run inside FTS5 on its shadow tables); trips = calls of database.py's `Database._run`; threads = all
 `anyio.to_thread.run_sync` calls.
 
 Ingest: batches of 100 messages through `python -m om_mcp serve` over stdio (raw JSON-RPC on
@@ -251,10 +252,18 @@ def raw_append(conn: sqlite3.Connection, i: int, text: str, fts_columns: list[st
     conn.execute("COMMIT")
 
 
-def raw_search(conn: sqlite3.Connection, match: str) -> None:
-    if match:
+def raw_search(conn: sqlite3.Connection, match: str, thread_id: str | None = None) -> None:
+    if match and thread_id is None:
         conn.execute(
             "SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT 20", (match,)
+        ).fetchall()
+    elif match:
+        # One thread's: match first, filter second (a filter inside the MATCH, `rowid IN (SELECT seq FROM
+        # messages WHERE thread_id = ?)`, looks the index up once per row of the thread).
+        conn.execute(
+            "SELECT f.rowid, f.rank FROM messages_fts f CROSS JOIN messages m ON m.seq = f.rowid"
+            " WHERE messages_fts MATCH ? AND m.thread_id = ? ORDER BY f.rank LIMIT 20",
+            (match, thread_id),
         ).fetchall()
 
 
@@ -316,6 +325,10 @@ async def measure(
         async def search(i):
             await memory.recall(RecallQuery(thread_id=THREAD, mode="search", query=questions[i % len(questions)]))
 
+        async def thread_search(i):
+            query = questions[i % len(questions)]
+            await memory.recall(RecallQuery(thread_id=THREAD, mode="search", scope="thread", query=query))
+
         counters = Counters(memory)
         raw = raw_connection(path)
         fts_columns = [r[1] for r in raw.execute("PRAGMA table_info(messages_fts)")]
@@ -324,9 +337,11 @@ async def measure(
             "get_context": lambda i: raw_window(raw, read["k"]),
             "append 1": lambda i: raw_append(raw, i, turns[i % len(turns)], fts_columns),
             "recall search": lambda i: raw_search(raw, matches[i % len(matches)]),
+            "thread search": lambda i: raw_search(raw, matches[i % len(matches)], THREAD),
         }
-        for name, op in (("get_context", get_context), ("append 1", append), ("recall search", search)):
-            n = samples if name != "recall search" else max(20, samples // 2)
+        ops = (("get_context", get_context), ("append 1", append), ("recall search", search))
+        for name, op in (*ops, ("thread search", thread_search)):
+            n = samples if name in ("get_context", "append 1") else max(20, samples // 2)
             await timed(op, 5)  # warm caches and the code path
             engine, ref = await interleaved(op, refs[name], n)
             with counters:

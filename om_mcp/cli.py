@@ -18,6 +18,7 @@ from om_mcp import __version__
 COMMANDS = {
     "serve": "run the MCP server over stdio (default) or streamable HTTP",
     "setup": "connect om-mcp to an agent host (Claude Code, Cursor, VS Code, Codex, ...): server and hooks",
+    "config": "where the config file is, what it sets, and set one option (config path|show|set KEY VALUE)",
     "token": "create a bearer token for the HTTP server",
     "status": "the database, what it holds, model readiness, pending work, recent threads",
     "threads": "list threads with their windows and last cycle",

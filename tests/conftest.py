@@ -31,6 +31,12 @@ _hypothesis_home = tempfile.mkdtemp(prefix="om-hypothesis-")
 set_hypothesis_home_dir(_hypothesis_home)
 atexit.register(shutil.rmtree, _hypothesis_home, True)
 
+# A config file in the developer's home is no test's input: load_config() in this process finds no default
+# file (children get their own HOME from support.processes.clean_env).
+_config_home = tempfile.mkdtemp(prefix="om-config-")
+os.environ["XDG_CONFIG_HOME"] = _config_home
+atexit.register(shutil.rmtree, _config_home, True)
+
 # The test PostgreSQL listens on loopback without TLS: skip asyncpg's TLS probe, whose
 # unawaited future, when a connection is cut during it, surfaced as an error in a later test.
 os.environ.setdefault("PGSSLMODE", "disable")

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 from support.engine import Memory
+from support.hooks import hook_ingest as ingest
 
 from om_mcp.commands.ingest import store as ingest_file
 from om_mcp.config import Config
 from om_mcp.engine import append
+from om_mcp.engine.recorder import RecorderSettings
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.hook.ingest import ingest, source_of
-from om_mcp.hook.settings import HookSettings
+from om_mcp.hook.ingest import source_of
 from om_mcp.hosts.events import HookEvent
 from om_mcp.store import NewMessage, StoreError, Transaction, local, open_store, record_key
 from om_mcp.testing.transcripts import ClaudeTranscript
@@ -54,8 +55,8 @@ def memory_config(db: Path, **options: Any) -> Config:
     return Config.model_validate({"db_path": str(db), "observational_memory": {"enabled": False}, **options})
 
 
-def hook_settings(db: Path) -> HookSettings:
-    return HookSettings(
+def hook_settings(db: Path) -> RecorderSettings:
+    return RecorderSettings(
         db_path=str(db),
         observation=False,
         scope="thread",

@@ -23,8 +23,8 @@ from om_mcp.hosts.claude_code import (
     read_transcript,
     to_messages,
 )
-from om_mcp.hosts.common import TRIM_MARKER, TrimRule, trim_text, trim_value
 from om_mcp.messages import MessageIn
+from om_mcp.trim import TRIM_MARKER, TrimRule, trim_text, trim_value
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 SESSION = FIXTURES / "session.jsonl"

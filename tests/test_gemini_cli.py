@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from om_mcp.hosts.common import HookInputError, TrimRule
+from om_mcp.hosts.common import HookInputError
 from om_mcp.hosts.gemini_cli import (
     GeminiAfterAgent,
     GeminiOptions,
@@ -25,6 +25,7 @@ from om_mcp.hosts.gemini_cli import (
     read_messages,
 )
 from om_mcp.messages import MessageIn
+from om_mcp.trim import TrimRule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gemini_cli"
 SESSION = FIXTURES / "session.jsonl"

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import pytest
 from support.engine import Memory, Script, config
+from support.hooks import hook_ingest as ingest
 from support.timeouts import scaled
 
 from om_mcp.config import Config
 from om_mcp.engine import intake
 from om_mcp.engine.drain import NO_MODEL_BACKOFF_SECONDS, Drainer
 from om_mcp.engine.observation import thresholds
+from om_mcp.engine.recorder import RecorderSettings, load_settings, spawn
+from om_mcp.engine.recorder import settings as settings_module
+from om_mcp.engine.recorder.context import session_context
+from om_mcp.engine.recorder.rows import to_rows
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
-from om_mcp.hook import background
-from om_mcp.hook.context import session_context
-from om_mcp.hook.ingest import ingest, source_of
-from om_mcp.hook.rows import to_rows
-from om_mcp.hook.settings import HookSettings, load_settings
+from om_mcp.hook.ingest import source_of
 from om_mcp.hosts.claude_code import ConvertOptions, parse_hook_input, read_messages
 from om_mcp.hosts.common import HookInputError
 from om_mcp.hosts.events import HookEvent, read_event
@@ -50,8 +51,8 @@ PROJECT = "/home/user/project"
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> HookSettings:
-    return HookSettings(
+def settings(tmp_path: Path) -> RecorderSettings:
+    return RecorderSettings(
         db_path=str(tmp_path / "memory.db"),
         observation=True,
         scope="resource",
@@ -70,7 +71,7 @@ def settings(tmp_path: Path) -> HookSettings:
 
 
 @pytest.fixture
-def conn(settings: HookSettings):
+def conn(settings: RecorderSettings):
     connection = direct.open_database(settings.db_path)
     yield connection
     connection.close()
@@ -155,13 +156,13 @@ def test_the_hook_applies_the_engines_rules_without_pydantic_or_an_event_loop() 
     """What a hook loads on every prompt: the engine's intake and thresholds, the store's shared
     operations in SQLite's synchronous mode; not the config model, not an event loop."""
     code = (
-        "import sys, om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.hook.background, om_mcp.hook.context;"
+        "import sys, om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.engine.recorder.spawn, om_mcp.engine.recorder.context;"
         "import om_mcp.engine.intake, om_mcp.engine.observation.thresholds, om_mcp.store.sqlite.direct;"
         "print(sorted(m for m in ('pydantic', 'anyio', 'asyncio') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60), check=True)
     assert done.stdout.strip() == "[]"
-    assert background.background_work_due is thresholds.background_work_due  # the engine's rule, not a copy
+    assert spawn.background_work_due is thresholds.background_work_due  # the engine's rule, not a copy
 
 
 def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, monkeypatch) -> None:
@@ -179,7 +180,7 @@ def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, 
         and first.limits.buffer_tokens == 200
     )
     assert len(list((tmp_path / "cache" / "om-mcp").glob("hook-settings-*.json"))) == 1
-    monkeypatch.setattr("om_mcp.hook.settings._from_config", lambda *a: pytest.fail("the cache was not used"))
+    monkeypatch.setattr(settings_module, "_from_config", lambda *a: pytest.fail("the cache was not used"))
     assert load_settings(env=env) == first
     monkeypatch.undo()
     second = load_settings(env={**env, "OM_DB_PATH": str(tmp_path / "b.db")})  # another input, another entry
@@ -315,13 +316,13 @@ def test_context_holds_the_log_working_memory_and_hints_within_the_budget(settin
 def test_a_long_log_is_cut_the_same_with_the_quick_first_cut(settings, conn, monkeypatch) -> None:
     seed_log(conn, resource_key(PROJECT), days=25, per_day=80)  # 2,025 lines, about 150 KB
     quick = session_context(conn, settings, "new", PROJECT, 8000)
-    monkeypatch.setattr("om_mcp.hook.context.PRECUT", 10**9)
+    monkeypatch.setattr("om_mcp.engine.recorder.context.PRECUT", 10**9)
     assert quick == session_context(conn, settings, "new", PROJECT, 8000)
     assert re.search(r"\[\d+ older observation\(s\) not shown here", quick)
 
 
 def test_thread_scope_lends_the_latest_observed_session(settings, conn) -> None:
-    thread_scope = HookSettings(**{**vars(settings), "scope": "thread"})
+    thread_scope = RecorderSettings(**{**vars(settings), "scope": "thread"})
     seed_log(conn, "thread:old", days=1)
     conn.execute("UPDATE om_records SET resource_id = ? WHERE key = 'thread:old'", (PROJECT,))
     assert "day 1 note 3" in session_context(conn, thread_scope, "brand-new", PROJECT, 8000)
@@ -334,39 +335,51 @@ def test_thread_scope_lends_the_latest_observed_session(settings, conn) -> None:
 
 def test_a_worker_starts_once_when_work_is_due_and_nobody_drains(tmp_path: Path, settings, conn, monkeypatch) -> None:
     spawned: list = []
-    monkeypatch.setattr(background, "spawn_worker", lambda *args: spawned.append(args))
-    small = HookSettings(**{**vars(settings), "limits": replace(settings.limits, buffer_tokens=5)})
+    monkeypatch.setattr(spawn, "spawn_worker", lambda *args: spawned.append(args))
+    small = RecorderSettings(**{**vars(settings), "limits": replace(settings.limits, buffer_tokens=5)})
     transcript = ClaudeTranscript(tmp_path / "s1.jsonl", "s1", PROJECT)
     transcript.turn("hi", "hello")
     hook = event("UserPromptSubmit", transcript.path)
     done = ingest(conn, small, TokenCounter.estimating(), hook, PROJECT, PROJECT)
 
-    def start(settings_: HookSettings, hook_: HookEvent = hook) -> str | None:
-        return background.start_worker_if_due(
-            conn, settings_, hook_, done.record_key, None, config_file=None, idle_exit=60, log_file=tmp_path / "w.log"
+    def start(settings_: RecorderSettings, ends_session: bool = False) -> str | None:
+        return spawn.start_worker_if_due(
+            conn,
+            settings_,
+            done.record_key,
+            "s1",
+            None,
+            ends_session=ends_session,
+            starting=False,
+            config_file=None,
+            idle_exit=60,
+            log_file=tmp_path / "w.log",
         )
 
     assert start(settings) is None  # below the interval: nothing to do
     assert start(small) == "started" and spawned[0][1].startswith("hook:")
     assert run(conn, coordination.lease_holder, *WORKER_LEASE) == spawned[0][1]  # held for it
     assert start(small) is None and len(spawned) == 1  # the next hook sees the lease
-    assert start(settings, event("SessionEnd", transcript.path)) == "alongside"  # the tail must not wait
+    assert start(settings, ends_session=True) == "alongside"  # the tail must not wait
     assert spawned[1][1] is None
     conn.execute("DELETE FROM om_leases")
-    assert start(HookSettings(**{**vars(small), "observation": False})) is None
+    assert start(RecorderSettings(**{**vars(small), "observation": False})) is None
 
 
 def test_session_start_looks_for_tails_left_by_ended_sessions(tmp_path: Path, settings, conn, monkeypatch) -> None:
-    monkeypatch.setattr(background, "spawn_worker", lambda *args: None)
+    monkeypatch.setattr(spawn, "spawn_worker", lambda *args: None)
     transcript = ClaudeTranscript(tmp_path / "s1.jsonl", "s1", PROJECT)
     transcript.turn("hi", "hello")
     done = ingest(
         conn, settings, TokenCounter.estimating(), event("UserPromptSubmit", transcript.path), PROJECT, PROJECT
     )
-    start = event("SessionStart", None, session="s2", source="startup")
-    assert not background.work_due(conn, settings, start, done.record_key, None)  # s1 is still going
+
+    def due() -> bool:  # a SessionStart of another session, s2
+        return spawn.work_due(conn, settings, done.record_key, "s2", None, ends_session=False, starting=True)
+
+    assert not due()  # s1 is still going
     ingest(conn, settings, TokenCounter.estimating(), event("SessionEnd", transcript.path), PROJECT, PROJECT)
-    assert background.work_due(conn, settings, start, done.record_key, None)
+    assert due()
 
 
 # --------------------------------------------------------------------------------------

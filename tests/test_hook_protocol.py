@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.timeouts import scaled
 
+from om_mcp.engine.recorder.text import MAX_ADDITIONAL_CONTEXT, RECALL_LINE, render_session_context, select_observations
 from om_mcp.hosts.claude_code import INGEST_EVENTS, SESSION_START_SOURCES, HookInput, HookInputError, parse_hook_input
 from om_mcp.hosts.claude_code.hooks import (
     PreCompactInput,
@@ -30,14 +31,7 @@ from om_mcp.hosts.claude_code.hooks import (
     ToolHookInput,
     UserPromptSubmitInput,
 )
-from om_mcp.hosts.common import MAX_RESOURCE_ID, find_project, hooks_disabled
-from om_mcp.hosts.context import (
-    MAX_ADDITIONAL_CONTEXT,
-    RECALL_LINE,
-    render_session_context,
-    select_observations,
-    session_start_output,
-)
+from om_mcp.hosts.common import MAX_RESOURCE_ID, find_project, hooks_disabled, session_start_output
 
 REPO = Path(__file__).resolve().parent.parent
 PLUGIN = REPO / "om_mcp" / "hosts" / "claude_code" / "plugin"

@@ -63,6 +63,7 @@ def test_a_claude_code_transcript_twice_and_after_the_hook(tmp_path: Path, env) 
         "resource_id": "/home/user/project",
         "appended": 0,
         "skipped": 22,
+        "refused": 0,
         "forgotten": 0,
         "worker": None,
     }  # the hook had stored every one of them already

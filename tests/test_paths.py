@@ -11,7 +11,7 @@ import pytest
 
 from om_mcp import paths
 from om_mcp.config import Config
-from om_mcp.hook.settings import load_settings
+from om_mcp.engine.recorder import load_settings
 from om_mcp.hosts.setup import Place
 from om_mcp.hosts.setup.launch import record_command
 

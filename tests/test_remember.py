@@ -148,15 +148,16 @@ async def test_a_remembered_line_is_word_for_word_after_three_reflections(reflec
 
 
 async def test_the_hook_and_ingest_command_and_an_import_remember_their_spans(tmp_path: Path):
-    from om_mcp.hook.ingest import ingest
-    from om_mcp.hook.settings import HookSettings
+    from support.hooks import hook_ingest as ingest
+
+    from om_mcp.engine.recorder import RecorderSettings
     from om_mcp.store.local import direct
     from om_mcp.testing.transcripts import ClaudeTranscript
 
     db = tmp_path / "om.db"
     mem = await Memory.open(config(scope="resource"), db_path=str(db), client=Script().model)
     await mem.close()
-    settings = HookSettings(
+    settings = RecorderSettings(
         db_path=str(db),
         observation=True,
         scope="resource",
@@ -227,6 +228,6 @@ async def test_the_remember_command(tmp_path: Path):
     shared = om(tmp_path, "remember", "a project fact", "--resource", "r", OM_OBSERVATIONAL_MEMORY__SCOPE="resource")
     assert shared.returncode == 0 and "resource:r" in shared.stdout
     off = om(tmp_path, "remember", "x", "--user")
-    assert off.returncode == 2 and "[observational_memory.user] enabled = true" in off.stderr
+    assert off.returncode == 2 and "config set observational_memory.user.enabled true" in off.stderr
     unknown = om(tmp_path, "remember", "x", "--thread", "nope")
     assert unknown.returncode == 4 and "nope" in unknown.stderr

@@ -15,10 +15,10 @@ from support.engine import Memory, Script, config, msg
 from support.mcp import connect, ok
 
 from om_mcp.config import ConfigError, load_config
+from om_mcp.engine.recorder import RecorderSettings
+from om_mcp.engine.recorder.context import session_context
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.engine.user_layer import USER_RESOURCE
-from om_mcp.hook.context import session_context
-from om_mcp.hook.settings import HookSettings
 from om_mcp.server import build_server
 from om_mcp.store.local import direct
 
@@ -89,9 +89,9 @@ async def test_off_nothing_crosses_projects(tmp_path: Path):
     await mem.close()
 
 
-def hook_settings(db: Path, tokens: int | None) -> HookSettings:
+def hook_settings(db: Path, tokens: int | None) -> RecorderSettings:
     made = load_config(env={"OM_OBSERVATIONAL_MEMORY__SCOPE": "resource"})
-    return HookSettings(
+    return RecorderSettings(
         db_path=str(db),
         observation=True,
         scope="resource",

@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(
             f"{summary['appended']} new message(s), {summary['skipped']} already stored"
+            + (f", {summary['refused']} kept as stored (changed since)" if summary["refused"] else "")
             + (f", {summary['forgotten']} refused (forgotten)" if summary["forgotten"] else "")
             + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
@@ -130,7 +131,8 @@ def detect(path: Path) -> str:
 
 def read(path: Path, fmt: str, tool_output_chars: int = 2000) -> tuple[list[dict[str, Any]], str, str | None]:
     """(messages, default thread id, default resource id or None) of a file."""
-    from om_mcp.hosts.common import find_project, trim_rule
+    from om_mcp.hosts.common import find_project
+    from om_mcp.trim import trim_rule
 
     trim = trim_rule(tool_output_chars)
     if not path.is_file():
@@ -170,79 +172,47 @@ def store(
     start_worker: bool,
     config_file: str | None,
 ) -> dict[str, Any]:
-    """Append in batches (a progress bar on a terminal) through the append pipeline, as a hook does;
-    the last batch marks the session over; then start a worker if work is due."""
+    """Record in batches (a progress bar on a terminal) through the recorder, as a hook does; a
+    message it cannot take is counted and the rest go on; then the session is marked over and a
+    worker started if work is due."""
     from om_mcp.commands._output import progress
-    from om_mcp.engine import append
+    from om_mcp.engine.recorder import Recorder, Session, settings_of
     from om_mcp.engine.tokens import get_token_counter
-    from om_mcp.hook.background import start_worker_if_due
-    from om_mcp.hook.rows import to_rows
-    from om_mcp.hook.settings import load_settings
-    from om_mcp.hosts.events import HookEvent
-    from om_mcp.paths import data_dir
-    from om_mcp.store import Transaction, gate_for, local, record_key
+    from om_mcp.reading import Position, Reading
 
-    counter = get_token_counter()
-    conn = local.direct.open_database(str(config.db_path))
     summary: dict[str, Any] = {
         "thread_id": thread_id,
         "resource_id": resource_id,
         "appended": 0,
         "skipped": 0,
+        "refused": 0,  # an id stored with other content: the stored message is kept
         "forgotten": 0,  # refused: they were forgotten (docs/forget.md)
         "worker": None,
     }
-    try:
-        existing = local.read(conn, Transaction.get_thread, thread_id)
-        if existing is not None:
-            summary["resource_id"] = resource_id = existing.resource_id
-        key = record_key(config.observational_memory.scope, thread_id, resource_id)
-        metadata = {"host": fmt, "source": "om-mcp ingest"}
-
-        async def record(transaction: Transaction, rows: list[Any], last: bool) -> append.Recorded:
-            counted_by = await transaction.tokenizer_id(counter.cache_key)
-            return await append.record(
-                transaction,
-                append.Batch(
-                    thread_id,
-                    resource_id,
-                    key,
-                    rows,
-                    counted_by,
-                    thread_metadata=metadata,
-                    ends_session=last,
-                    count=counter.count_text,
-                ),
-            )
-
-        gate = gate_for(config.privacy.settings())
-        state = None
-        with progress(len(messages), f"ingesting {thread_id}") as advance:
-            for start in range(0, len(messages), BATCH):
-                part = messages[start : start + BATCH]
-                rows = to_rows(part, counter, config.max_message_chars, gate)
-                done = local.write_gated(conn, gate, record, rows, start + BATCH >= len(messages))
-                summary["appended"] += len(done.appended)
-                summary["skipped"] += done.skipped
-                summary["forgotten"] += done.forgotten
-                state = done.state
-                advance(len(part))
-        if start_worker and messages:
-            settings = load_settings(str(config.db_path), config_file)
-            event = HookEvent(host=fmt, name="SessionEnd", session_id=thread_id)
-            summary["worker"] = start_worker_if_due(
-                conn,
-                settings,
-                event,
-                key,
-                state,
-                config_file=config_file,
-                idle_exit=60.0,
-                log_file=data_dir() / "worker.log",
-            )
-    finally:
-        conn.close()
+    session = Session(thread_id, resource_id, {"host": fmt, "source": "om-mcp ingest"})
+    recorder = Recorder.open(
+        settings=settings_of(config),
+        config_file=config_file,
+        counter=get_token_counter(),
+        worker_idle_exit=60.0 if start_worker else None,
+    )
+    with recorder, progress(len(messages), f"ingesting {thread_id}") as advance:
+        for start in range(0, len(messages), BATCH):
+            part = messages[start : start + BATCH]
+            done = recorder.record(session, lambda _: Reading(part, Position()), start_worker=False)  # noqa: B023
+            _count(summary, done)
+            advance(len(part))
+        done = recorder.record(
+            session, lambda _: Reading([], Position()), ends_session=True, start_worker=bool(messages)
+        )
+        summary["resource_id"], summary["worker"] = done.resource_id, done.worker
     return summary
+
+
+def _count(summary: dict[str, Any], done: Any) -> None:
+    summary["resource_id"] = done.resource_id  # a stored thread keeps its resource
+    for name in ("appended", "skipped", "refused", "forgotten"):
+        summary[name] += getattr(done, name)
 
 
 def _first_fields(path: Path, *names: str) -> tuple[str | None, ...]:

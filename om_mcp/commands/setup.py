@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Namespace) -> int:
+    from om_mcp.commands.config import where_line
     from om_mcp.hosts.setup.files import ConfigProblem, write_all
 
     try:
@@ -138,6 +139,7 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
     if not failed:
         for note in host.notes:
             print(f"next: {note}")
+    print(where_line())
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -172,10 +174,10 @@ def _check(host: HostSetup, command: list[str]) -> bool:
 def _plugin(command: list[str], args: argparse.Namespace) -> int:
     """Record where om-mcp is for the plugin's launcher, and lay the plugin out as a local marketplace
     (only the plugin's own files: Claude Code copies the folder it installs from)."""
-    from om_mcp.hook.settings import data_dir
     from om_mcp.hosts.setup import claude_code
     from om_mcp.hosts.setup.files import ConfigProblem
     from om_mcp.hosts.setup.launch import record_command, recorded_files
+    from om_mcp.paths import data_dir
 
     folder = data_dir() / "claude-code-plugin"
     if args.dry_run:
@@ -206,6 +208,7 @@ def _plugin(command: list[str], args: argparse.Namespace) -> int:
 
 def _list(hosts: dict[str, HostSetup], place: Place, command: list[str]) -> int:
     from om_mcp.commands._output import print_table
+    from om_mcp.commands.config import where_line
     from om_mcp.hosts.setup.files import ConfigProblem
 
     rows = []
@@ -224,4 +227,5 @@ def _list(hosts: dict[str, HostSetup], place: Place, command: list[str]) -> int:
         )
     print(f"om-mcp is {' '.join(command)}; `om-mcp setup HOST` writes its absolute path into:\n")
     print_table(rows, ["host", "found", "gets", "files"], out=sys.stdout)
+    print("\n" + where_line())
     return EXIT_OK

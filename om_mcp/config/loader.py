@@ -1,7 +1,9 @@
 """The one configuration model, loaded from TOML, `OM_*` variables and flags.
 
-Precedence: flags > environment > file > defaults. Every key is checked at
-start; an unknown key or a bad value stops start-up with its full key path.
+Precedence: flags > environment > file > defaults. The file is the one named by
+--config or $OM_MCP_CONFIG, else the default `config.toml` in the config folder
+(`om_mcp/paths.py`) when it exists: the server, every hook and every command read
+the same one. Every key is checked at start; an unknown key or a bad value stops start-up with its full key path.
 Fractions and multipliers (buffer_tokens = 0.2, block_after = 1.2, ...) are
 resolved into token counts once, here, so the engine only sees numbers.
 """
@@ -17,10 +19,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from om_mcp import paths
 from om_mcp.config.settings import Config
 
 ENV_PREFIX = "OM_"
-CONFIG_FILE_ENV = "OM_MCP_CONFIG"
 # OM_MCP_CONFIG, OM_MCP_HOOKS (the hooks' off switch), OM_MCP_BIN (the plugin's launcher):
 # variables about how om-mcp runs, never configuration keys.
 LAUNCHER_ENV_PREFIX = "OM_MCP_"
@@ -47,28 +49,42 @@ def load_config(
     `overrides` uses dotted key paths ("server.port") for the CLI's flags.
     """
     env = os.environ if env is None else env
-    data: dict[str, Any] = {}
-    config_file = config_file or env.get(CONFIG_FILE_ENV)
-    if config_file:
-        path = Path(config_file).expanduser()
-        try:
-            data = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+    path = paths.config_file(config_file, env)
+    data = read_file(path) if path is not None else {}
+    for keys, value, name in environment_settings(env):
+        _set_path(data, keys, value, source=name)
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, tuple(dotted.split(".")), value, source=f"--{dotted}")
+    return validate(data)
+
+
+def environment_settings(env: Mapping[str, str]) -> list[tuple[tuple[str, ...], Any, str]]:
+    """(key path, value, variable) for each `OM_*` variable that sets an option, shallow keys first
+    (so OM_OBSERVATIONAL_MEMORY=false cannot wipe out OM_MODEL)."""
     settings = []
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX) or name.startswith(LAUNCHER_ENV_PREFIX):
             continue
         keys = ENV_ALIASES.get(name) or tuple(k.lower() for k in name[len(ENV_PREFIX) :].split("__"))
-        settings.append((keys, value, name))
-    # Shallow keys first, so OM_OBSERVATIONAL_MEMORY=false cannot wipe out OM_MODEL.
-    for keys, value, name in sorted(settings, key=lambda item: len(item[0])):
-        _set_path(data, keys, _env_value(value), source=name)
-    for dotted, value in (overrides or {}).items():
-        if value is not None:
-            _set_path(data, tuple(dotted.split(".")), value, source=f"--{dotted}")
+        settings.append((keys, _env_value(value), name))
+    return sorted(settings, key=lambda item: len(item[0]))
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """A config file's tables; ConfigError naming the file when it is missing or not TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} cannot be read: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+
+
+def validate(data: Mapping[str, Any]) -> Config:
+    """The model for these settings; ConfigError naming each bad option."""
     try:
         return Config.model_validate(data)
     except ValidationError as error:

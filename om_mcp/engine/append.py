@@ -1,6 +1,6 @@
 """The append pipeline: what storing a batch of messages does, written once for every way in.
 
-    rows: the intake (`engine/intake.py`: `prepare` for an MCP client, `hook/rows.py` for a
+    rows: the intake (`engine/intake.py`: `prepare` for an MCP client, `recorder/rows.py` for a
           host's transcript; both end in `intake.message_row`)
     record(store, Batch(...)), in ONE transaction:
         the append itself (the store's rule: ids, re-sends, the thread, the record's totals)
@@ -16,8 +16,8 @@ file (its driver completes each operation at once):
 * `Memory.append_messages` (the MCP tool; conversations imported from other apps):
   `await store.transaction(record, batch)`; then the events go to the listeners and the state to
   the worker (`after_append`);
-* the host hooks (`hook/ingest.py`) and `om-mcp ingest`: inside their own write transaction
-  (`store.local.write`); then a worker is started if work is due (`hook/background.py`);
+* the host hooks and `om-mcp ingest`, through the recorder (`engine/recorder/`): inside its own write
+  transaction (`store.local.write`); then a worker is started if work is due (`recorder/spawn.py`);
 * `om-mcp import` of an om-mcp export: each message batch of the import's one transaction goes
   through STEPS as well (`after_stored`, `Stored.imported`), see `engine/transfer.py`.
 

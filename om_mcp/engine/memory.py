@@ -54,7 +54,7 @@ from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.messages import MessageIn
 from om_mcp.models import ModelClient
 from om_mcp.models.sampler import Sampler
-from om_mcp.store import NewGroup, Scope, Store, Thread, gate_for, open_store, resource_key
+from om_mcp.store import NewGroup, Scope, Store, Thread, gate_for, open_store, parse_key, resource_key, thread_key
 
 POLL_SECONDS = 5.0
 
@@ -323,7 +323,7 @@ class Memory:
         if user:
             if not self.config.observational_memory.user.enabled:
                 raise InputError(
-                    "the person layer is off: set [observational_memory.user] enabled = true", field="user"
+                    "the person layer is off: om-mcp config set observational_memory.user.enabled true", field="user"
                 )
             resource_id, key, owner = USER_RESOURCE, resource_key(USER_RESOURCE), None
         elif thread_id is not None:
@@ -332,13 +332,18 @@ class Memory:
         else:
             resource_id = resource_id or self.config.default_resource_id
             intake.check_id(resource_id, "resource_id")
-            if self.config.observational_memory.scope == "thread":
-                raise InputError(
-                    "observational_memory.scope is 'thread': a resource has no log of its own;"
-                    " remember into a thread (--thread T), or use scope = 'resource'",
-                    field="resource_id",
-                )
             key, owner = resource_key(resource_id), None
+            if self.config.observational_memory.scope == "thread":
+                # A resource has no log of its own: the one its next session is shown is its most
+                # recently observed session's (what SessionStart lends a new session).
+                lent = await self.store.lending_record(thread_key(""), resource_id)
+                if lent is None:
+                    raise InputError(
+                        "observational_memory.scope is 'thread' and no session of this resource has a log yet:"
+                        " remember into a thread (--thread T), or use scope = 'resource'",
+                        field="resource_id",
+                    )
+                key, owner = lent, parse_key(lent)[1]
         last = await self.store.message_page(owner, limit=1, newest_first=True) if owner else []
         text_of = remember.group_text(words, self.observation.budget.clock())
         group = NewGroup(

@@ -1,8 +1,8 @@
 """One hook call, end to end, failing open.
 
-    read the event -> what to do (plan) -> settings -> open the database ->
-    catch up on the transcript -> print the context (SessionStart) ->
-    start a worker if work is due and nobody drains
+    read the event -> what to do (plan) -> open the recorder (settings, the file) ->
+    record what is new in the transcript (and start a worker if work is due and nobody
+    drains) -> print the context (SessionStart)
 
 Whatever goes wrong (bad JSON, a locked or damaged database, a missing
 transcript, a bad configuration) the agent sees nothing and the session goes
@@ -13,16 +13,19 @@ on: one line goes to the hook log (`$XDG_DATA_HOME/om-mcp/hook.log`, capped at
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from om_mcp.hosts.common import HookInputError, find_project, hooks_disabled
-from om_mcp.hosts.context import session_start_output
+from om_mcp.hosts.common import HookInputError, Project, find_project, hooks_disabled, session_start_output
 from om_mcp.hosts.events import HookEvent, plan, read_event
+
+if TYPE_CHECKING:
+    from om_mcp.engine.recorder import Recorded, Recorder
+    from om_mcp.reading import Position
 
 LOG_MAX_BYTES = 1_000_000
 DEFAULT_MAX_CHARS = 8000
@@ -61,71 +64,46 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     if not event.cwd:
         raise HookInputError("hook input: cwd is missing, so the project is unknown")
     # Imported here, and only what the event needs: every millisecond counts on each prompt.
-    from om_mcp.hook.settings import load_settings
-    from om_mcp.paths import data_dir
-    from om_mcp.store import Transaction, local, record_key
+    from om_mcp.engine.recorder import Recorder
 
-    settings = load_settings(options.db, options.config, env)
-    project = find_project(event.cwd)
-    conn = local.direct.open_database(settings.db_path)
-    try:
-        state, resource = None, project.resource_id
-        if todo.ingest:
-            if event.transcript_path and not os.path.exists(event.transcript_path) and _read_before(conn, event):
-                # A transcript read before that is gone; one never written yet (a session with no turn,
-                # such as the one `claude mcp list` starts and ends) is not worth a line.
-                log_line(env, options.host, event, f"transcript not found: {event.transcript_path}")
-            from om_mcp.engine.tokens import TokenCounter
-            from om_mcp.hook.ingest import ingest
-
-            done = ingest(
-                conn,
-                settings,
-                TokenCounter.estimating(),
-                event,
-                project.resource_id,
-                str(project.root),
-                final=todo.final,
-                tool_output_chars=options.tool_output_chars,
-            )
-            state, resource = done.state, done.resource_id
-            for problem in done.problems:
-                log_line(env, options.host, event, problem)
-        else:
-            thread = local.read(conn, Transaction.get_thread, event.session_id)
-            resource = thread.resource_id if thread else resource
-        output = ""
-        if todo.print_context:
-            from om_mcp.hook.context import session_context
-
-            output = _output(event, session_context(conn, settings, event.session_id, resource, options.max_chars))
-        if options.worker:
-            from om_mcp.hook.background import start_worker_if_due
-
-            try:
-                start_worker_if_due(
-                    conn,
-                    settings,
-                    event,
-                    record_key(settings.scope, event.session_id, resource),  # type: ignore[arg-type]
-                    state,
-                    config_file=options.config or env.get("OM_MCP_CONFIG"),
-                    idle_exit=options.worker_idle_exit,
-                    log_file=data_dir(env) / "worker.log",
-                )
-            except (OSError, sqlite3.Error) as error:  # the context still goes out
-                log_line(env, options.host, event, f"worker not started: {type(error).__name__}: {_one_line(error)}")
-        return output
-    finally:
-        conn.close()
+    worker = options.worker_idle_exit if options.worker else None
+    with Recorder.open(options.db, options.config, env, worker_idle_exit=worker) as recorder:
+        done = record_event(
+            recorder,
+            event,
+            find_project(event.cwd),
+            final=todo.final,
+            tool_output_chars=options.tool_output_chars,
+            ingest=todo.ingest,
+        )
+        for problem in done.problems:
+            log_line(env, options.host, event, problem)
+        if not todo.print_context:
+            return ""
+        return _output(event, recorder.context(event.session_id, done.resource_id, options.max_chars))
 
 
-def _read_before(conn: sqlite3.Connection, event: HookEvent) -> bool:
-    from om_mcp.hook.ingest import source_of
-    from om_mcp.store import Transaction, local
+def record_event(
+    recorder: Recorder,
+    event: HookEvent,
+    project: Project,
+    *,
+    final: bool = True,
+    tool_output_chars: int = 2000,
+    ingest: bool = True,
+) -> Recorded:
+    """Record what is new in the event's session (the thread = the session id, in the project's resource)."""
+    from om_mcp.engine.recorder import Session
+    from om_mcp.hook.ingest import read_transcript, source_of
+    from om_mcp.reading import Reading
 
-    saved = local.read(conn, Transaction.ingest_state, source_of(event))
-    return bool(saved.offset or saved.last_id)
+    def read(saved: Position) -> Reading:
+        return read_transcript(event, saved, final, tool_output_chars) if ingest else Reading([], saved)
+
+    session = Session(
+        event.session_id, project.resource_id, {"host": event.host, "project": str(project.root)}, source_of(event)
+    )
+    return recorder.record(session, read, ends_session=event.ends_session, starting=event.name == "SessionStart")
 
 
 def _output(event: HookEvent, context: str) -> str:

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from om_mcp.hosts.common import TrimRule
 from om_mcp.hosts.events import HookEvent
 from om_mcp.hosts.jsonl import JsonlState, read_lines
 from om_mcp.hosts.prompts import prompt_turn
+from om_mcp.trim import TrimRule
 
 TRANSCRIPT, PAYLOAD = "transcript", "payload"
 LineReader = Callable[[int, dict[str, Any], TrimRule], "dict[str, Any] | None"]

@@ -47,9 +47,9 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.hosts.events import CODEX as HOST
 from om_mcp.hosts.jsonl import JsonlState, read_lines
+from om_mcp.trim import TrimRule, trim_value
 
 # Text Codex puts in the user role for the model, not typed by the person.
 INJECTED_PREFIXES = (

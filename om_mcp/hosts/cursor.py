@@ -41,10 +41,10 @@ import re
 from typing import Any
 
 from om_mcp.hosts.chat_lines import read_session, text_parts
-from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.hosts.events import CURSOR as HOST
 from om_mcp.hosts.events import HookEvent
 from om_mcp.hosts.jsonl import JsonlState
+from om_mcp.trim import TrimRule, trim_value
 
 _QUERY = re.compile(r"^\s*<user_query>\s*(.*?)\s*</user_query>\s*$", re.DOTALL)
 

@@ -43,10 +43,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from om_mcp.hosts import reader
-from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.hosts.events import GEMINI_CLI as HOST
 from om_mcp.hosts.events import GEMINI_FINAL_EVENTS as FINAL_EVENTS  # noqa: F401 - part of this module's API
 from om_mcp.hosts.events import GEMINI_INGEST_EVENTS as INGEST_EVENTS  # noqa: F401 - part of this module's API
+from om_mcp.trim import TrimRule, trim_value
 
 _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
 

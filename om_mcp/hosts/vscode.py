@@ -39,10 +39,10 @@ from __future__ import annotations
 from typing import Any
 
 from om_mcp.hosts.chat_lines import read_session, text_parts
-from om_mcp.hosts.common import TrimRule
 from om_mcp.hosts.events import VSCODE as HOST
 from om_mcp.hosts.events import HookEvent
 from om_mcp.hosts.jsonl import JsonlState
+from om_mcp.trim import TrimRule
 
 ROLES = {"user.message": "user", "assistant.message": "assistant"}
 

@@ -12,6 +12,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from om_mcp.engine.recorder import Recorded, Recorder, RecorderSettings
+from om_mcp.engine.tokens import TokenCounter
+from om_mcp.hook.run import record_event
+from om_mcp.hosts.common import Project
+from om_mcp.hosts.events import HookEvent
 from om_mcp.store.sessions import WORKER_LEASE
 from om_mcp.testing.fake_server import request_text
 from support.processes import PYTHON, clean_env
@@ -19,6 +24,20 @@ from support.timeouts import scaled
 
 DECISION = re.compile(r"Decision: ([^.\n\"\\]+)")
 SESSION_ID = "cc9270be-2e3e-4e60-aa7f-4af09db5ee17"
+
+
+def hook_ingest(
+    conn: sqlite3.Connection,
+    settings: RecorderSettings,
+    counter: TokenCounter,
+    event: HookEvent,
+    resource_id: str,
+    root: str,
+    **options: bool | int,
+) -> Recorded:
+    """What `om-mcp hook` records for `event`, in the project `root`, in this process (no worker started)."""
+    recorder = Recorder(conn, settings, counter, worker_idle_exit=None)
+    return record_event(recorder, event, Project(Path(root), resource_id, True), **options)  # type: ignore[arg-type]
 
 
 class Box:

@@ -12,10 +12,14 @@ PYTHON = sys.executable
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """An environment for a child server: tmp HOME/XDG_DATA_HOME, no OM_ variables, no model keys."""
+    """An environment for a child server: tmp HOME/XDG_DATA_HOME (so its config file is
+    HOME/.config/om-mcp/config.toml), no OM_ variables, no model keys."""
     if Path(tmp_path).resolve().is_relative_to(REPO):
         raise AssertionError(f"clean_env({tmp_path}): a child's HOME must not be made inside the checkout")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+    # The config and cache folders follow the child's own HOME (its config.toml is the test's to write).
+    env.pop("XDG_CONFIG_HOME", None)
+    env.pop("XDG_CACHE_HOME", None)
     home = tmp_path / "home"
     data = tmp_path / "xdg-data"
     home.mkdir(exist_ok=True)
@@ -36,9 +40,11 @@ def server_command(*args: str) -> list[str]:
     return [PYTHON, "-m", "om_mcp", "serve", *args]
 
 
-def run_om(*args: str, home: Path, timeout: float = 180, **env: str) -> subprocess.CompletedProcess[str]:
-    """`om-mcp ARGS` as a user runs it, from the checkout: HOME and XDG folders under `home`, no
-    stdin, `env` (OM_... settings) on top of a clean environment; `timeout` is scaled by the machine."""
+def run_om(
+    *args: str, home: Path, timeout: float = 180, cwd: Path = REPO, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`om-mcp ARGS` as a user runs it, in `cwd` (the checkout unless given): HOME and XDG folders under
+    `home`, no stdin, `env` (OM_... settings) on top of a clean environment; `timeout` is scaled by the machine."""
     from support.timeouts import scaled
 
     return subprocess.run(
@@ -47,6 +53,6 @@ def run_om(*args: str, home: Path, timeout: float = 180, **env: str) -> subproce
         text=True,
         timeout=scaled(timeout),
         env={**clean_env(home), **env},
-        cwd=REPO,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
     )

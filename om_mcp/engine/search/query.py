@@ -52,7 +52,15 @@ def fold(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+# ASCII text, the common case, is split without the regex: every byte but a letter or a digit separates
+# words, as `WORD` splits it (and unicode61 indexes it); twice as fast over a search's candidates.
+_SEPARATORS = bytes(c if chr(c).isalnum() else 32 for c in range(256))
+
+
 def words(text: str) -> list[str]:
+    text = text.lower()
+    if text.isascii():
+        return text.encode().translate(_SEPARATORS).decode().split()
     return WORD.findall(fold(text))
 
 
@@ -241,6 +249,18 @@ ANSWER_SHAPES = {
         r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|several|few|many|dozen)\b", re.I
     ),
 }
+
+
+# The same shapes for ASCII text lowered first: matching without re.IGNORECASE is four times faster
+# (a search tries a shape on each of its candidates), and for ASCII text it finds the same.
+_ASCII_SHAPES = {kind: re.compile(shape.pattern) for kind, shape in ANSWER_SHAPES.items()}
+
+
+def answer_shaped(kind: str, text: str) -> bool:
+    """Does `text` look like the answer a question of kind `kind` ("time", "count") wants?"""
+    if text.isascii():
+        return _ASCII_SHAPES[kind].search(text.lower()) is not None
+    return ANSWER_SHAPES[kind].search(text) is not None
 
 
 @dataclass

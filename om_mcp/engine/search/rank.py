@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from om_mcp.engine.search.query import ANSWER_SHAPES, Query, idf, words
+from om_mcp.engine.search.query import Query, answer_shaped, idf, words
 from om_mcp.store.search import TermStats, TextHit
 
 FIELD_WEIGHTS = (1.0, 0.5, 0.4)  # the message, the one before it, the one before that
@@ -155,7 +155,7 @@ def rank(hits: list[TextHit], query: Query, stats: TermStats) -> list[Ranked]:
         score *= 1 + COVERAGE_BOOST * coverage
         if query.dates and any(d.contains(_when(hit.created_at)) for d in query.dates):
             score *= 1 + DATE_BOOST
-        if query.asks and SHAPE_BOOST and ANSWER_SHAPES[query.asks].search(hit.body or ""):
+        if query.asks and SHAPE_BOOST and answer_shaped(query.asks, hit.body or ""):
             score *= 1 + SHAPE_BOOST
         if QUESTION_PENALTY and hit.body.rstrip().endswith("?"):
             score *= 1 - QUESTION_PENALTY

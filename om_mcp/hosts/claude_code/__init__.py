@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from om_mcp.hosts.claude_code.convert import ConvertOptions, entry_to_message, to_messages
 from om_mcp.hosts.claude_code.transcript import ReadResult, TranscriptState, read_new, read_transcript
-from om_mcp.hosts.common import HookInputError, HookPlan
-from om_mcp.hosts.context import render_session_context, session_start_output
+from om_mcp.hosts.common import HookInputError, HookPlan, session_start_output
 
 if TYPE_CHECKING:
     from om_mcp.hosts.claude_code.hooks import (
@@ -82,7 +81,6 @@ __all__ = [
     "read_messages",
     "read_new",
     "read_transcript",
-    "render_session_context",
     "session_start_output",
     "to_messages",
 ]

@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_mcp.hosts.common import TrimRule, trim_value
+from om_mcp.trim import TrimRule, trim_value
 
 HOST = "claude-code"
 UNKNOWN_TOOL = "unknown_tool"

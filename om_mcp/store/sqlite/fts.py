@@ -295,31 +295,42 @@ def search(
     scoped = total[0] > 1 and share < UNSCOPED_SHARE
     fetch = limit if share >= 1 or scoped else int(limit / share * 1.25) + 1
     scope = f'"{scope_token(resource_id)}" AND ' if scoped else ""
-    in_thread = " AND rowid IN (SELECT seq FROM messages WHERE thread_id = :thread)" if thread_id is not None else ""
+    # A thread's search matches first and filters second: the thread's rows are looked up once per
+    # candidate, after the words found them (a filter inside each MATCH looked the index up once
+    # per row of the thread: seconds for a long one).
+    in_thread = " CROSS JOIN messages t ON t.seq = g.seq WHERE t.thread_id = :thread" if thread_id is not None else ""
 
-    def best(rows: list[str]) -> str:
-        # Ties at the cut are broken by what a message is, not where it sits in this file, so a moved
-        # memory finds the same candidates (a lookup per tied row; the match budget bounds the rows).
-        return (
-            f"SELECT * FROM (SELECT seq, score FROM (SELECT seq, SUM(w) AS score FROM ({' UNION ALL '.join(rows)})"
-            " GROUP BY seq) g ORDER BY 2 DESC, (SELECT created_at || ' ' || thread_id || ' ' || id"
-            " FROM messages m WHERE m.seq = g.seq) DESC LIMIT :limit)"
-        )
+    def best(n: int, rows: list[str]) -> str:
+        # The `limit` best by score. Ties at the cut are broken by what a message is, not where it sits in
+        # this file, so a moved memory finds the same candidates; only the rows tied at the cut are looked up
+        # for that (every candidate was, sorting them all by a sub-select).
+        return f"""
+        g{n}(seq, score) AS MATERIALIZED (SELECT g.seq, g.score FROM (SELECT seq, SUM(w) AS score
+            FROM ({" UNION ALL ".join(rows)}) GROUP BY seq) g{in_thread}),
+        c{n}(score) AS MATERIALIZED (SELECT score FROM g{n} ORDER BY score DESC LIMIT 1 OFFSET :limit - 1),
+        r{n}(seq, score) AS (
+            SELECT seq, score FROM g{n} WHERE score > COALESCE((SELECT score FROM c{n}), -1e308)
+            UNION ALL SELECT * FROM (SELECT seq, score FROM g{n} WHERE score = (SELECT score FROM c{n})
+                ORDER BY (SELECT created_at || ' ' || thread_id || ' ' || id FROM messages m
+                    WHERE m.seq = g{n}.seq) DESC
+                LIMIT :limit - (SELECT COUNT(*) FROM g{n} WHERE score > (SELECT score FROM c{n})))
+        ),"""
 
-    word_rows = [
-        f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}{in_thread}" for i in range(len(match))
-    ]
-    ranked = [best(word_rows)] if word_rows else []
+    word_rows = [f"SELECT rowid AS seq, :w{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :m{i}" for i in range(len(match))]
+    ranked = [best(0, word_rows)] if word_rows else []
     for j, _ in enumerate(windows):
         ranked.append(
             best(
+                j + 1,
                 [
-                    f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}{in_thread}"
+                    f"SELECT rowid AS seq, :vw{i} AS w FROM {TABLE} WHERE {TABLE} MATCH :vm{i}"
                     f" AND rowid BETWEEN :lo{j} AND :hi{j}"
                     for i in range(len(window_match))
-                ]
+                ],
             )
         )
+    names = ([0] if word_rows else []) + [j + 1 for j in range(len(windows))]
+    lists = " UNION ALL ".join(f"SELECT * FROM r{n}" for n in names)
     around = "".join(
         f" UNION SELECT (SELECT seq FROM messages WHERE thread_id = h.thread_id AND seq {op} h.seq AND body != ''"
         f" ORDER BY seq {order} LIMIT 1 OFFSET {k}) FROM placed h"
@@ -327,7 +338,8 @@ def search(
         for op, order in (("<", "DESC"), (">", "ASC"))
     )
     sql = f"""
-        WITH ranked(seq, score) AS MATERIALIZED ({" UNION ALL ".join(ranked)}),
+        WITH {"".join(ranked)}
+        ranked(seq, score) AS MATERIALIZED ({lists}),
         hits(seq, score) AS MATERIALIZED (SELECT seq, MAX(score) FROM ranked GROUP BY seq),
         placed AS MATERIALIZED (
             SELECT m.seq, m.thread_id FROM hits CROSS JOIN messages m ON m.seq = hits.seq

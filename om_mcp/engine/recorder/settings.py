@@ -1,12 +1,13 @@
-"""The few settings the hook needs, from the real configuration, cached.
+"""The few settings the recorder needs, from the real configuration, cached.
 
-Among them the resolved `Limits`, so the hook decides "is work due" by the
+Among them the resolved `Limits`, so the recorder decides "is work due" by the
 engine's own rule (`engine.observation.thresholds.background_work_due`).
 
 Loading the configuration builds the pydantic model (about 0.3 s), too slow for
-every prompt. So the hook keeps what it needs in a small JSON file named by a
+every prompt's hook. So the recorder keeps what it needs in a small JSON file named by a
 hash of everything the configuration depends on (the --db and --config flags,
-the config file's path, size and time, the OM_* variables, the data folder
+the config file in force (`om_mcp/paths.py: config_file`: the named one, else the default
+config.toml when it exists) with its size and time, the OM_* variables, the data folder
 (`om_mcp/paths.py`: where the database is by default), the om-mcp version). Any change gives another name: the config
 is loaded once, the same way `om-mcp serve` loads it, and cached again.
 """
@@ -18,17 +19,19 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
 from om_mcp.limits import Limits
 from om_mcp.paths import cache_dir, data_dir
+from om_mcp.paths import config_file as config_in_force
 
-CONFIG_FILE_ENV = "OM_MCP_CONFIG"
+if TYPE_CHECKING:
+    from om_mcp.config import Config
 
 
 @dataclass(frozen=True)
-class HookSettings:
+class RecorderSettings:
     db_path: str
     observation: bool  # observational_memory.enabled
     scope: str  # observational_memory.scope: "thread" | "resource"
@@ -41,13 +44,13 @@ class HookSettings:
 
 def load_settings(
     db: str | None = None, config_file: str | None = None, env: Mapping[str, str] | None = None
-) -> HookSettings:
+) -> RecorderSettings:
     """The settings for these flags and this environment; ConfigError when the configuration is invalid."""
     env = os.environ if env is None else env
     path = cache_dir(env) / f"hook-settings-{_fingerprint(db, config_file, env)}.json"
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
-        return HookSettings(**{**cached, "limits": Limits(**cached["limits"])})
+        return RecorderSettings(**{**cached, "limits": Limits(**cached["limits"])})
     except (OSError, ValueError, TypeError, KeyError):
         pass
     settings = _from_config(db, config_file, env)
@@ -61,12 +64,18 @@ def load_settings(
     return settings
 
 
-def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]) -> HookSettings:
-    from om_mcp.config import ConfigError, load_config  # pydantic: only on a cache miss
+def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]) -> RecorderSettings:
+    from om_mcp.config import load_config  # pydantic: only on a cache miss
 
     if db:  # the flag wins over the environment's choice of database, as for every command
         env = {k: v for k, v in env.items() if k != "OM_DB_URL"}
-    config = load_config(config_file, env=env, overrides={"db_path": db})
+    return settings_of(load_config(config_file, env=env, overrides={"db_path": db}), env)
+
+
+def settings_of(config: Config, env: Mapping[str, str] | None = None) -> RecorderSettings:
+    """What the recorder keeps of a loaded configuration; ConfigError when it names PostgreSQL."""
+    from om_mcp.config import ConfigError
+
     if config.db_url is not None:
         # The hooks write SQLite directly, to stay fast; recording elsewhere would split the memory.
         raise ConfigError(
@@ -75,7 +84,7 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
         )
     om = config.observational_memory
     wm = config.working_memory
-    return HookSettings(
+    return RecorderSettings(
         db_path=str(config.resolved_db_path(env)),
         observation=om.enabled,
         scope=om.scope,
@@ -88,18 +97,18 @@ def _from_config(db: str | None, config_file: str | None, env: Mapping[str, str]
 
 
 def _fingerprint(db: str | None, config_file: str | None, env: Mapping[str, str]) -> str:
-    config_file = config_file or env.get(CONFIG_FILE_ENV)
+    path = config_in_force(config_file, env)
     stamp: list[int] | str | None = None
-    if config_file:
+    if path is not None:
         try:
-            info = os.stat(os.path.expanduser(config_file))
+            info = os.stat(path)
             stamp = [info.st_size, info.st_mtime_ns, info.st_ino]
         except OSError:
             stamp = "missing"
     inputs = {
         "version": __version__,
         "db": db,
-        "config": config_file,
+        "config": str(path) if path is not None else None,
         "stamp": stamp,
         "env": sorted((k, v) for k, v in env.items() if k.startswith("OM_") and not k.startswith("OM_MCP_")),
         "data": str(data_dir(env)),  # where the database is when no db_path is configured

@@ -1,14 +1,14 @@
-"""Handing observation to the background: the hook never calls a model.
+"""Handing observation to the background: the recorder never calls a model.
 
 A live om-mcp process (a server's poll loop, or `om-mcp worker`) holds the
 store's "worker"/"drain" lease while it drains work appended by others. After
-each ingest the hook looks at the session's record (one read it already has);
+each record the recorder looks at the session's record (one read it already has);
 when work is due and nobody holds the lease, it takes the lease on behalf of a
 worker it starts detached (new session, stdio on /dev/null, never waited for):
 `om-mcp worker --idle-exit 60 --lease-owner <id>`. Taking the lease in the same
 transaction that checks it means two hooks never start two workers.
 
-At SessionEnd the session's unobserved tail must still be observed, and a live
+At a session's end its unobserved tail must still be observed, and a live
 server may be shutting down with the host; so a worker is started even when
 the lease is held: it drains alongside (cycles are single-flight across
 processes) and exits once idle.
@@ -22,59 +22,66 @@ import sys
 from pathlib import Path
 
 from om_mcp.engine.observation.thresholds import background_work_due
-from om_mcp.hook.settings import HookSettings
-from om_mcp.hosts.events import HookEvent
+from om_mcp.engine.recorder.settings import RecorderSettings
 from om_mcp.store import WORKER_LEASE, RecordState, Transaction, local, quiet_before
 
-# How long the hook holds the lease for the worker it starts, until the worker renews it.
+# How long the recorder holds the lease for the worker it starts, until the worker renews it.
 SPAWN_LEASE_SECONDS = 30.0
-IDLE_EXIT_SECONDS = 60.0
 
 
 def work_due(
-    conn: sqlite3.Connection, settings: HookSettings, event: HookEvent, key: str, state: RecordState | None
+    conn: sqlite3.Connection,
+    settings: RecorderSettings,
+    key: str,
+    thread_id: str,
+    state: RecordState | None,
+    *,
+    ends_session: bool,
+    starting: bool,
 ) -> bool:
     """Is there background work for this record: by the engine's rule, or a session's tail?"""
     if not settings.observation:
         return False
     if state is None:
-        state = local.read(conn, Transaction.record_state, key, event.session_id)
+        state = local.read(conn, Transaction.record_state, key, thread_id)
     if background_work_due(settings.limits, state):
         return True
-    if event.ends_session and state.thread_pending_messages:
+    if ends_session and state.thread_pending_messages:
         return True  # the session's tail
-    if event.name == "SessionStart":  # an earlier session left a tail
+    if starting:  # an earlier session left a tail
         return bool(local.read(conn, Transaction.settled_threads, quiet_before(), key, limit=1))
     return False
 
 
 def start_worker_if_due(
     conn: sqlite3.Connection,
-    settings: HookSettings,
-    event: HookEvent,
+    settings: RecorderSettings,
     key: str,
+    thread_id: str,
     state: RecordState | None,
     *,
+    ends_session: bool,
+    starting: bool,
     config_file: str | None,
     idle_exit: float,
     log_file: Path,
 ) -> str | None:
-    """'started' (holding the lease for it), 'alongside' (SessionEnd, lease held elsewhere) or None."""
-    if not work_due(conn, settings, event, key, state):
+    """'started' (holding the lease for it), 'alongside' (a session's end, lease held elsewhere) or None."""
+    if not work_due(conn, settings, key, thread_id, state, ends_session=ends_session, starting=starting):
         return None
     owner = f"hook:{_host_name()}:{os.getpid()}:{os.urandom(4).hex()}"
     key_, op = WORKER_LEASE
     if local.write(conn, Transaction.acquire_lease, key_, op, owner, SPAWN_LEASE_SECONDS):
         spawn_worker(settings, owner, config_file, idle_exit, log_file)
         return "started"
-    if event.ends_session:
+    if ends_session:
         spawn_worker(settings, None, config_file, idle_exit, log_file)
         return "alongside"
     return None
 
 
 def spawn_worker(
-    settings: HookSettings, owner: str | None, config_file: str | None, idle_exit: float, log_file: Path
+    settings: RecorderSettings, owner: str | None, config_file: str | None, idle_exit: float, log_file: Path
 ) -> None:
     """Start `om-mcp worker` detached from this process and from the host's pipes."""
     import subprocess  # only when a worker starts

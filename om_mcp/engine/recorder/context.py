@@ -1,13 +1,13 @@
-"""What SessionStart gives the agent: the project's observation log, working
+"""What a session starts with: the project's observation log, working
 memory and continuation hints, read in one snapshot and cut to size by
-`hosts.context.render_session_context`.
+`text.render_session_context`.
 
 The log is the record's active groups plus its buffered chunks (observations
 made in the background but not yet swapped in: the raw messages they cover are
 in another session, which this one never sees). In thread scope a new session
 has no log of its own, so the project's most recently observed session lends
 its log and hints. With no log at all (no model yet), the project's recent
-sessions are listed instead (`hosts.context.render_session_index`).
+sessions are listed instead (`text.render_session_index`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from om_mcp.engine import user_layer
 from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
-from om_mcp.hook.settings import HookSettings
-from om_mcp.hosts.context import (
+from om_mcp.engine.recorder.settings import RecorderSettings
+from om_mcp.engine.recorder.text import (
     RECALL_WITH_IDS,
     SessionLine,
     preselect_observations,
@@ -38,13 +38,13 @@ PRECUT = 2
 
 def session_context(
     conn: sqlite3.Connection,
-    settings: HookSettings,
+    settings: RecorderSettings,
     session_id: str,
     resource_id: str,
     max_chars: int,
     now: datetime | None = None,
 ) -> str:
-    """The additionalContext text; "" when the project has no memory yet."""
+    """The text a session starts with (SessionStart's additionalContext)."""
 
     async def snapshot(store: Transaction) -> tuple[str, str | None, tuple[str | None, str | None], list, str]:
         key = await _record_for(store, settings, session_id, resource_id)
@@ -84,7 +84,7 @@ def session_context(
     )
 
 
-async def _user_memory(store: Transaction, settings: HookSettings, resource_id: str) -> str:
+async def _user_memory(store: Transaction, settings: RecorderSettings, resource_id: str) -> str:
     """The person layer's block (engine/user_layer.py); "" (and nothing read) when it is off."""
     if settings.user_tokens is None or resource_id == user_layer.USER_RESOURCE:
         return ""
@@ -107,7 +107,7 @@ def _line(session: SessionSummary) -> SessionLine:
     )
 
 
-async def _record_for(store: Transaction, settings: HookSettings, session_id: str, resource_id: str) -> str | None:
+async def _record_for(store: Transaction, settings: RecorderSettings, session_id: str, resource_id: str) -> str | None:
     if settings.scope == "resource":
         return record_key("resource", session_id, resource_id)
     return await store.lending_record(record_key("thread", session_id, resource_id), resource_id)

@@ -1,4 +1,4 @@
-"""What a SessionStart hook prints: the project's memory, bounded in size.
+"""The text a session starts with (a SessionStart hook's context): the project's memory, bounded in size.
 
 Claude Code injects `additionalContext` up to 10,000 characters as is; a longer
 one is saved to a file and only a 2 KB preview reaches the model (checked with
@@ -163,16 +163,6 @@ def render_session_context(
     text = "\n\n".join(s for s in sections if s)
     # A safety net, never expected to fire: the budget above already holds.
     return text if len(text) <= max_chars else text[:max_chars]
-
-
-def session_start_output(context: str) -> str:
-    """The JSON a SessionStart hook prints on stdout, or "" when there is no context
-    (print nothing then). Shape per the hooks reference, verified with 2.1.197."""
-    if not context:
-        return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}, ensure_ascii=False
-    )
 
 
 def _wrap(tag: str, body: str, room: int) -> str:

@@ -1,11 +1,11 @@
 """Host messages -> store rows, by the engine's intake (`engine.intake.message_row`), without pydantic.
 
-`engine.intake.prepare` validates what an MCP client sends; the hook's
-messages come from our own converters, so the validation is already done by
-construction (`intake.normalise_parts`). The hook is lenient where an MCP call is
+`engine.intake.prepare` validates what an MCP client sends; the recorder's
+messages come from our own readers (`hosts/`), so the validation is already done by
+construction (`intake.normalise_parts`). The recorder is lenient where an MCP call is
 strict, because a hook never fails its host: a message over the size limit is
-trimmed, lone surrogates are replaced, a bad time becomes the time of the hook.
-Secrets are redacted as on every way in (`om_mcp.privacy`). The tests check each row
+trimmed, lone surrogates are replaced, a bad time becomes the time of the record.
+Secrets are redacted as on every way in, by the gate's scan (`store/gate.py`). The tests check each row
 against `prepare` on the real transcripts.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 from om_mcp.engine.intake import message_row, normalise_parts
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.hosts.common import TrimRule, trim_value
 from om_mcp.store import Gate, NewMessage, gate_for
+from om_mcp.trim import TrimRule, trim_value
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
