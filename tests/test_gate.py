@@ -14,6 +14,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from support import registry_rows as rows
 from support.files import raw_bytes
 from support.mcp import connect
 
@@ -28,7 +29,7 @@ from om_mcp.testing.secrets import ONE_LINE, PLANTS, SECRETS, stored
 
 pytestmark = pytest.mark.anyio
 
-RESOURCE = "r"
+RESOURCE = rows.RESOURCE
 
 
 # -- reading statements ------------------------------------------------------------------------
@@ -67,63 +68,12 @@ def test_a_statement_the_gate_cannot_read_is_refused(sql):
 # -- every said column of the registry, on both backends ----------------------------------------
 
 
-def _row(table: str, columns: list[tuple[str, str, bool]], n: int) -> dict[str, Any]:
-    """Values for a new row of `table` that belongs to RESOURCE: its owner columns say so, the other
-    NOT NULL columns get a value of their type. `columns`: (name, type, NOT NULL)."""
-    owner = {"resource_id": RESOURCE, "record_key": f"resource:{RESOURCE}", "scope": "resource", "owner": RESOURCE}
-    if table == "resources":
-        owner["id"] = RESOURCE
-    if table == "om_records":
-        owner["key"] = f"resource:{RESOURCE}"
-    values: dict[str, Any] = {}
-    for name, kind, notnull in columns:
-        if name in owner:
-            values[name] = owner[name]
-        elif notnull:
-            numeric = any(word in kind.lower() for word in ("int", "real", "double", "bool"))
-            values[name] = (
-                (n if "int" in kind.lower() else False if "bool" in kind.lower() else 1.0) if numeric else f"v{n}"
-            )
-    return values
-
-
-def _of_type(kind: str, n: int) -> Any:
-    if "int" in kind:
-        return n
-    if "bool" in kind:
-        return False
-    if "real" in kind or "double" in kind:
-        return 1.0
-    return f"v{n}"
-
-
-async def _columns(store: Any, table: str) -> list[tuple[str, str, bool]]:
-    async def read(t: Transaction) -> list[tuple[str, str, bool]]:
-        if store.backend == "sqlite":
-            rows = await t.tx.fetch(f"SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('{table}')")
-            return [
-                (r[0], r[1], bool(r[2]) and r[3] is None and not (r[4] and r[1].upper() == "INTEGER")) for r in rows
-            ]
-        rows = await t.tx.fetch(
-            "SELECT column_name, data_type, is_nullable = 'NO' AND column_default IS NULL AND is_identity = 'NO'"
-            " AND is_generated = 'NEVER' FROM information_schema.columns WHERE table_schema = 'om' AND table_name = $1",
-            table,
-        )
-        return [(r[0], r[1], bool(r[2])) for r in rows]
-
-    return await store.transaction(read)
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 async def any_store(request, tmp_path):
     location = str(tmp_path / "m.db") if request.param == "sqlite" else request.getfixturevalue("postgres_url")
     store = await open_store(location)
     yield store
     await store.close()
-
-
-def _value(form: str, text: str) -> str:
-    return json.dumps({"note": text, "password": "hunter2hunter2"}) if form == "json" else f"# Notes\n- {text}"
 
 
 async def test_every_said_column_is_written_through_the_gate(any_store):
@@ -145,12 +95,8 @@ async def test_every_said_column_is_written_through_the_gate(any_store):
     failures = []
     for n, column in enumerate(said, start=1):
         entry = registry.TABLES[column.table]
-        columns = await _columns(store, column.table)
-        row = _row(column.table, columns, n)
-        for name, kind, _ in columns:  # the row's key, even where the database would number it
-            if name in entry.key and name not in row:
-                row[name] = _of_type(kind.lower(), 1000 + n)
-        value = _value(column.form, f"{secret_text} at my plum orchard address; kept elsewhere words")
+        row = await rows.row(store, column.table, n)
+        value = rows.said_value(column.form, f"{secret_text} at my plum orchard address; kept elsewhere words")
         row[column.column] = value
         key = {k: row[k] for k in entry.key}
 

@@ -11,8 +11,8 @@ What is stored, per forgotten phrase (`om_tombstones`, never the text):
 
 * kind `phrase`: a keyed BLAKE2b of the scope (the resource it was forgotten in, or `*` for every
   resource) and the phrase's words;
-* kind `phrase-head`: a keyed BLAKE2b of its first word (truncated to 16 hex digits) and, after a
-  colon, how many words it has; several phrases may share one.
+* kind `phrase-head`: a keyed BLAKE2b of its first word (60 hex digits) followed by how many words
+  the phrase has (4 hex digits): 64 hex digits, as every tombstone; several phrases may share one.
 
 Checking a text costs one keyed hash per distinct word (the heads are looked up in a set), and a
 full hash only where a head matched; nothing at all when this database has no phrase tombstone.
@@ -32,6 +32,7 @@ PHRASE, HEAD = "phrase", "phrase-head"
 EVERY = "*"  # the scope of a phrase forgotten in every resource
 MARKER = "[forgotten]"
 MAX_WORDS = 64  # a longer phrase is kept as its first MAX_WORDS words
+_HEAD_BYTES = 30  # a head's hash; its word count follows in 4 hex digits
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|(?:[^\W_{_CJK}]|[\u0300-\u036f])+")
@@ -53,7 +54,7 @@ def digest(secret: str, scope: str, said: Iterable[str]) -> str:
 
 def head(secret: str, word: str) -> str:
     data = f"{HEAD}\x00{word}".encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, key=_key(secret), digest_size=8).hexdigest()
+    return hashlib.blake2b(data, key=_key(secret), digest_size=_HEAD_BYTES).hexdigest()
 
 
 def tombstones(secret: str, phrase: str, scope: str) -> list[tuple[str, str]]:
@@ -61,7 +62,7 @@ def tombstones(secret: str, phrase: str, scope: str) -> list[tuple[str, str]]:
     said = words(phrase)[:MAX_WORDS]
     if not said:
         return []
-    return [(digest(secret, scope, said), PHRASE), (f"{head(secret, said[0])}:{len(said)}", HEAD)]
+    return [(digest(secret, scope, said), PHRASE), (f"{head(secret, said[0])}{len(said):04x}", HEAD)]
 
 
 @dataclass
@@ -80,8 +81,7 @@ class Phrases:
         digests: set[str] = set()
         for value, kind in rows:
             if kind == HEAD:
-                name, _, count = value.partition(":")
-                heads.setdefault(name, set()).add(int(count))
+                heads.setdefault(value[: 2 * _HEAD_BYTES], set()).add(int(value[2 * _HEAD_BYTES :], 16))
             elif kind == PHRASE:
                 digests.add(value)
         return cls(secret, heads, digests) if heads and digests else None
