@@ -156,8 +156,10 @@ def test_edit_and_restore_from_the_shell(db: Path):
     new = json.loads(edited.stdout)
     assert new["text"] == "* 🔴 (10:00) User keeps bees [user-stated]" and line_ids(db)["[user-stated]"] == new["id"]
     restored = om("restore", "t", "--generation", "0", db=db)
-    assert restored.returncode == 0 and "restored generation 0 of 't' as generation 2" in restored.stdout
-    assert B[::-1] in line_ids(db)  # generation 0 had the line before it was corrected
+    assert restored.returncode == 0 and "restored generation 0 of 't' as generation 3" in restored.stdout
+    # Generation 0 had the line before it was corrected: the correction made since is kept, and said.
+    assert "kept, as you stated them since (1):\n  * 🔴 (10:00) User keeps bees [user-stated]" in restored.stdout
+    assert B[::-1] not in line_ids(db) and line_ids(db)["[user-stated]"]
 
 
 def short_ids(shown: str) -> dict[str, str]:

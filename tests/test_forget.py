@@ -339,8 +339,10 @@ async def test_a_corrected_line_is_marked_and_kept_through_every_reflection(tmp_
         assert edited.text == "* 🔴 (10:00) User lives in Lisbon [user-stated]" and edited.id != old
         log = await memory.observations("t")
         assert line_of(log, "Lisbon") == edited.id and reverse(A) not in log["text"]
-        with pytest.raises(NotFound, match="unknown observation"):
+        with pytest.raises(InputError, match="not in the active log"):  # generation 0 and the pile hold it
             await memory.control.edit_observation(old, "again")
+        with pytest.raises(NotFound, match="unknown observation"):
+            await memory.control.edit_observation(old.split(".")[0] + ".abcdef", "again")
         with pytest.raises(InputError, match="one line"):
             await memory.control.edit_observation(edited.id, "two\nlines")
         # A Reflector that drops it: the line is put back, word for word.
@@ -420,8 +422,10 @@ async def test_the_tools_forget_by_each_selector_and_correct_a_line(tmp_path):
             assert await leftovers(memory, C) > 0
             done = await ok(client, "delete_thread", thread_id="t", match=C, confirm=True)
             assert done["done"] and done["messages"] == 1
-            for word in (reverse(A), reverse(B), D, C):
+            for word in (reverse(A), D, C):
                 assert await leftovers(memory, word) == 0, word
+            # A correction is not a forget: the line as it was stays in the log's history (as_of shows it).
+            assert await leftovers(memory, reverse(B)) > 0
             assert "unknown message 'nope'" in await fail(client, "delete_thread", thread_id="t", message_id="nope")
             assert "unknown observation '0123456789abcdef.abcdef'" in await fail(
                 client, "delete_thread", thread_id="t", observation_id="0123456789abcdef.abcdef"

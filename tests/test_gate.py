@@ -21,7 +21,7 @@ from support.mcp import connect
 from om_mcp.config import load_config
 from om_mcp.engine import Memory
 from om_mcp.server import build_server
-from om_mcp.store import GateError, NewMessage, Transaction, open_store, registry
+from om_mcp.store import Access, GateError, NewMessage, Transaction, open_store, registry
 from om_mcp.store.gate import plan
 from om_mcp.store.phrases import MARKER
 from om_mcp.testing import ScriptedModel
@@ -88,8 +88,8 @@ async def test_every_said_column_is_written_through_the_gate(any_store):
     async def bury(t: Transaction) -> None:
         from om_mcp.store import tombstones
 
-        await tombstones.bury_phrase(t.tx, "plum orchard address", RESOURCE)
-        await tombstones.bury_phrase(t.tx, "kept elsewhere words", "another-resource")
+        await tombstones.bury_phrase(t.tx, "plum orchard address", Access.to([RESOURCE]))
+        await tombstones.bury_phrase(t.tx, "kept elsewhere words", Access.to(["another-resource"]))
 
     await store.transaction(bury)
     failures = []

@@ -160,10 +160,13 @@ async def test_a_token_for_one_resource_cannot_touch_another(make_config, mode):
                 ("recall", {"thread_id": "tb", "mode": "search", "query": "secret"}),
                 ("update_thread", {"thread_id": "tb", "title": "mine now"}),
                 ("delete_thread", {"thread_id": "tb"}),
-                ("recall", {"thread_id": "ta", "target_thread_id": "tb"}),
             ]:
                 text = await fail(alice, tool, **arguments)
                 assert text == "thread_id: unknown thread 'tb'", (tool, text)
+            # named as another thread to read: the words a thread nobody holds gets there
+            text = await fail(alice, "recall", thread_id="ta", target_thread_id="tb")
+            assert text == "target_thread_id: unknown thread 'tb'"
+            assert await fail(alice, "recall", thread_id="ta", target_thread_id="tz") == text.replace("tb", "tz")
             for tool, arguments in [  # and its id cannot be claimed
                 ("append_messages", {"thread_id": "tb", "messages": [note(2, "alice was here")]}),
                 ("update_working_memory", {"thread_id": "tb", "memory": "# overwritten"}),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
@@ -28,6 +29,8 @@ import pytest
 from support.mcp import ok
 from test_http_edges import SAFETY, real_server
 from test_http_security import ACCEPT, ALICE, BOB, INIT, bearer, connect, note, post, serving
+
+from om_mcp.server.http.connections import BODY_GRACE_SECONDS
 
 pytestmark = pytest.mark.anyio
 
@@ -212,6 +215,68 @@ def streams(port: int, token: str, count: int) -> Iterator[None]:
             get = http.stream("GET", url, headers={**headers(token, session), "Accept": "text/event-stream"})
             assert stack.enter_context(get).status_code == 200
         yield
+
+
+@contextmanager
+def trickling(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """`count` connections that each sent a whole request head announcing a 1,000-byte body, were told
+    to go on (`100 Continue`: the server holds the connection busy, its handler reading the body), and
+    then send the body a byte every half second (so no idle deadline closes them), until the block ends."""
+    head = (
+        b"PUT /api/threads/t/title HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: 1000\r\n\r\n"
+    )
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=SAFETY)
+        sock.sendall(head)
+        told = b""
+        while b"\r\n\r\n" not in told:
+            told += sock.recv(4096) or b"(closed)\r\n\r\n"
+        assert told.startswith(b"HTTP/1.1 100"), told
+        sock.sendall(b"{")
+        socks.append(sock)
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.wait(0.5):
+            for sock in socks:
+                try:
+                    sock.send(b" ")
+                except OSError:
+                    pass  # closed by the server for room
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    try:
+        yield socks
+    finally:
+        stop.set()
+        dripper.join()
+        for sock in socks:
+            sock.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_500_trickling_bodies_keep_no_request_of_the_user_out(tmp_path):
+    """On the default (loopback, no tokens, 500 connections): 500 clients each sending a request body a
+    byte at a time held every slot busy, so the user's own requests were all refused 503. A body slower
+    than `min_body_bytes_per_second` is closed for room like an idle connection."""
+    with real_server(tmp_path, bearer=False) as (port, _):
+        info = f"http://127.0.0.1:{port}/api/info"
+        with httpx2.Client(timeout=SAFETY) as http:
+            until(lambda: http.get(info).status_code == 200, "the memory opens")
+        with trickling(port, 500) as attacker:
+            time.sleep(BODY_GRACE_SECONDS)  # a body's rate is judged after its first second
+            answers = []
+            for _ in range(20):  # each on a new connection, as a hook or a client starting up makes one
+                with httpx2.Client(timeout=SAFETY) as http:
+                    answers.append(http.get(info).status_code)
+            print(f"500 trickling bodies: the user's requests answered {answers.count(200)} of {len(answers)}")
+            assert answers == [200] * 20
+            # The first took a trickler's slot; each next one the slot its predecessor left.
+            until(lambda: still_open(attacker) < 500, "a trickling body closed for room")
 
 
 def test_when_every_connection_is_busy_a_new_one_gets_503_and_one_log_line(tmp_path):

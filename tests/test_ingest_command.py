@@ -84,7 +84,7 @@ def test_with_no_model_it_says_nothing_is_observed_and_starts_no_worker(tmp_path
     done = ingest(no_key, str(transcript))
     assert done.returncode == 0, done.stderr
     assert "22 new message(s)" in done.stdout and "observing in the background" not in done.stdout
-    assert "not observed until a model is ready: openai/gpt-4o-mini needs OPENAI_API_KEY" in done.stdout
+    assert "not observed now: openai/gpt-4o-mini needs OPENAI_API_KEY" in done.stdout
     assert rows(tmp_path, "SELECT COUNT(*) FROM om_leases") == [(0,)]  # no worker was started for it
     again = json.loads(ingest(no_key, str(transcript), "--json").stdout)
     assert again["worker"] is None and again["not_observed"].startswith("openai/gpt-4o-mini needs OPENAI_API_KEY")

@@ -23,7 +23,7 @@ from support.processes import PYTHON, REPO, clean_env
 from support.timeouts import scaled
 
 from om_mcp.models import ModelError
-from om_mcp.store import Store
+from om_mcp.store import EVERY_RESOURCE, Store
 
 # What differs between two plays of the same conversation: clock times, durations, ids made at random.
 VARYING = {"at", "id", "cycle_id", "duration_ms"}
@@ -70,10 +70,10 @@ async def reads(store: Store, scope: str) -> dict[str, Any]:
     key_a = "thread:a" if scope == "thread" else "resource:alice"
     series = await store.series_inputs(key_a)
     return {
-        "all": plain(await store.thread_states(scope)),  # type: ignore[arg-type]
-        "alice": plain(await store.thread_states(scope, resource_id="alice")),  # type: ignore[arg-type]
-        "one": plain(await store.thread_states(scope, thread_id="c")),  # type: ignore[arg-type]
-        "first": plain(await store.thread_states(scope, limit=1)),  # type: ignore[arg-type]
+        "all": plain(await store.thread_states(scope, access=EVERY_RESOURCE)),  # type: ignore[arg-type]
+        "alice": plain(await store.thread_states(scope, access=EVERY_RESOURCE, resource_id="alice")),  # type: ignore[arg-type]
+        "one": plain(await store.thread_states(scope, access=EVERY_RESOURCE, thread_id="c")),  # type: ignore[arg-type]
+        "first": plain(await store.thread_states(scope, access=EVERY_RESOURCE, limit=1)),  # type: ignore[arg-type]
         "series": {"messages": [(t, n) for _, t, n in series.messages], "events": plain(series.events)},
         "series_seqs": len({seq for seq, _, _ in series.messages}),
         "few_events": len((await store.series_inputs(key_a, limit_events=1)).events),
@@ -92,7 +92,7 @@ async def test_the_overview_reads_agree_on_both_backends(store_location, scope):
         got, expected = await reads(store, scope), await reads(sqlite, scope)
         assert got == expected
 
-        states = await store.thread_states(scope)  # type: ignore[arg-type]
+        states = await store.thread_states(scope, access=EVERY_RESOURCE)  # type: ignore[arg-type]
         assert [s.thread.id for s in states] == ["c", "b", "a"]  # newest-updated first
         a = next(s for s in states if s.thread.id == "a")
         c = next(s for s in states if s.thread.id == "c")
@@ -102,8 +102,11 @@ async def test_the_overview_reads_agree_on_both_backends(store_location, scope):
         assert a.last_observed_at is not None and a.generation == 0
         assert c.last_cycle is not None and c.last_cycle.type == "data-om-observation-failed"
         assert c.last_cycle.payload.get("error")
-        assert [s.thread.id for s in await store.thread_states(scope, resource_id="alice")] == ["b", "a"]  # type: ignore[arg-type]
-        assert await store.thread_states(scope, thread_id="nope") == []  # type: ignore[arg-type]
+        assert [s.thread.id for s in await store.thread_states(scope, access=EVERY_RESOURCE, resource_id="alice")] == [
+            "b",
+            "a",
+        ]  # type: ignore[arg-type]
+        assert await store.thread_states(scope, access=EVERY_RESOURCE, thread_id="nope") == []  # type: ignore[arg-type]
 
         inputs = await store.series_inputs(a.record_key)
         assert [seq for seq, _, _ in inputs.messages] == sorted(seq for seq, _, _ in inputs.messages)

@@ -276,6 +276,84 @@ def test_no_random_token_passes_for_a_placeholder(rule, prefix, alphabet, length
     assert kept == [], f"{len(kept)} of 4000 kept, e.g. {kept[:3]}"
 
 
+def documented_assignment_shapes() -> tuple[list[str], list[str]]:
+    """The assignment shapes docs/privacy.md lists (its text block after **Assignments.**, `...` where the
+    value goes) and its structured examples (JSON in backticks): read from the page, so a shape added
+    there is held here the day it is documented."""
+    page = (Path(__file__).parent.parent / "docs" / "privacy.md").read_text(encoding="utf-8")
+    section = page.split("**Assignments.**", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    shapes = [item for line in block.splitlines() for item in re.split(r" {2,}", line.strip()) if "..." in item]
+    after = section.split("```", 2)[2].lstrip().split("\n\n", 1)[0]
+    structured = [span for span in re.findall(r"`([\[{][^`]*\.\.\.[^`]*)`", after) if "Basic" not in span]
+    return shapes, structured
+
+
+RANDOM_ALPHABETS = {
+    "base62": string.ascii_letters + string.digits,
+    "base64url": string.ascii_letters + string.digits + "-_",
+    "hex": string.digits + "abcdef",
+}
+
+
+def random_values(seed: str) -> list[str]:
+    """Random keys of 12 to 32 characters: four base62 values of each length, one base64url and one hex."""
+    rng = random.Random(seed)
+    per_alphabet = {"base62": 4, "base64url": 1, "hex": 1}
+    return [
+        "".join(rng.choice(RANDOM_ALPHABETS[name]) for _ in range(length))
+        for length in range(12, 33)
+        for name, count in per_alphabet.items()
+        for _ in range(count)
+    ]
+
+
+def test_no_random_key_is_kept_under_any_documented_assignment_shape():
+    """Issue 33: the assignment rule kept 4-15 % of random keys under `API_KEY=`, `"api_key":`,
+    `GITHUB_TOKEN=`, `apiKey =`: its camel-case exemption matched random base62 (`zt` `S8` `Oka`).
+    A value is now a name only when it reads as words (privacy/words.py)."""
+    shapes, structured = documented_assignment_shapes()
+    assert len(shapes) >= 25 and len(structured) == 2, (shapes, structured)
+    for name in ("API_KEY=...", '"api_key": "..."', "GITHUB_TOKEN=...", "apiKey = ..."):
+        assert name in shapes
+    kept: dict[str, list[str]] = {}
+    for shape in shapes:
+        for value in random_values(shape):
+            if value in redact(shape.replace("...", value))[0]:
+                kept.setdefault(shape, []).append(value)
+    for example in structured:
+        for value in random_values(example):
+            data = json.loads(example.replace("...", value))
+            if value in json.dumps(scrub(None, data)[0]):
+                kept.setdefault(example, []).append(value)
+    assert kept == {}, {shape: f"{len(values)} kept, e.g. {values[:3]}" for shape, values in kept.items()}
+
+
+def test_the_shipped_word_list_is_the_one_the_rank_file_makes(tmp_path):
+    from om_mcp.engine.o200k import bundled_rank_file
+    from om_mcp.privacy import words
+
+    source = bundled_rank_file()
+    assert source is not None
+    words.build(source, tmp_path / "words.txt")
+    assert (tmp_path / "words.txt").read_bytes() == words.WORDS.read_bytes()
+
+
+def test_names_made_of_words_stay_and_keys_do_not():
+    """What the exemption is for: code that assigns a variable to a secret-named one."""
+    for text in (
+        "apiKey = accessTokenValue;",
+        "API_KEY=user_api_key_from_env",
+        "token = DEFAULT_ACCESS_TOKEN",
+        "auth_token = refreshTokenHandler",
+        "const apiKey = configuredApiKey2;",
+    ):
+        assert redact(text) == (text, Counter()), text
+    for value in ("ztS8OkaF9Lx4", "qkvhzpwlxrbmtq", "rAAGV92F6XSp", "eBFs9LihX9Qh"):
+        assert value not in redact(f"apiKey = {value}")[0], value
+        assert value not in redact(f"API_KEY={value}")[0], value
+
+
 def test_a_placeholder_is_a_bare_prefix_or_a_stand_in():
     for text in ("OPENAI_API_KEY=sk-proj-", "GITHUB_TOKEN=ghp_", "token: glpat-", "TOKEN=<token>", "TOKEN=${TOKEN}"):
         assert redact(text) == (text, Counter()), text

@@ -23,6 +23,7 @@ from support.processes import run_om
 from om_mcp.engine.observation import archive
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.server import build_server
+from om_mcp.store import EVERY_RESOURCE
 
 pytestmark = pytest.mark.anyio
 
@@ -206,7 +207,10 @@ async def test_restore_line_brings_a_retired_line_back_and_forget_takes_its_copi
     # Forgetting a line takes its retired copies too: forget is for good.
     tortoise = next(e["id"] for g in log["groups"] for e in g["lines"] if e["id"] and "tortoise" in e["text"])
     await mem.control.forget_observation(tortoise)
-    assert await mem.store.find_text("tortoise") == type(await mem.store.find_text("tortoise"))()
+    assert (
+        await mem.store.find_text("tortoise", EVERY_RESOURCE)
+        == type(await mem.store.find_text("tortoise", EVERY_RESOURCE))()
+    )
     await mem.close()
 
 

@@ -20,6 +20,8 @@ from support.backends import location
 
 from om_mcp.engine.search.query import parse_query
 from om_mcp.store import (
+    EVERY_RESOURCE,
+    Access,
     BufferedReflection,
     Chunk,
     IngestState,
@@ -726,9 +728,9 @@ async def test_forgetting_a_message_takes_it_out_of_every_count_index_and_range(
             extracted=None,
             buffered_at_tokens=20,
         )
-        found = await store.find_text("LIGHTHOUSE")
+        found = await store.find_text("LIGHTHOUSE", EVERY_RESOURCE)
         assert [m.id for m in found.messages] == ["t-0", "t-2"] and not found.truncated
-        assert (await store.find_text("lighthouse", resource_id="elsewhere")).messages == []
+        assert (await store.find_text("lighthouse", Access.to(["elsewhere"]))).messages == []
         record = await store.record("thread:t")
         assert record
         plan = Rewrite(expected={"thread:t": record.version - 1}, messages={"t": [seqs[0], seqs[2]]})
@@ -751,7 +753,7 @@ async def test_forgetting_a_message_takes_it_out_of_every_count_index_and_range(
         assert hits == [] and stats.rows == 2
         hits, _ = await store.search_messages("r", parse_query("noted"))
         assert max(hits, key=lambda h: h.score).body == "noted"  # and t-3, by the message before it
-        assert (await store.find_text("lighthouse")).messages == []
+        assert (await store.find_text("lighthouse", EVERY_RESOURCE)).messages == []
 
 
 async def test_a_corrected_group_is_found_by_its_new_words_and_a_removed_one_not_at_all():
@@ -760,7 +762,7 @@ async def test_a_corrected_group_is_found_by_its_new_words_and_a_removed_one_not
         await observed(store, "thread:t", "t", seqs, "user likes green tea")
         [old] = await store.groups("thread:t")
         assert await store.group_records([old.id, "nobody"]) == {old.id: "thread:t"}
-        [(key, quoted)] = (await store.find_text("GREEN TEA")).groups
+        [(key, quoted)] = (await store.find_text("GREEN TEA", EVERY_RESOURCE)).groups
         assert (key, quoted.id) == ("thread:t", old.id)
         record = await store.record("thread:t")
         assert record
@@ -792,7 +794,7 @@ async def test_a_phrase_is_scrubbed_from_what_the_models_derived():
         record = await store.record("thread:t")
         assert record
         done = await store.apply_rewrite(
-            Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_resource="r")
+            Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_within=Access.to(["r"]))
         )
         # the task, the metadata value, the title, a memory line and its copy in the memory's history, the event
         assert done and done.derived == 6
@@ -861,7 +863,7 @@ async def test_tombstones_refuse_what_was_forgotten_on_every_way_in():
     async with opened() as store:
         said = new("m1", "My old address is 12 Quokka Road")
         await store.append_messages("t", "r", "thread:t", [said, new("m2", "noted", role="assistant")])
-        found = await store.find_text("quokka road", "r")
+        found = await store.find_text("quokka road", Access.to(["r"]))
         [gone] = found.messages
         done = await store.apply_rewrite(Rewrite({}, messages={"t": [gone.seq]}))
         assert done is not None and done.messages == 1
@@ -994,8 +996,36 @@ async def test_stats_integrity_and_the_overview_reads():
         stats = await store.stats()
         assert (stats.resources, stats.threads, stats.messages, stats.pending_tokens) == (1, 1, 3, 30)
         assert stats.backend == store.backend and await store.integrity() == []
-        [state] = await store.thread_states("thread", resource_id="r")
+        [state] = await store.thread_states("thread", access=EVERY_RESOURCE, resource_id="r")
         assert state.thread.id == "t"
         assert await store.pending_records() == [("thread:t", 30, 0)]
         inputs = await store.series_inputs("thread:t")
         assert len(inputs.messages) == 3
+
+
+async def test_oauth_secrets_are_stored_as_digests_used_once_and_revoked_by_family():
+    """OAuth's rules (store/oauth.py): a one-time secret is used once and its replacements stored
+    with it; used again, it revokes its grant; every token of a revoked grant stops being live."""
+    async with opened() as store:
+        await store.oauth_put_client("c1", json.dumps({"client_name": "phone", "redirect_uris": ["https://x/cb"]}))
+        assert json.loads(await store.oauth_client("c1"))["client_name"] == "phone"
+        assert await store.oauth_client("c2") is None
+        await store.oauth_new_grant("g1", "c1", ["alice"])
+        await store.oauth_put_secret("sha256:code", "code", "g1", {"code_challenge": "x"}, 60)
+        used = await store.oauth_redeem("sha256:code", "code", [("sha256:rt", "refresh", {}, 600.0)])
+        assert used is not None and used.resources == ["alice"] and used.detail == {"code_challenge": "x"}
+        assert await store.oauth_redeem("sha256:code", "wrong-kind") is None
+        refresh = await store.oauth_secret("sha256:rt", "refresh")
+        assert refresh is not None and refresh.live and refresh.grant_id == "g1"
+        # The code presented again: nothing issued, and its grant (the refresh token with it) revoked.
+        assert await store.oauth_redeem("sha256:code", "code", [("sha256:rt2", "refresh", {}, 600.0)]) is None
+        assert await store.oauth_secret("sha256:rt2", "refresh") is None
+        assert not (await store.oauth_secret("sha256:rt", "refresh")).live
+        [grant] = await store.oauth_grants()
+        assert grant.revoked and grant.client_name == "phone" and grant.live_tokens == 0
+        assert not await store.oauth_revoke_grant("g1")  # already revoked
+        # Consent codes: a wrong one counts a failure against every outstanding code.
+        await store.oauth_put_secret("sha256:consent", "consent", None, {"resources": None}, 600)
+        assert await store.oauth_consent_failed(2) == 1
+        assert await store.oauth_consent_failed(2) == 0
+        assert (await store.oauth_secret("sha256:consent", "consent")).failures == 2

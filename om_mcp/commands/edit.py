@@ -35,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(done.model_dump())
         else:
-            print(f"corrected: {done.text}\n  its id is now {done.id}")
+            print(
+                f"corrected: {done.text}\n  its id is now {done.id}\n  the log is now generation {done.generation};"
+                f" the memory as of any time before shows the old line (show --diff {done.generation} shows the edit)"
+            )
         return EXIT_OK
 
     return run_memory(config, main)

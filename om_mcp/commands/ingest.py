@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     if paused:
         summary["not_observed"] = paused
+    paused = summary.get("not_observed")
     if args.json:
         from om_mcp.commands._output import print_json
 
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             + (f", {summary['forgotten']} refused (forgotten)" if summary["forgotten"] else "")
             + f", in thread {summary['thread_id']} of resource {summary['resource_id']}"
             + (f"; observing in the background ({summary['worker']})" if summary["worker"] else "")
-            + (f"; not observed until a model is ready: {paused}" if paused and summary["appended"] else "")
+            + (f"; not observed now: {paused}" if paused and summary["appended"] else "")
         )
     return 0
 
@@ -202,10 +203,14 @@ def store(
             done = recorder.record(session, lambda _: Reading(part, Position()), start_worker=False)  # noqa: B023
             _count(summary, done)
             advance(len(part))
+        # A worker started under a reached spend cap would observe nothing: the summary says why instead.
+        capped = recorder.spend_paused(config.observational_memory.budget) if start_worker else None
         done = recorder.record(
-            session, lambda _: Reading([], Position()), ends_session=True, start_worker=bool(messages)
+            session, lambda _: Reading([], Position()), ends_session=True, start_worker=bool(messages) and not capped
         )
         summary["resource_id"], summary["worker"] = done.resource_id, done.worker
+        if capped:
+            summary["not_observed"] = capped
     return summary
 
 

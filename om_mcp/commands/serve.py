@@ -26,6 +26,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " change all memory)",
     )
     parser.add_argument(
+        "--public-url", metavar="URL", help="where clients reach this server (https://host): OAuth's issuer"
+    )
+    parser.add_argument(
+        "--oauth",
+        action="store_const",
+        const=True,
+        help="be an OAuth 2.1 authorization server for remote clients; the owner approves each with a code from"
+        " om-mcp connect (needs --public-url)",
+    )
+    parser.add_argument(
+        "--oauth-issuer",
+        metavar="URL",
+        help="accept JWT access tokens from this OpenID provider (identities mapped in [server.oauth.identities])",
+    )
+    parser.add_argument(
         "--hooks",
         action="store_true",
         help="the host's hooks record the conversations (om-mcp hook): the agent is told not to call"
@@ -35,7 +50,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load(args, {"server.transport": args.transport, "server.host": args.host, "server.port": args.port})
+    config = load(
+        args,
+        {
+            "server.transport": args.transport,
+            "server.host": args.host,
+            "server.port": args.port,
+            "server.public_url": args.public_url,
+            "server.oauth.enabled": args.oauth,
+            "server.oauth.issuer": args.oauth_issuer,
+        },
+    )
     if config is None:
         return 2
     http = config.server.transport == "http"

@@ -17,7 +17,16 @@ from om_mcp.config.memory import (
     UserConfig,
 )
 from om_mcp.config.privacy import PrivacyConfig
-from om_mcp.config.server import AuthConfig, HttpConfig, ServerConfig, TokenEntry, hash_token
+from om_mcp.config.server import (
+    AuthConfig,
+    HttpConfig,
+    OAuthConfig,
+    ServerConfig,
+    TokenEntry,
+    check_https_url,
+    hash_token,
+    is_loopback_host,
+)
 from om_mcp.config.settings import Config
 from om_mcp.config.working_memory import WorkingMemoryConfig
 
@@ -28,7 +37,9 @@ __all__ = [
     "ConfigError",
     "HttpConfig",
     "TokenEntry",
+    "check_https_url",
     "hash_token",
+    "is_loopback_host",
     "Extractor",
     "HooksConfig",
     "Limits",
@@ -39,6 +50,7 @@ __all__ = [
     "PrivacyConfig",
     "ReflectionConfig",
     "RetrievalConfig",
+    "OAuthConfig",
     "ServerConfig",
     "WorkingMemoryConfig",
     "load_config",

@@ -53,10 +53,12 @@ class Config(_Section):
 
     @model_validator(mode="after")
     def _one_person(self) -> Config:
-        if self.observational_memory.user.enabled and any("*" not in t.resources for t in self.server.auth.tokens):
+        bound = any("*" not in t.resources for t in self.server.auth.tokens)
+        if self.observational_memory.user.enabled and (bound or self.server.oauth.on):
             raise ValueError(
                 "observational_memory.user.enabled: the person layer is one person's, and would show one tenant's"
-                " lines to another; keep it off on a server whose server.auth.tokens are bound to resources"
+                " lines to another; keep it off on a server whose server.auth.tokens or OAuth grants are bound to"
+                " resources"
             )
         return self
 

@@ -12,6 +12,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _HOMES = {
+    "Access": "om_mcp.store",  # the caller's resources: a store type, named for every layer above
+    "EVERY_RESOURCE": "om_mcp.store",
+    "NO_RESOURCE": "om_mcp.store",
     "AppendOutcome": "results",
     "ContextOut": "results",
     "DeleteOut": "results",
@@ -27,6 +30,9 @@ _HOMES = {
     "Unavailable": "errors",
     "StoreUnavailable": "errors",
     "Memory": "memory",
+    "ConsentRefused": "grants",
+    "Grants": "grants",
+    "Issued": "grants",
     "ThreadState": "overview",
     "MessageRead": "overview",
     "MessageIn": "om_mcp.messages",  # the shape every way in speaks, below the engine
@@ -40,14 +46,20 @@ _HOMES = {
 }
 # Spelled out (not sorted(_HOMES)) so linters and type checkers see the re-exports.
 __all__ = [
+    "EVERY_RESOURCE",
+    "NO_RESOURCE",
+    "Access",
     "AppendOutcome",
+    "ConsentRefused",
     "ContextOut",
     "CycleOutcome",
     "DeleteOut",
     "EngineError",
     "EventType",
+    "Grants",
     "Hooks",
     "InputError",
+    "Issued",
     "Memory",
     "MessageIn",
     "MessageRead",
@@ -69,6 +81,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from om_mcp.engine.errors import EngineError, InputError, NotFound, StoreUnavailable, Unavailable
+    from om_mcp.engine.grants import ConsentRefused, Grants, Issued
     from om_mcp.engine.memory import Memory
     from om_mcp.engine.observation.cycle import CycleOutcome
     from om_mcp.engine.observation.events import EventType, Hooks
@@ -86,6 +99,7 @@ if TYPE_CHECKING:
         tenant_spend,
     )
     from om_mcp.messages import MessageIn
+    from om_mcp.store import EVERY_RESOURCE, NO_RESOURCE, Access
 
 
 def __getattr__(name: str) -> Any:

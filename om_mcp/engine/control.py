@@ -16,12 +16,16 @@ its result (`Record.edits`). Forgetting by phrase also scrubs what the models co
 it into: tasks, titles, extracted values, events, working memory.
 
 Bad input changes nothing: an unknown thread, message, observation or generation is
-`NotFound` naming it. Every change is an event (`data-om-forget`, `-edit`, `-restore`)
+`NotFound` naming it. Everything works within `access`, the caller's resources: a thread, message,
+line or generation of another resource is unknown in the same words, and a phrase is looked for,
+counted and forgotten only there. Every change is an event (`data-om-forget`, `-edit`, `-restore`)
 that says what kind and how many, never the text.
 """
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -34,13 +38,14 @@ from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.store import RETIRED, Group, NewGroup, Record, Store
+from om_mcp.store import EVERY_RESOURCE, RETIRED, Access, Group, NewGroup, Record, Store
 from om_mcp.store.rows import Rewrite, Rewritten
 
 MATCH_MIN_CHARS = 3
 MATCH_BATCH = 500  # messages forgotten per transaction
 MAX_EDIT_CHARS = 2000
 RETRIES = 5  # a plan made from a record that then moved on is made again
+EDITED = "edited"  # why a corrected line left the log (the retired pile's reason)
 
 
 class ForgetOut(BaseModel):
@@ -67,23 +72,40 @@ class ForgetOut(BaseModel):
 class EditOut(BaseModel):
     id: str = Field(description="the corrected line's new id")
     text: str
+    generation: int = Field(description="the log's new generation: the one before it still holds the old line")
 
 
 class RestoreOut(BaseModel):
+    done: bool = Field(True, description="false: a preview (--dry-run), nothing was changed")
     restored: int = Field(description="the generation made active again")
     generation: int = Field(description="the new generation that holds it")
     groups: int
+    kept: list[str] = Field(
+        default_factory=list, description="lines the user stated since (remembered, corrected), kept as they are now"
+    )
+    dropped: list[str] = Field(
+        default_factory=list, description="lines of the active log the restored one does not hold (kept in history)"
+    )
+    back: int = Field(0, description="lines of the restored generation the active log no longer held")
 
 
 class RestoreLineOut(BaseModel):
     id: str = Field(description="the line's id in the active log")
     text: str
-    was: str = Field(description="where it came from: retired (dropped, merged, superseded, archived) or generation N")
+    was: str = Field(
+        description="where it came from: retired (dropped, merged, superseded, archived, edited) or generation N"
+    )
 
 
 class Control:
     def __init__(self, store: Store, config: Config, counter: TokenCounter, observation: ObservationEngine):
         self.store, self.config, self.counter, self.observation = store, config, counter, observation
+        self.access: Access = EVERY_RESOURCE  # narrowed by `Memory.with_access`
+
+    def with_access(self, access: Access) -> Control:
+        view = copy.copy(self)
+        view.access = access
+        return view
 
     # -- messages -----------------------------------------------------------------------
 
@@ -191,32 +213,61 @@ class Control:
                 field="observation_id",
             )
         said = intake.scrubbed(self.config, text)  # a correction keeps secrets out too (the gate's scan)
-        result: EditOut | None = None
-
-        async def plan() -> Rewrite:
-            nonlocal result
-            record, group, _, hashes, _whole = await self._locate(observation_id, thread_id, resource_id)
+        for _ in range(RETRIES):
+            record, named, _, hashes, _whole = await self._locate(observation_id, thread_id, resource_id)
             (line_hash,) = hashes
-            old = next(line.text for line in lines.lines(group.text) if line.hash == line_hash)
+            active = await self.store.groups(record.key)
+            # The line as the active log holds it: an id from before a reflection or a restore names
+            # a group of an earlier generation, whose line (same hash) may sit in another group now.
+            at = next((n for n, g in enumerate(active) if g.id == named.id), None)
+            if at is None:
+                at = next((n for n, g in enumerate(active) if line_hash in _hashes(g.text)), None)
+            if at is None:
+                raise InputError(
+                    f"the line {observation_id} is not in the active log (a reflection retired it, or only an"
+                    " earlier generation holds it): bring it back with restore --line first",
+                    field="observation_id",
+                )
+            holder = active[at]
+            old = next(line.text for line in lines.lines(holder.text) if line.hash == line_hash)
             new_line = lines.corrected(old, said)
-            new_text, _ = lines.replace(group.text, line_hash, new_line)
-            result = EditOut(id=f"{group.id}.{lines.line_hash(new_line)}", text=new_line.strip())
+            new_text, _ = lines.replace(holder.text, line_hash, new_line)
+            # Dated like a generation: the corrected log is a new one, so the memory as of any time before
+            # shows the line as it was, `show --diff` shows the change, and the old line waits on the
+            # retired pile ("edited", replaced by the new one) as anything a reflection drops does.
+            groups = [_copy(g) for g in active]
+            groups[at].text, groups[at].tokens = new_text, self.counter.count_text(new_text)
+            was = _with_date(holder.text, {line_hash})
+            retired = _copy(holder)
+            retired.text, retired.tokens = was, self.counter.count_text(was)
+            retired.retired_reason, retired.replaced_by = EDITED, lines.line_hash(new_line)
             event = user_event(
                 EventType.EDIT,
                 thread_id if thread_id is not None else record.thread_id,
                 record.resource_id,
                 record_id=record.key,
                 lines=1,
+                generation_count=record.generation + 1,
             )
-            return Rewrite(
-                {record.key: record.version},
-                groups={group.id: (new_text, self.counter.count_text(new_text))},
+            if await self.store.commit_reflection(
+                record.key,
+                lease=None,
+                generation=record.generation,
+                covered=len(active),
+                groups=groups,
+                extracted=None,
+                blocked_at=record.reflection_blocked_at,
                 events=[event],
-            )
-
-        await self._apply(plan)
-        assert result is not None
-        return result
+                edits=record.edits,
+                retired=[retired],
+            ):
+                await self.observation.events.emit([event], persisted=True)
+                now = await self.store.groups(record.key)
+                gid = now[at].id if len(now) > at else holder.id
+                return EditOut(
+                    id=f"{gid}.{lines.line_hash(new_line)}", text=new_line.strip(), generation=record.generation + 1
+                )
+        raise InputError("the memory kept changing while editing; try again", field="observation_id")
 
     # -- by phrase -----------------------------------------------------------------------------
 
@@ -224,22 +275,30 @@ class Control:
         self, phrase: Any, resource_id: str | None = None, *, thread_id: str | None = None, apply: bool = True
     ) -> ForgetOut:
         """Forget every message and observation line holding `phrase` in any field it stores (ignoring
-        case and Unicode normalisation), in one resource or all of them, and scrub it from what was
-        derived (titles, metadata, working memory, tasks, events, model-health excerpts). `apply=False`:
-        a preview. `thread_id` only names the thread the forget's event is listed under."""
+        case and Unicode normalisation), in one resource or every resource of the caller's access, and
+        scrub it from what was derived (titles, metadata, working memory, tasks, events, model-health
+        excerpts). `apply=False`: a preview. `thread_id` only names the thread the forget's event is
+        listed under. What lies outside the access is neither counted nor changed, so the answer is
+        the same whether another resource holds the phrase or nothing does."""
         if not isinstance(phrase, str) or len(phrase.strip()) < MATCH_MIN_CHARS:
             raise InputError(f"match must be at least {MATCH_MIN_CHARS} characters", field="match")
         phrase = phrase.strip()
         intake.check_text(phrase, "match", nul=True)
+        within = self.access
         if resource_id is not None:
             intake.check_id(resource_id, "resource_id")
-        found = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+            within = Access.to([intake.check_access(self.access, resource_id)])
+        if thread_id is not None:
+            thread = await self.store.get_thread(intake.check_id(thread_id, "thread_id"))
+            if thread is not None and not self.access.allows(thread.resource_id):
+                raise intake.unknown_thread(thread_id)
+        found = await self.store.find_text(phrase, within, limit=MATCH_BATCH)
         if not (found.messages or found.groups or found.chunks or found.derived):
             where = f" in resource {resource_id!r}" if resource_id else ""
             raise NotFound(f"nothing stored holds {phrase!r}{where}", field="match")
         if not apply:
             _, would = await forget_phrase.plan(
-                self.store, self.counter.count_text, phrase, found, resource_id=None, thread_id=None
+                self.store, self.counter.count_text, phrase, found, within=within, thread_id=None
             )
             return ForgetOut(
                 done=False,
@@ -257,9 +316,9 @@ class Control:
 
         async def make() -> Rewrite:
             nonlocal counted
-            fresh = await self.store.find_text(phrase, resource_id, limit=MATCH_BATCH)
+            fresh = await self.store.find_text(phrase, within, limit=MATCH_BATCH)
             plan, counted = await forget_phrase.plan(
-                self.store, self.counter.count_text, phrase, fresh, resource_id=resource_id, thread_id=thread_id
+                self.store, self.counter.count_text, phrase, fresh, within=within, thread_id=thread_id
             )
             return plan
 
@@ -276,8 +335,12 @@ class Control:
 
     # -- undo a reflection ---------------------------------------------------------------------
 
-    async def restore_generation(self, thread_id: str, generation: Any, resource_id: str | None = None) -> RestoreOut:
-        """Make an earlier generation the active log again, as a new generation; nothing is deleted."""
+    async def restore_generation(
+        self, thread_id: str, generation: Any, resource_id: str | None = None, *, apply: bool = True
+    ) -> RestoreOut:
+        """Make an earlier generation the active log again, as a new generation; nothing is deleted.
+        What the user said since stays: a line remembered since is carried into the restored log,
+        and a line corrected since (`edit`) stays corrected. `apply=False`: what it would do."""
         if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
             raise InputError("generation must be a whole number, 0 or more", field="generation")
         resource_id, _ = await self._thread(thread_id, resource_id)
@@ -293,11 +356,23 @@ class Control:
                 raise NotFound(f"unknown generation {generation} of {key} (it has {have})", field="generation")
             if generation == record.generation:
                 raise InputError(f"generation {generation} is already the active log", field="generation")
-            source = stored[generation]
-            tokens = sum(g.tokens for g in source)
+            pile = await self.store.retired_groups(key)
+            plan = _restore_plan(stored[generation], stored.get(record.generation, []), pile, generation, self.counter)
+            out = RestoreOut(
+                done=False,
+                restored=generation,
+                generation=record.generation + 1,
+                groups=len(plan.groups),
+                kept=plan.kept,
+                dropped=plan.dropped,
+                back=plan.back,
+            )
+            if not apply:
+                return out
+            tokens = sum(g.tokens for g in plan.groups)
             # Lines the restored log holds again leave the retired pile (search would find them twice).
-            back = {h for g in source for h in _hashes(g.text)}
-            unretired = [g.id for g in await self.store.retired_groups(key) if set(_hashes(g.text)) <= back]
+            back = {h for g in plan.groups for h in _hashes(g.text)}
+            unretired = [g.id for g in pile if set(_hashes(g.text)) <= back]
             event = user_event(
                 EventType.RESTORE,
                 thread_id,
@@ -305,14 +380,16 @@ class Control:
                 record_id=key,
                 restored_generation=generation,
                 generation_count=record.generation + 1,
-                groups=len(source),
+                groups=len(plan.groups),
+                kept=len(plan.kept),
+                dropped=len(plan.dropped),
             )
             if await self.store.commit_reflection(
                 key,
                 lease=None,
                 generation=record.generation,
                 covered=len(stored.get(record.generation, [])),
-                groups=[_copy(g) for g in source],
+                groups=plan.groups,
                 extracted=None,
                 # A restored log over the threshold is not condensed again until it grows.
                 blocked_at=tokens if tokens >= engine.limits.observation_tokens else None,
@@ -321,7 +398,7 @@ class Control:
                 unretired=unretired,
             ):
                 await engine.events.emit([event], persisted=True)
-                return RestoreOut(restored=generation, generation=record.generation + 1, groups=len(source))
+                return out.model_copy(update={"done": True})
         raise InputError("the memory kept changing while restoring; try again", field="generation")
 
     async def restore_line(
@@ -379,9 +456,11 @@ class Control:
     # -- shared ------------------------------------------------------------------------------
 
     async def _thread(self, thread_id: str, resource_id: str | None) -> tuple[str, Any]:
-        resource_id, thread = await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
+        resource_id, thread = await intake.resolve(
+            self.store, self.config.default_resource_id, thread_id, resource_id, self.access
+        )
         if thread is None:
-            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
+            raise intake.unknown_thread(thread_id)
         return resource_id, thread
 
     async def _locate(
@@ -408,6 +487,8 @@ class Control:
             if key != self.observation.record_key(thread_id, resource_id):
                 raise unknown  # another thread's memory is not this caller's to see
         record = await self.store.record(key)
+        if record is not None and not self.access.allows(record.resource_id):
+            raise unknown  # another resource's memory reads as none at all
         # The retired pile too: a line forgotten goes from there as well, and a retired one can be named.
         generations = [*await self.store.generations(key), (RETIRED, await self.store.retired_groups(key))]
         target = next((g for _, members in generations for g in members if g.id == group_id), None)
@@ -432,15 +513,20 @@ class Control:
             key = self.observation.record_key(thread_id, resource_id)
         holding = [
             (record_key, active, g)
-            for record_key, active, g in await self.store.record_groups(key)
+            for record_key, active, g in await self.store.record_groups(self.access, key)
             if any(line.hash == line_hash for line in lines.lines(g.text))
         ]
-        found = [h for h in holding if h[1]] or holding
-        if not found:
+        if not holding:
             where = f" in thread {thread_id!r}" if thread_id is not None else ""
             raise NotFound(
                 f"unknown observation {observation_id!r}: no line has that id{where}", field="observation_id"
             )
+        # One log holds a line in many places (every generation since it was written, the retired pile):
+        # the active log's copy, else the pile's, else the newest generation's. Only lines of several
+        # logs (or twice in one active log) need the full id.
+        found = [h for h in holding if h[1]] or [h for h in holding if h[2].retired] or holding
+        if len({k for k, _, _ in found}) == 1 and not (found[0][1] and len(found) > 1):
+            found = found[:1]
         if len(found) > 1:
             names = ", ".join(f"{g.id}.{line_hash} ({record_key})" for record_key, _, g in found[:10])
             more = f" and {len(found) - 10} more" if len(found) > 10 else ""
@@ -478,6 +564,66 @@ class Control:
                 await engine.events.emit(plan.events, persisted=True)
                 return done
         raise InputError("the memory kept changing while forgetting; try again", field="observation_id")
+
+
+@dataclass
+class _Restore:
+    groups: list[NewGroup]
+    kept: list[str]
+    dropped: list[str]
+    back: int
+
+
+def _restore_plan(
+    source: list[Group], active: list[Group], pile: list[Group], generation: int, counter: TokenCounter
+) -> _Restore:
+    """Generation `generation`'s groups, with what the user said since kept: each line corrected since
+    (the pile's "edited" lines retired after it, followed to the newest correction) replaced in place
+    by its correction as the active log holds it, and each other user-stated line of the active log
+    that the generation lacks (remembered since) carried to the end under its Date line."""
+    edited = {
+        old: g.replaced_by
+        for g in pile
+        if g.retired_reason == EDITED and g.replaced_by and (g.retired_by or 0) > generation
+        for old in _hashes(g.text)
+    }
+    said_now = {
+        line.hash: line.text
+        for g in active
+        for line in lines.lines(g.text)
+        if line.hash is not None and lines.is_user_stated(line.text)
+    }
+    kept: list[str] = []
+    covered: set[str] = set()
+    groups = []
+    for g in source:
+        text = g.text
+        for h in _hashes(g.text):
+            newest, seen = h, {h}
+            while newest in edited and edited[newest] not in seen:
+                newest = edited[newest]
+                seen.add(newest)
+            if newest != h and newest in said_now:
+                text, _ = lines.replace(text, h, said_now[newest])
+                kept.append(said_now[newest].strip())
+            covered.add(newest)
+        copy = _copy(g)
+        copy.text, copy.tokens = text, counter.count_text(text) if text != g.text else g.tokens
+        groups.append(copy)
+    for g in active:
+        carried = {h for h in _hashes(g.text) if h in said_now and h not in covered}
+        if carried:
+            text = _with_date(g.text, carried)
+            copy = _copy(g)
+            copy.text, copy.tokens = text, counter.count_text(text)
+            groups.append(copy)
+            kept.extend(said_now[h].strip() for h in _hashes(text) if h in carried)
+            covered |= carried
+    restored = {h for g in groups for h in _hashes(g.text)}
+    now = {line.hash: line.text.strip() for g in active for line in lines.lines(g.text) if line.hash is not None}
+    dropped = [text for h, text in now.items() if h not in restored]
+    back = len(restored - set(now))
+    return _Restore(groups, kept, dropped, back)
 
 
 def _fixed(plan: Rewrite) -> Any:

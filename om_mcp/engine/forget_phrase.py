@@ -1,11 +1,11 @@
 """Forgetting by phrase: what `forget --match` would remove, and the plan that removes it.
 
-Every message and observation line holding the phrase (ignoring case), in one resource or all
-of them: messages go whole, lines with their sub-bullets, from every generation and from
-buffered work, and with each line the retired lines it took the place of (a merged line's
-sources, theirs in turn: `sources`), from the retired pile and every earlier generation; the
-store then takes the phrase out of every other column that can hold it (store/forget.py, by the
-registry) and leaves a phrase tombstone (store/phrases.py).
+Every message and observation line holding the phrase (ignoring case), in the resources a
+caller's access grants (one, or every one for the owner): messages go whole, lines with their
+sub-bullets, from every generation and from buffered work, and with each line the retired lines
+it took the place of (a merged line's sources, theirs in turn: `sources`), from the retired pile
+and every earlier generation; the store then takes the phrase out of every other column that can
+hold it (store/forget.py, by the registry) and leaves a phrase tombstone (store/phrases.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.events import EventType, user_event
 from om_mcp.engine.text import message_text
-from om_mcp.store import RETIRED, Group, Record, Store
+from om_mcp.store import RETIRED, Access, Group, Record, Store
 from om_mcp.store.rows import Found, Rewrite
 from om_mcp.store.scrub import fold
 
@@ -102,16 +102,11 @@ async def items(store: Store, phrase: str, found: Found) -> list[dict[str, Any]]
 
 
 async def plan(
-    store: Store,
-    count: Callable[[str], int],
-    phrase: str,
-    found: Found,
-    *,
-    resource_id: str | None,
-    thread_id: str | None,
+    store: Store, count: Callable[[str], int], phrase: str, found: Found, *, within: Access, thread_id: str | None
 ) -> tuple[Rewrite, dict[str, int]]:
-    """The rewrite that forgets what `found` holds, and its counts (lines of active logs, earlier
-    copies, groups left empty, whether more messages are left for the next batch)."""
+    """The rewrite that forgets what `found` holds (found `within` those resources, and scrubbed from
+    them), and its counts (lines of active logs, earlier copies, groups left empty, whether more
+    messages are left for the next batch)."""
     records = await _records(store, found)
     texts: dict[str, str] = {}
     gone: dict[str, set[str]] = {}  # record key -> hashes of the lines that go
@@ -149,14 +144,14 @@ async def plan(
         "earlier_lines": earlier,
         "groups": sum(1 for v in groups.values() if v is None),
     }
-    event = user_event(EventType.FORGET, thread_id, resource_id, selector="match", **counts)
+    event = user_event(EventType.FORGET, thread_id, within.only, selector="match", **counts)
     rewrite = Rewrite(
         {key: record.version for key, record in records.items() if record is not None},
         messages=messages,
         groups=groups,
         chunks=chunks,
         scrub=phrase,
-        scrub_resource=resource_id,
+        scrub_within=within,
         events=[event],
     )
     return rewrite, {**counts, "more": int(found.truncated)}

@@ -16,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from om_mcp.engine.errors import InputError
+from om_mcp.engine.errors import InputError, NotFound
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.privacy import HookFailed, redaction_event
-from om_mcp.store import Message, NewMessage, Store, Thread, gate_for
+from om_mcp.store import Access, Message, NewMessage, Store, Thread, gate_for
 from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
 if TYPE_CHECKING:
@@ -37,6 +37,10 @@ MAX_TITLE_CHARS = 500
 MAX_METADATA_CHARS = 16_000
 _BAD_ID = re.compile(r"[\x00-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+TAKEN = (
+    "{id!r} is already in use on this server (thread ids are shared by everyone who uses it);"
+    " choose another id, for example one that starts with your resource"
+)
 
 
 def check_id(value: Any, field: str) -> str:
@@ -50,16 +54,47 @@ def check_id(value: Any, field: str) -> str:
     return value
 
 
+def unknown_thread(thread_id: str, field: str = "thread_id") -> NotFound:
+    """What a thread nobody holds gets, and so what another tenant's thread gets too."""
+    return NotFound(f"unknown thread {thread_id!r}", field=field)
+
+
+def check_access(access: Access, resource_id: str, field: str = "resource_id") -> str:
+    """`resource_id`, or refused when the caller's access does not grant it (the same words whether
+    the resource exists or not)."""
+    if not access.allows(resource_id):
+        raise InputError(
+            f"resource {resource_id!r} is not allowed for this token (it may use: {access.describe()})", field=field
+        )
+    return resource_id
+
+
 async def resolve(
-    store: Store, default_resource_id: str, thread_id: str, resource_id: str | None
+    store: Store,
+    default_resource_id: str,
+    thread_id: str,
+    resource_id: str | None,
+    access: Access,
+    *,
+    creates: bool = False,
 ) -> tuple[str, Thread | None]:
-    """A request's resource id and its thread (None before the thread's first message). An
-    omitted resource id means the thread's own resource, else the default."""
+    """A request's resource id and its thread (None before the thread's first message), within the
+    caller's `access`. An omitted resource id means the thread's own resource, else the one resource
+    the access is bound to, else the default. A thread of a resource outside the access is answered
+    as one nobody holds; `creates` (the call would make the thread): its id is said to be in use,
+    which is all a caller may learn of it (thread ids are one space for the whole server)."""
     check_id(thread_id, "thread_id")
     thread = await store.get_thread(thread_id)
+    if thread is not None and not access.allows(thread.resource_id):
+        if creates:
+            raise InputError(TAKEN.format(id=thread_id), field="thread_id")
+        raise unknown_thread(thread_id)
     if resource_id is None:
-        return (thread.resource_id if thread else default_resource_id), thread
+        if thread is not None:
+            return thread.resource_id, thread
+        return check_access(access, access.only or default_resource_id), None
     check_id(resource_id, "resource_id")
+    check_access(access, resource_id)
     if thread is not None and thread.resource_id != resource_id:
         raise InputError(
             f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}", field="resource_id"

@@ -6,10 +6,18 @@
         context = await memory.get_context("t1")
 
 It knows nothing of MCP: the server is a thin adapter over these operations.
+
+Every operation that reads or changes a tenant's data works within `memory.access`, the resources
+its caller may touch. Whoever opens the database holds all of it (`EVERY_RESOURCE`: the shell
+commands, the hooks, a stdio server); a server narrows it per request to the caller's access,
+resolved once where the request comes in (`memory.with_access(access)`, a view sharing everything
+else). A thread, message, line or generation of a resource outside the access is answered as one
+nobody holds.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -26,6 +34,7 @@ from om_mcp.engine.context.build import generation_diff, log_view, observation_l
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
 from om_mcp.engine.errors import InputError, NotFound, translated
+from om_mcp.engine.grants import Grants
 from om_mcp.engine.observation.cycle import CycleOutcome
 from om_mcp.engine.observation.engine import ObservationEngine, Progress
 from om_mcp.engine.observation.events import EventType, Hooks, user_event
@@ -54,7 +63,19 @@ from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.messages import MessageIn
 from om_mcp.models import ModelClient
 from om_mcp.models.sampler import Sampler
-from om_mcp.store import NewGroup, Scope, Store, Thread, gate_for, open_store, parse_key, resource_key, thread_key
+from om_mcp.store import (
+    EVERY_RESOURCE,
+    Access,
+    NewGroup,
+    Scope,
+    Store,
+    Thread,
+    gate_for,
+    open_store,
+    parse_key,
+    resource_key,
+    thread_key,
+)
 
 POLL_SECONDS = 5.0
 
@@ -88,8 +109,28 @@ class Memory:
         self.control = Control(store, config, self.counter, self.observation)
         # what the status page reads
         self.overview = MemoryOverview(store, config, self.observation.budget, self.retrieval, self.observation)
+        # what remote clients were granted (OAuth), and the secrets of its flow
+        self.grants = Grants(store, config)
         self._counted_by: int | None = None
         self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
+        # Whoever opens the database holds all of it; `with_access` narrows a view to a caller's.
+        self.access: Access = EVERY_RESOURCE
+        self._views: dict[Access, Memory] = {}
+
+    def with_access(self, access: Access) -> Memory:
+        """This memory as a caller with `access` sees it: the same engine, store and worker, every
+        operation (and `control`, `overview`) within the resources `access` grants. One view per
+        access, kept: a request pays a dictionary lookup."""
+        if access == self.access:
+            return self
+        view = self._views.get(access)
+        if view is None:
+            view = copy.copy(self)
+            view.access = access
+            view.control = self.control.with_access(access)
+            view.overview = self.overview.with_access(access)
+            self._views[access] = view
+        return view
 
     @classmethod
     async def open(
@@ -173,17 +214,29 @@ class Memory:
 
     # -- identity --------------------------------------------------------------------------
 
-    async def _resolve(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread | None]:
-        return await intake.resolve(self.store, self.config.default_resource_id, thread_id, resource_id)
+    async def _resolve(
+        self, thread_id: str, resource_id: str | None, *, creates: bool = False
+    ) -> tuple[str, Thread | None]:
+        """The thread's resource (within `access`) and the thread, None before its first message."""
+        return await intake.resolve(
+            self.store, self.config.default_resource_id, thread_id, resource_id, self.access, creates=creates
+        )
 
     async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
         resource_id, thread = await self._resolve(thread_id, resource_id)
         if thread is None:
-            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
+            raise intake.unknown_thread(thread_id)
         return resource_id, thread
 
+    def check_resource(self, resource_id: str, field: str = "resource_id") -> str:
+        """`resource_id`, or refused (InputError) when it is not an id or `access` does not grant it,
+        in the same words whether the resource exists or not."""
+        return intake.check_access(self.access, intake.check_id(resource_id, field), field)
+
     async def thread(self, thread_id: str) -> Thread | None:
-        return await self.store.get_thread(thread_id)
+        """The thread, or None when nobody holds it or its resource is outside `access`."""
+        found = await self.store.get_thread(thread_id)
+        return found if found is not None and self.access.allows(found.resource_id) else None
 
     def record_key(self, thread_id: str, resource_id: str) -> str:
         return self.observation.record_key(thread_id, resource_id)
@@ -202,7 +255,7 @@ class Memory:
         """Store a batch, all or nothing (`engine/append.py`, the pipeline every way in takes);
         re-sent messages (same id, or the same content when sent without ids) are skipped and
         counted. Never waits for a model."""
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._resolve(thread_id, resource_id, creates=True)
         if resource_id == USER_RESOURCE:
             raise InputError(
                 f"resource {USER_RESOURCE!r} is the person layer: remember lines there with om-mcp remember --user",
@@ -308,6 +361,7 @@ class Memory:
             actor_model=actor_model,
             with_status=with_status and at is None,
             as_of=at,
+            access=self.access,
         )
 
     # -- remember exactly this ----------------------------------------------------------------
@@ -321,17 +375,13 @@ class Memory:
         if user and (thread_id is not None or resource_id is not None):
             raise InputError("give one of thread, resource or user", field="user")
         if user:
-            if not self.config.observational_memory.user.enabled:
-                raise InputError(
-                    "the person layer is off: om-mcp config set observational_memory.user.enabled true", field="user"
-                )
+            self._person_layer()
             resource_id, key, owner = USER_RESOURCE, resource_key(USER_RESOURCE), None
         elif thread_id is not None:
             resource_id, _ = await self._existing(thread_id, resource_id)
             key, owner = self.record_key(thread_id, resource_id), thread_id
         else:
-            resource_id = resource_id or self.config.default_resource_id
-            intake.check_id(resource_id, "resource_id")
+            resource_id = self.check_resource(resource_id or self.access.only or self.config.default_resource_id)
             key, owner = resource_key(resource_id), None
             if self.config.observational_memory.scope == "thread":
                 # A resource has no log of its own: the one its next session is shown is its most
@@ -397,7 +447,7 @@ class Memory:
             resource_id, _ = await self._existing(thread_id, resource_id)
             key = self.record_key(thread_id, resource_id)
         elif resource_id is not None:
-            key = resource_key(resource_id)
+            key = resource_key(self.check_resource(resource_id))
         else:
             raise InputError("give thread_id or resource_id", field="thread_id")
         record = await self.store.record(key)
@@ -435,10 +485,17 @@ class Memory:
         resource_id, _ = await self._existing(thread_id, resource_id)
         return await generation_diff(self.store, self.record_key(thread_id, resource_id), generation)
 
+    def _person_layer(self) -> None:
+        """Refused unless the person layer is on and the caller's access reaches it (the local owner's)."""
+        if not self.config.observational_memory.user.enabled:
+            raise InputError(
+                "the person layer is off: om-mcp config set observational_memory.user.enabled true", field="user"
+            )
+        intake.check_access(self.access, USER_RESOURCE, "user")
+
     async def set_user_working_memory(self, text: Any) -> str:
         """Replace the person layer's working memory (Markdown), which every resource's context shows."""
-        if not self.config.observational_memory.user.enabled:
-            raise InputError("the person layer is off: set [observational_memory.user] enabled = true", field="user")
+        self._person_layer()
         if not isinstance(text, str):
             raise InputError("working memory must be text", field="working_memory")
         intake.check_text(text, "working_memory", nul=True)
@@ -448,6 +505,7 @@ class Memory:
 
     async def user_layer(self) -> dict[str, Any]:
         """The person layer's log (lines remembered with `--user`, with their ids) and working memory."""
+        intake.check_access(self.access, USER_RESOURCE, "user")
         record = await self.store.record(resource_key(USER_RESOURCE))
         log = await observation_log(self.store, record, self.config.observational_memory) if record else None
         return {
@@ -489,7 +547,7 @@ class Memory:
         self, thread_id: str, memory: Any, resource_id: str | None = None, read_only: bool | None = None
     ) -> WorkingMemoryOut:
         """Template mode replaces the Markdown; schema mode merges a partial object. Atomic."""
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, thread = await self._resolve(thread_id, resource_id, creates=True)
         memory = intake.scrubbed(self.config, memory)
         return await translated(
             self.working_memory.update(thread_id, resource_id, memory, exists=thread is not None, read_only=read_only)
@@ -498,7 +556,7 @@ class Memory:
     async def merge_working_memory(self, thread_id: str, resource_id: str, partial: dict[str, Any]) -> WorkingMemoryOut:
         """Merge a partial object into resource-scoped schema working memory, atomically
         (one write-locked transaction, so concurrent merges of different fields all survive)."""
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, thread = await self._resolve(thread_id, resource_id, creates=True)
         partial = intake.scrubbed(self.config, partial)
         return await translated(self.working_memory.merge(thread_id, resource_id, partial, exists=thread is not None))
 
@@ -508,13 +566,14 @@ class Memory:
 
     async def resource_working_memory(self, resource_id: str) -> str | dict | None:
         """The stored resource-scoped working memory, or None."""
-        return await self.working_memory.stored("resource", resource_id)
+        return await self.working_memory.stored("resource", self.check_resource(resource_id))
 
     # -- threads and resources -------------------------------------------------------------------------
 
     async def update_thread(
         self, thread_id: str, title: str | None = None, metadata: dict[str, Any] | None = None
     ) -> ThreadOut:
+        await self._existing(thread_id, None)
         if title is not None:
             if not isinstance(title, str) or not title.strip():
                 raise InputError("title must be a non-empty string", field="title")
@@ -530,14 +589,14 @@ class Memory:
         return thread_out(thread)
 
     async def delete_thread(self, thread_id: str) -> DeleteOut:
-        intake.check_id(thread_id, "thread_id")
+        await self._existing(thread_id, None)
         count = await translated(self.store.delete_thread(thread_id))
         pending = await self.store.erase_pending() is not None
         return DeleteOut(thread_id=thread_id, deleted_messages=count, erase_pending=pending)
 
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""
-        intake.check_id(resource_id, "resource_id")
+        self.check_resource(resource_id)
         return await translated(self.store.delete_resource(resource_id))
 
     async def messages(self, thread_id: str, limit: int = 20) -> list[MessageOut]:
@@ -547,7 +606,7 @@ class Memory:
         return [message_out(m) for m in reversed(found)]
 
     async def threads(self, resource_id: str, limit: int = 50) -> list[ThreadOut]:
-        found, _ = await self.store.list_threads(resource_id, limit=limit)
+        found, _ = await self.store.list_threads(self.check_resource(resource_id), limit=limit)
         return [thread_out(t) for t in found]
 
     async def recount_tokens(self, after_seq: int = 0) -> int:
@@ -565,24 +624,40 @@ class Memory:
 
     # -- moving a memory (engine/transfer.py; imported on use) -----------------------------------------
 
+    def _whole(self, what: str) -> None:
+        """What reads or writes every resource at once is the owner's alone."""
+        if not self.access.every_resource:
+            raise InputError(f"{what} is for the memory's owner (this access reaches {self.access.describe()})")
+
     async def export_to(self, out, resource_id: str | None = None, advance=None) -> dict[str, int]:
         from om_mcp.engine import transfer
+
+        if resource_id is None:
+            self._whole("exporting every resource")
+        else:
+            self.check_resource(resource_id)
 
         return await transfer.export_memory(self, out, resource_id, advance)
 
     async def import_from(self, source, advance=None):
         from om_mcp.engine import transfer
 
+        self._whole("an import")
+
         return await transfer.import_memory(self, source, advance)
 
     async def import_conversations(self, threads, resource_id: str | None = None, advance=None):
         from om_mcp.engine import transfer
+
+        self._whole("an import")
 
         return await transfer.import_conversations(self, threads, resource_id, advance)
 
     async def backup(self, target: str) -> int:
         """A consistent copy into a new SQLite file; its size in bytes."""
         from om_mcp.engine import transfer
+
+        self._whole("a backup")
 
         return await transfer.backup(self, target)
 

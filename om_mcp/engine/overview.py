@@ -3,14 +3,16 @@
 The status page shows what the store holds more or less as it is stored, so most
 of these read one store operation; they live here so that the server reaches a
 memory through the engine only, and the scope and working-memory settings are
-applied in one place. What a page needs besides: a thread's messages newest first
-(the store's `message_page`, which recall pages with) or as the one search ranks
-them (`Retrieval.matching_messages`), a title for a thread nobody named, and
-whether observation can run, said as one line with its fix.
+applied in one place. Each read is within `access`, the caller's resources
+(`Memory.with_access`): another resource's thread, record or working memory reads as none.
+What a page needs besides: a thread's messages newest first (the store's `message_page`,
+which recall pages with) or as the one search ranks them (`Retrieval.matching_messages`), a
+title for a thread nobody named, and whether observation can run, said as one line with its fix.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,7 +24,7 @@ from om_mcp.engine.recall.render import part_body
 from om_mcp.engine.search import Retrieval, parse_query
 from om_mcp.models.auto import NO_MODEL_REASON
 from om_mcp.models.claude_login import NOT_LOGGED_IN
-from om_mcp.store import Event, Group, Message, ResourceSummary, Snapshot, Store
+from om_mcp.store import EVERY_RESOURCE, Access, Event, Group, Message, ResourceSummary, Snapshot, Store, parse_key
 from om_mcp.store.rows import Scope
 from om_mcp.store.summaries import SeriesInputs, ThreadState
 
@@ -83,45 +85,74 @@ class MemoryOverview:
     ):
         self._store, self._config, self._budget = store, config, budget
         self._retrieval, self._observation = retrieval, observation
+        self.access: Access = EVERY_RESOURCE  # narrowed by `Memory.with_access`
+
+    def with_access(self, access: Access) -> MemoryOverview:
+        view = copy.copy(self)
+        view.access = access
+        return view
+
+    async def _thread_within(self, thread_id: str, resource_id: str | None = None) -> bool:
+        """Is the thread stored under a resource of the access (and `resource_id`, when given)?"""
+        if self.access.every_resource and resource_id is None:
+            return True
+        found = await self._store.get_thread(thread_id)
+        return found is not None and self.access.allows(found.resource_id) and resource_id in (None, found.resource_id)
+
+    async def _within(self, scope: Scope, ident: str) -> bool:
+        """Is a record key's (or a working memory's) owner, a thread or a resource, within the access?"""
+        if self.access.every_resource:
+            return True
+        return self.access.allows(ident) if scope == "resource" else await self._thread_within(ident)
 
     @property
     def location(self) -> str:
         return self._store.location
 
     async def resources(self) -> list[ResourceSummary]:
-        return await self._store.list_resources()
+        return [r for r in await self._store.list_resources() if self.access.allows(r.id)]
 
     async def thread_states(
         self, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
     ) -> list[ThreadState]:
         scope = self._config.observational_memory.scope
-        return await self._store.thread_states(scope, resource_id=resource_id, thread_id=thread_id, limit=limit)
+        return await self._store.thread_states(
+            scope, access=self.access, resource_id=resource_id, thread_id=thread_id, limit=limit
+        )
 
     async def snapshot(self, record_key: str, thread_id: str) -> Snapshot | None:
+        if not (await self._within(*parse_key(record_key)) and await self._thread_within(thread_id)):
+            return None
         return await self._store.snapshot(record_key, thread_id)
 
     async def generations(self, record_key: str) -> list[tuple[int, list[Group]]]:
-        return await self._store.generations(record_key)
+        return await self._store.generations(record_key) if await self._within(*parse_key(record_key)) else []
 
     async def working_memory(self, scope: Scope, key: str) -> str | None:
-        return await self._store.get_working_memory(scope, key)
+        return await self._store.get_working_memory(scope, key) if await self._within(scope, key) else None
 
     async def spend(self) -> BudgetState:
         return await self._budget.state()
 
     async def redactions(self, resource_id: str) -> dict[str, int]:
-        return await self._store.redaction_counts(resource_id)
+        return await self._store.redaction_counts(resource_id) if self.access.allows(resource_id) else {}
 
     async def events(self, thread_id: str, after_id: int, limit: int) -> list[Event]:
+        if not await self._thread_within(thread_id):
+            return []
         return await self._store.events(thread_id=thread_id, after_id=after_id, limit=limit)
 
     async def series_inputs(self, record_key: str) -> SeriesInputs:
+        if not await self._within(*parse_key(record_key)):
+            return SeriesInputs([], [])
         return await self._store.series_inputs(record_key)
 
     # -- a thread's messages ---------------------------------------------------------------------
 
     async def messages(self, thread_id: str, resource_id: str, *, before: str | None, limit: int) -> MessagePage:
         """A page of the thread's messages, newest first, older than the message `before` (an id)."""
+        if not await self._thread_within(thread_id, resource_id):
+            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
         before_seq = None
         if before is not None:
             anchor = await self._store.find_message(resource_id, before, thread_id)
@@ -136,6 +167,8 @@ class MemoryOverview:
     ) -> MessagePage:
         """The thread's messages that the search (recall's, by words and by meaning when vectors are
         on) ranks best, best first, from `offset` on."""
+        if not await self._thread_within(thread_id, resource_id):
+            raise NotFound(f"unknown thread {thread_id!r}", field="thread_id")
         words = parse_query(text).words
         if not words:
             raise InputError("q has no searchable words: use a few distinctive words", field="q")
@@ -149,6 +182,8 @@ class MemoryOverview:
 
     async def message(self, thread_id: str, resource_id: str, message_id: str) -> MessageRead | None:
         """One message of the thread, whole."""
+        if not await self._thread_within(thread_id, resource_id):
+            return None
         found = await self._store.find_message(resource_id, message_id, thread_id)
         return _read(found, chars=None) if found else None
 
@@ -165,15 +200,23 @@ class MemoryOverview:
             return _clip_words(state.first_prompt, TITLE_CHARS), "first-prompt"
         return None, None
 
-    def readiness(self) -> ReadinessLine:
-        """Whether observation can call its model now (no network asked), as the page says it."""
+    async def readiness(self) -> ReadinessLine:
+        """Whether observation can call its model now (no network asked), as the page says it: a spend
+        cap reached pauses it (which cap, until when) however ready the model is."""
         if not self._config.observational_memory.enabled:
             return ReadinessLine(
                 False,
                 "Observation is off: messages are kept and searchable.",
                 "Set observational_memory.enabled = true and restart om-mcp to observe them.",
             )
-        state = self._observation.observation_state(None)
+        budget = await self._budget.state() if self._config.observational_memory.budget.any else None
+        state = self._observation.observation_state(None, budget)
+        if state.budget_paused and budget is not None:
+            return ReadinessLine(
+                False,
+                "Observation is paused by a spend cap: messages are kept and searchable.",
+                f"{state.reason} (observational_memory.budget.{budget.reached}).",
+            )
         if state.model_ready:
             return ReadinessLine(True, f"Observing with {self._observation.observer.router.describe()}.")
         reason = state.reason or ""

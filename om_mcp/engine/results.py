@@ -194,7 +194,8 @@ class SearchResult(BaseModel):
     range: str | None = Field(None, description="for an observation: the message range it was made from")
     id: str | None = Field(None, description="for an observation: its group id (om-mcp restore --line takes it)")
     retired: str | None = Field(
-        None, description="for a retired observation: why it left the log (dropped, merged, superseded, archived)"
+        None,
+        description="for a retired observation: why it left the log (dropped, merged, superseded, archived, edited)",
     )
     retired_by: int | None = Field(None, description="the generation that retired it")
 

@@ -164,7 +164,7 @@ class ObservationGroup(_Record):
     created_at: Timestamp
     # A retired group only (generation -1): the generation that retired it, why, the line that replaced it.
     retired_by: int | None = Field(None, ge=1)
-    retired_reason: Literal["dropped", "merged", "superseded", "archived"] | None = None
+    retired_reason: Literal["dropped", "merged", "superseded", "archived", "edited"] | None = None
     replaced_by: str | None = Field(None, max_length=64)
 
     @model_validator(mode="after")

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
+from om_mcp.privacy.words import reads_as_words
+
 MARKER_PREFIX = "[redacted:"
 
 
@@ -198,21 +200,15 @@ def secret_word(name: str, word_start: int | None = None) -> str | None:
 
 
 _ATTRIBUTE = Lazy(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")  # self.token, os.environ
-# snake_case, camelCase, PascalCase, CONSTANT_CASE names, of word-sized parts (a random token's are longer)
-# (digits only at the end of a part: `user_profile_42`, `valueV2`, not `Gt0kenValue`)
-_IDENTIFIER = Lazy(
-    r"^(?:[a-z]{1,15}\d{0,3}(?:_[a-z]{0,15}\d{0,3})+|[a-z]{1,15}\d{0,3}(?:[A-Z][a-z]{0,14}\d{0,3})+"
-    r"|(?:[A-Z][a-z]{1,14}\d{0,3}){2,}|[A-Z]{1,15}\d{0,3}(?:_[A-Z]{0,15}\d{0,3})+)$"
-)
 _SLUG = Lazy(r"^[a-z0-9._-]+(?:/[a-z0-9._-]+)+$")  # gemini/gemini-2.5-flash, org/repo: a name
 _PATH = Lazy(r"^(?:~|\.{1,2})?/|^[A-Za-z]:\\|://")
 
 
 def literal(value: str, word: str = "password") -> bool:
     """A value that can be a secret: one word of 6 or more characters (10 after a weak word such
-    as `key` or `token`, with letters and digits), not a placeholder, a template, a path or a URL.
-    Prose ("create a bearer token") is not; a passphrase with spaces is left to `<private>` tags or
-    an extra rule."""
+    as `key` or `token`, random-looking and not a name made of words: `userApiKey`), not a
+    placeholder, a template, a path or a URL. Prose ("create a bearer token") is not; a passphrase
+    with spaces is left to `<private>` tags or an extra rule."""
     if (
         len(value) < 6
         or any(c.isspace() for c in value)
@@ -225,17 +221,33 @@ def literal(value: str, word: str = "password") -> bool:
         return False
     if word in ("password", "passwd", "passphrase", "secret", "credentials", "credential", "creds", "pass", "pwd"):
         return True
-    return _random(value) and len(value) >= 10 and not _IDENTIFIER.match(value) and not _SLUG.match(value)
+    if len(value) < 10 or not _random(value) or _SLUG.match(value):
+        return False
+    return _key_prefixed(value) or not reads_as_words(value)
+
+
+def _key_prefixed(value: str) -> bool:
+    """A provider's prefix and a digit after it (`sk-ant-api03-realkey123`): a key, however wordy."""
+    lowered = value.lower()
+    return any(
+        lowered.startswith(p) and any(c.isdigit() for c in value[len(p) :]) for p in known_prefixes() if p[-1] in "-_."
+    )
+
+
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 
 def _random(value: str) -> bool:
     """Letters and digits together (hunter2, 9f8e...), or both cases over 12 letters, or long and
-    mixed (a base64 blob)."""
+    mixed (a base64 blob), or 12 characters of a key's alphabet that do not read as words
+    (`qkvhzpwlxrbm`: one case alone is no proof of a word)."""
     has_digit = any(c.isdigit() for c in value)
     has_alpha = any(c.isalpha() for c in value)
     lower, upper = any(c.islower() for c in value), any(c.isupper() for c in value)
     kinds = sum((lower, upper, has_digit, not value.isalnum()))
-    return (has_digit and has_alpha) or (len(value) >= 12 and lower and upper) or (len(value) >= 16 and kinds >= 3)
+    if (has_digit and has_alpha) or (len(value) >= 12 and lower and upper) or (len(value) >= 16 and kinds >= 3):
+        return True
+    return len(value) >= 12 and set(value) <= _KEY_CHARS and not reads_as_words(value)
 
 
 def _assignment(match: re.Match[str], text: str) -> bool:

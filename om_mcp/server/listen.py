@@ -12,7 +12,7 @@ client. Without a token (stdio, HTTP without auth) everything is honored, as bef
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
@@ -20,39 +20,24 @@ from mcp.server.subscriptions import ListenHandler, SubscriptionBus
 from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 
 from om_mcp.server import sdk, uris
-from om_mcp.server.http.auth import allowed_resources
-
-if TYPE_CHECKING:
-    from om_mcp.engine import Memory
+from om_mcp.server.access import may_hear
 
 log = logging.getLogger(__name__)
-
-
-async def may_hear(memory: Memory, uri: str, allowed: frozenset[str]) -> bool:
-    parsed = uris.parse(uri)
-    if parsed is None:
-        return False
-    kind, ident, _ = parsed
-    if kind == "resource":
-        return ident in allowed
-    thread = await memory.thread(ident)
-    return thread is not None and thread.resource_id in allowed
 
 
 class ScopedListenHandler(ListenHandler):
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
-        allowed = allowed_resources()
         asked = params.notifications.resource_subscriptions or []
         if asked and any(uris.canonical(uri) != uri for uri in asked):
             # Updates are published as we write URIs; a subscription matches them exactly.
             asked = list(dict.fromkeys(uris.canonical(uri) for uri in asked))
             notifications = params.notifications.model_copy(update={"resource_subscriptions": asked})
             params = params.model_copy(update={"notifications": notifications})
-        if allowed is not None and asked:
-            memory = await ctx.lifespan_context.ready()
-            kept = [uri for uri in asked if await may_hear(memory, uri, allowed)]
+        if asked:
+            memory = await ctx.lifespan_context.ready()  # narrowed to the caller's access
+            kept = [uri for uri in asked if await may_hear(memory, uri)]
             if len(kept) < len(asked):
                 log.debug(
                     "subscriptions/listen: %d of %d URIs not allowed for this token", len(asked) - len(kept), len(asked)

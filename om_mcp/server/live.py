@@ -8,6 +8,7 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
+from om_mcp.server.http.auth import caller_access
 from om_mcp.server.notify import Notifier
 from om_mcp.server.sampling import SamplingBroker
 
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 
 
 class App:
-    """What a request handler needs: the engine, the notifier, and the sampling broker
-    that lets the `sampling` model reach clients which offer it.
+    """What a request handler needs: the engine (narrowed to the caller's access), the notifier,
+    and the sampling broker that lets the `sampling` model reach clients which offer it.
 
     The server's lifespan opens the engine before the first message is read, so no request
     waits for it; `ready()` is there for the one case where it could not be opened."""
@@ -37,10 +38,12 @@ class App:
 
     @property
     def memory(self) -> Memory:
-        """The engine, once open: a request handler reads it after `ready()` returned."""
+        """The engine as the caller of the request being handled may see it (narrowed to its
+        `Access`, resolved from its token by `access_of`), once open: a request handler reads it
+        after `ready()` returned. Every tool, resource and page route reaches the memory here."""
         if self._memory is None:
             raise ToolError(f"om-mcp could not open its memory: {self.failure or 'still opening'}")
-        return self._memory
+        return self._memory.with_access(caller_access())
 
     def opened(self, memory: Memory | None, failure: str | None = None) -> None:
         self._memory, self.failure = memory, failure

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from om_mcp.store.access import EVERY_RESOURCE, NO_RESOURCE, Access
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.gate import Gate, GateError, gate_for
 from om_mcp.store.interface import Store
@@ -34,6 +35,8 @@ from om_mcp.store.rows import (
     ModelHealth,
     NewGroup,
     NewMessage,
+    OAuthGrant,
+    OAuthSecret,
     Record,
     RecordState,
     Remembered,
@@ -68,7 +71,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "EVERY_RESOURCE",
+    "NO_RESOURCE",
     "RETIRED",
+    "Access",
     "AppendResult",
     "BufferedReflection",
     "Chunk",
@@ -88,6 +94,8 @@ __all__ = [
     "ModelHealth",
     "NewGroup",
     "NewMessage",
+    "OAuthGrant",
+    "OAuthSecret",
     "NotFound",
     "Operations",
     "QUIET_SECONDS",

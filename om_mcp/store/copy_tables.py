@@ -45,6 +45,10 @@ TABLES = [
     Table("om_tombstone_key", ("id",)),
     Table("om_tombstones", ("digest",)),
     Table("om_tombstone_refusals", ("resource_id",)),
+    # Connected clients keep working on the copy: their grants and the digests of their tokens.
+    Table("om_oauth_clients", ("client_id",)),
+    Table("om_oauth_grants", ("id",)),
+    Table("om_oauth_secrets", ("digest",)),
 ]
 BOOLEANS = {("threads", "title_pinned"), ("messages", "observable")}
 # Columns of one backend's own index, rebuilt in the target's form (PostgreSQL's group lengths).

@@ -22,11 +22,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from om_mcp.store import coordination, registry, scrub, tombstones
+from om_mcp.store.access import Access
 from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 from om_mcp.store.rows import Found, Group, Message, Rewrite, Rewritten
 from om_mcp.store.tx import Tx
-
-_OWNED = "AND ($2::text IS NULL OR r.resource_id = $2)"
 
 
 async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
@@ -35,14 +34,16 @@ async def group_records(tx: Tx, group_ids: list[str]) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
-async def record_groups(tx: Tx, record_key: str | None = None) -> list[tuple[str, bool, Group]]:
-    """(record key, in its active generation, group) of every group of one record, or of every record:
-    where a line named by its short id alone is looked for."""
+async def record_groups(tx: Tx, access: Access, record_key: str | None = None) -> list[tuple[str, bool, Group]]:
+    """(record key, in its active generation, group) of every group of one record, or of every record
+    of the resources `access` grants: where a line named by its short id alone is looked for."""
+    within, granted = access.sql_filter("r.resource_id", 2)
     rows = await tx.fetch(
         f"SELECT g.record_key, g.generation = r.generation, {GROUP_COLUMNS} FROM om_groups g"
-        " JOIN om_records r ON r.key = g.record_key WHERE ($1::text IS NULL OR g.record_key = $1)"
+        f" JOIN om_records r ON r.key = g.record_key WHERE ($1::text IS NULL OR g.record_key = $1) AND {within}"
         " ORDER BY g.record_key, g.generation DESC, g.position",
         record_key,
+        *granted,
     )
     return [(r[0], bool(r[1]), group(r[2:])) for r in rows]
 
@@ -76,9 +77,10 @@ def _message_holds(row: Sequence[Any], found: str) -> bool:
     return False
 
 
-async def find_text(tx: Tx, phrase: str, resource_id: str | None = None, limit: int = 500) -> Found:
+async def find_text(tx: Tx, phrase: str, access: Access, limit: int = 500) -> Found:
     """The messages, groups (every generation) and buffered chunks holding `phrase` in any stored field,
-    ignoring case and Unicode normalisation, and how many derived values quote it (store/scrub.py)."""
+    ignoring case and Unicode normalisation, within the resources `access` grants, and how many derived
+    values quote it (store/scrub.py)."""
     found = scrub.needle(phrase)
     plain = scrub.preselect(found, exact=tx.folds_exactly)
     in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
@@ -95,31 +97,33 @@ async def find_text(tx: Tx, phrase: str, resource_id: str | None = None, limit: 
         _where(tx, f"m.{c.column}", plain if c.form == "text" else in_json, "$1" if c.form == "text" else "$2")
         for c in _MESSAGE_SAID
     )
+    in_messages, granted = access.sql_filter("m.resource_id", 3)
     await tx.scan(
         f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE ({holding}"
-        """ OR m.parts LIKE '%"data":%') AND ($3::text IS NULL OR m.resource_id = $3) ORDER BY m.seq""",
+        f""" OR m.parts LIKE '%"data":%') AND {in_messages} ORDER BY m.seq""",
         plain or "",
         in_json or "",
-        resource_id,
+        *granted,
         until=take,
     )
     out = Found(messages=messages[:limit], truncated=len(messages) > limit)
+    owned, granted = access.sql_filter("r.resource_id", 2)
     groups = await tx.fetch(
         f"SELECT g.record_key, {GROUP_COLUMNS} FROM om_groups g JOIN om_records r ON r.key = g.record_key"
-        f" WHERE {_where(tx, 'g.text', plain, '$1')} {_OWNED} ORDER BY g.record_key, g.generation, g.position",
+        f" WHERE {_where(tx, 'g.text', plain, '$1')} AND {owned} ORDER BY g.record_key, g.generation, g.position",
         plain or "",
-        resource_id,
+        *granted,
     )
     out.groups = [(r[0], g) for r in groups if found in scrub.fold((g := group(r[1:])).text)]
     columns = ", ".join(f"c.{c.strip()}" for c in CHUNK_COLUMNS.split(","))
     chunks = await tx.fetch(
         f"SELECT c.record_key, {columns} FROM om_chunks c JOIN om_records r ON r.key = c.record_key"
-        f" WHERE {_where(tx, 'c.text', plain, '$1')} {_OWNED} ORDER BY c.record_key, c.first_seq",
+        f" WHERE {_where(tx, 'c.text', plain, '$1')} AND {owned} ORDER BY c.record_key, c.first_seq",
         plain or "",
-        resource_id,
+        *granted,
     )
     out.chunks = [(r[0], c) for r in chunks if found in scrub.fold((c := chunk(r[1:])).text)]
-    out.derived = await _scrub(tx, phrase, resource_id, write=False)
+    out.derived = await _scrub(tx, phrase, access, write=False)
     return out
 
 
@@ -175,8 +179,8 @@ async def apply_rewrite(tx: Tx, plan: Rewrite) -> Rewritten | None:
     if plan.scrub:
         # Forgotten for good: no message holding it is stored again, and any other text gets a marker in its
         # place (store/phrases.py, checked by store/gate.py); written first, so nothing below brings it back.
-        await tombstones.bury_phrase(tx, plan.scrub, plan.scrub_resource)
-        done.derived += await _scrub(tx, plan.scrub, plan.scrub_resource)
+        await tombstones.bury_phrase(tx, plan.scrub, plan.scrub_within)
+        done.derived += await _scrub(tx, plan.scrub, plan.scrub_within)
     for key in sorted(touched):
         await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
         await tx.execute(
@@ -305,51 +309,55 @@ async def _nearest(tx: Tx, thread_id: str, low: int, high: int, order: str) -> s
 PLANNED = frozenset({"message", "lines"})
 
 
-def _scope(table: registry.Table, resource: str) -> str:
-    """SQL keeping the rows of `table` that belong to the resource in parameter `resource`."""
-    threads = f"SELECT id FROM threads WHERE resource_id = {resource}"
-    records = f"SELECT key FROM om_records WHERE resource_id = {resource}"
+def _scope(table: registry.Table, access: Access) -> tuple[str, tuple[bool, list[str]]]:
+    """SQL keeping the rows of `table` within `access` (its parameters are $2 and $3), and those two."""
+    resource, granted = access.sql_filter("resource_id", 2)
+    threads = f"SELECT id FROM threads WHERE {resource}"
+    records = f"SELECT key FROM om_records WHERE {resource}"
     if table.owner == "resource":
-        return f"{table.owner_columns[0]} = {resource}"
+        return access.sql_filter(table.owner_columns[0], 2)
     if table.owner == "record":
-        return f"{table.owner_columns[0]} IN ({records})"
+        return f"{table.owner_columns[0]} IN ({records})", granted
     if table.owner == "history":
-        return f"((scope = 'resource' AND owner = {resource}) OR (scope = 'thread' AND owner IN ({threads})))"
+        owner, _ = access.sql_filter("owner", 2)
+        return f"((scope = 'resource' AND {owner}) OR (scope = 'thread' AND owner IN ({threads})))", granted
     if table.owner == "event":
-        return f"(resource_id = {resource} OR record_key IN ({records}) OR thread_id IN ({threads}))"
-    return "FALSE"  # the server's own (model health): only a forget in every resource looks there
+        return f"({resource} OR record_key IN ({records}) OR thread_id IN ({threads}))", granted
+    return "($2::boolean OR $3::text[] IS NOT NULL)", granted  # the server's own: every row (model health)
 
 
-async def _scrub(tx: Tx, phrase: str, resource_id: str | None, *, write: bool = True) -> int:
+async def _scrub(tx: Tx, phrase: str, access: Access, *, write: bool = True) -> int:
     """Remove the phrase from every said column of the registry the engine's plan does not handle
     (titles, metadata, working memory and every earlier value of it, tasks, extracted values, events,
-    buffered work, model-health excerpts), value by value, in one resource or all of them; how many
-    values went. `write=False`: only count them (what a forget would take)."""
+    buffered work, model-health excerpts), value by value, within the resources `access` grants; how
+    many values went. `write=False`: only count them (what a forget would take).
+
+    The server's own text (the breaker's excerpt of an unusable answer, which can quote a phrase of any
+    resource) is scrubbed by every forget but counted only for every resource's access, so what the count
+    says never depends on text outside the caller's resources."""
     found = scrub.needle(phrase)
     removed = 0
     for column in registry.said_columns():
         if column.forget in PLANNED:
             continue
         table = registry.TABLES[column.table]
-        if resource_id is not None and table.owner == "server":
-            continue  # the server's own text is an all-resources forget's to scrub
         needle = scrub.preselect(found, exact=tx.folds_exactly, json_column=column.form != "text")
-        where = [_where(tx, column.column, needle, "$1")]
-        args: list[Any] = [needle or ""]
-        if resource_id is not None:
-            args.append(resource_id)
-            where.append(_scope(table, "$2"))
+        within, granted = _scope(table, access)
         keys = ", ".join(table.key)
         extra = ", record_key, thread_id, first_seq" if column.forget == "drop-chunks" else ""
         rows = await tx.fetch(
-            f"SELECT {keys}, {column.column}{extra} FROM {column.table} WHERE {' AND '.join(where)} ORDER BY {keys}",
-            *args,
+            f"SELECT {keys}, {column.column}{extra} FROM {column.table}"
+            f" WHERE {_where(tx, column.column, needle, '$1')} AND {within} ORDER BY {keys}",
+            needle or "",
+            *granted,
         )
+        counted = table.owner != "server" or access.every_resource
         for row in rows:
             key, value = row[: len(table.key)], row[len(table.key)]
             holds = scrub.holds_json(value, found) if column.form != "text" else found in scrub.fold(value or "")
             if holds:
-                removed += await _take_out(tx, column, table, key, value, row, found, write)
+                taken = await _take_out(tx, column, table, key, value, row, found, write)
+                removed += taken if counted else 0
     return removed
 
 

@@ -38,6 +38,7 @@ MIGRATIONS: list[Migration] = [
         sqlite.step(sqlite.TOMBSTONES_AND_RESERVATIONS),
         postgres.TOMBSTONES_AND_RESERVATIONS,
     ),
+    Migration("OAuth clients, grants and hashed secrets", sqlite.step(sqlite.OAUTH), postgres.OAUTH),
 ]
 LATEST_VERSION = len(MIGRATIONS)
 APPLICATION_ID = sqlite.APPLICATION_ID  # SQLite's PRAGMA application_id; 'om-mcp' in PostgreSQL's om_meta

@@ -35,7 +35,7 @@ from om_mcp.store import (
 from om_mcp.store.tx import Tx
 
 if TYPE_CHECKING:
-    from om_mcp.store import commits, forget, overview, retired, spend, transfer, vectors
+    from om_mcp.store import commits, forget, oauth, overview, retired, spend, transfer, vectors
 else:
 
     class _Later:
@@ -54,8 +54,8 @@ else:
             rule.__name__ = rule.__qualname__ = name
             return rule
 
-    commits, forget, overview, retired, spend, transfer, vectors = map(
-        _Later, ("commits", "forget", "overview", "retired", "spend", "transfer", "vectors")
+    commits, forget, oauth, overview, retired, spend, transfer, vectors = map(
+        _Later, ("commits", "forget", "oauth", "overview", "retired", "spend", "transfer", "vectors")
     )
 
 P = ParamSpec("P")
@@ -185,6 +185,17 @@ class Operations:
     reserve_spend = writes(spend.reserve)
     settle_spend = writes(spend.settle)
     open_reservations = reads(spend.open_reservations)
+
+    # OAuth: registered clients, the owner's grants, the flow's secrets stored as digests
+    oauth_put_client = writes(oauth.put_client)
+    oauth_client = reads(oauth.client)
+    oauth_new_grant = writes(oauth.new_grant)
+    oauth_put_secret = writes(oauth.put_secret)
+    oauth_secret = reads(oauth.secret)
+    oauth_redeem = writes(oauth.redeem)
+    oauth_consent_failed = writes(oauth.consent_failed)
+    oauth_revoke_grant = writes(oauth.revoke_grant)
+    oauth_grants = reads(oauth.grants)
 
     # vectors for semantic recall
     pending_vectors = reads(vectors.pending)

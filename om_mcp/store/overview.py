@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from om_mcp.store.access import Access
 from om_mcp.store.decode import EVENT_COLUMNS, THREAD_COLUMNS, event, thread
 from om_mcp.store.rows import Scope, Stats
 from om_mcp.store.summaries import CYCLE_END_TYPES, SeriesInputs, ThreadState
@@ -25,13 +26,20 @@ def _record_key_sql(scope: Scope) -> str:
 
 
 async def thread_states(
-    tx: Tx, scope: Scope, *, resource_id: str | None = None, thread_id: str | None = None, limit: int = 200
+    tx: Tx,
+    scope: Scope,
+    *,
+    access: Access,
+    resource_id: str | None = None,
+    thread_id: str | None = None,
+    limit: int = 200,
 ) -> list[ThreadState]:
-    """Threads newest-updated first (of one resource, or one thread), with their record's
-    windows under `scope`, their newest cycle-ending event and the start of their first prompt
-    (each an indexed lookup on `messages_by_thread`, as `recent_sessions` reads it)."""
-    where: list[str] = []
-    params: list[object] = []
+    """Threads newest-updated first (of the resources `access` grants; of one resource, or one thread),
+    with their record's windows under `scope`, their newest cycle-ending event and the start of their
+    first prompt (each an indexed lookup on `messages_by_thread`, as `recent_sessions` reads it)."""
+    within, granted = access.sql_filter("t.resource_id", 1)
+    where: list[str] = [within]
+    params: list[object] = list(granted)
     if resource_id is not None:
         params.append(resource_id)
         where.append(f"t.resource_id = ${len(params)}")
@@ -51,7 +59,7 @@ async def thread_states(
         "  ORDER BY m.seq LIMIT 1)"
         f" FROM threads t LEFT JOIN om_records r ON r.key = {_record_key_sql(scope)}"
         " LEFT JOIN om_cursors c ON c.record_key = r.key AND c.thread_id = t.id"
-        f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY t.updated_at DESC, t.id LIMIT ${len(params)}",
+        f" WHERE {' AND '.join(where)} ORDER BY t.updated_at DESC, t.id LIMIT ${len(params)}",
         *params,
     )
     ids = [row[-2] for row in rows if row[-2] is not None]

@@ -355,6 +355,28 @@ TABLES: dict[str, Table] = {
         "messages the tombstones refused, per resource", {"resource_id": ID_, "refused": NUM, "last_refused_at": T}
     ),
     "om_erase_pending": _table("an erase a reader held up", {"id": NUM, "since": T, "forgets": NUM}),
+    # -- OAuth (store/oauth.py): what a client registered, the owner's grants, secrets as digests ---------
+    "om_oauth_clients": _table(
+        "a registered client: its RFC 7591 record (a name and redirect URIs the client chose, as ids are)",
+        {"client_id": ID_, "registration": ID_, "created_at": T},
+    ),
+    "om_oauth_grants": _table(
+        "what the owner approved: one client, the resources (ids) it may use",
+        {"id": ID_, "client_id": ID_, "resources": ID_, "created_at": T, "used_at": T, "revoked_at": T},
+    ),
+    "om_oauth_secrets": _table(
+        "a consent code, an authorization code, an access or refresh token: its digest, and the flow's details"
+        " (the redirect URI, the PKCE challenge, the scope)",
+        {
+            "digest": H,
+            "kind": N,
+            "grant_id": ID_,
+            "detail": ID_,
+            "expires_at": T,
+            "used_at": T,
+            "failures": NUM,
+        },
+    ),
     # -- SQLite's own ----------------------------------------------------------------------
     "sqlite_sequence": _table("AUTOINCREMENT's counters", {"name": N, "seq": NUM}, backend="sqlite"),
     "messages_fts": _table(

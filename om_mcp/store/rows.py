@@ -11,11 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from om_mcp.store.access import NO_RESOURCE, Access
+
 Scope = Literal["thread", "resource"]
 # The generation of the retired pile: lines a reflection dropped, merged or superseded and
 # groups retired into the archive, kept out of every log and found by recall.
 RETIRED = -1
-RetiredReason = Literal["dropped", "merged", "superseded", "archived"]
+RetiredReason = Literal["dropped", "merged", "superseded", "archived", "edited"]
 # A new thread's working memory: given what is stored for its scope, the value to store (or None).
 WorkingMemorySeed = tuple[Scope, Callable[[str | None], str | None]]
 # A message from another process on the same database (PostgreSQL: LISTEN/NOTIFY).
@@ -149,7 +151,7 @@ class Group:
     observed_at: str | None
     created_at: str = ""
     # In the retired pile (generation RETIRED) only: the generation that retired it, why
-    # (dropped, merged, superseded, archived), and the hash of the line that took its place.
+    # (dropped, merged, superseded, archived, edited), and the hash of the line that took its place.
     retired_by: int | None = None
     retired_reason: str | None = None
     replaced_by: str | None = None
@@ -470,7 +472,7 @@ class Rewrite:
     groups: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # group id -> (text, tokens), None: gone
     chunks: dict[str, tuple[str, int] | None] = field(default_factory=dict)  # buffered chunk id -> the same
     scrub: str | None = None  # a phrase: every task, title, extracted value, event and working-memory line holding it
-    scrub_resource: str | None = None  # where to scrub (None: every resource)
+    scrub_within: Access = NO_RESOURCE  # the resources to scrub it from
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -498,3 +500,39 @@ class Found:
     chunks: list[tuple[str, Chunk]] = field(default_factory=list)  # (record key, chunk)
     truncated: bool = False  # more messages hold it than the limit
     derived: int = 0  # titles, tasks, metadata, working memory, events, model-health excerpts quoting it
+
+
+@dataclass(slots=True)
+class OAuthSecret:
+    """One stored OAuth secret (by its digest), with the grant it belongs to."""
+
+    digest: str
+    kind: str  # consent, code, access, refresh
+    grant_id: str | None
+    detail: dict[str, Any]  # what the flow needs back: a code's PKCE challenge and redirect URI, ...
+    expires_at: float
+    used: bool
+    failures: int  # wrong consent codes typed while this one was outstanding
+    client_id: str | None
+    resources: list[str]  # the grant's
+    revoked: bool  # the grant's
+    now: float  # the database's clock when it was read
+
+    @property
+    def live(self) -> bool:
+        return not self.used and not self.revoked and self.expires_at > self.now
+
+
+@dataclass(slots=True)
+class OAuthGrant:
+    """What the owner approved on the consent page: one client, the resources it may use."""
+
+    id: str
+    client_id: str
+    client_name: str
+    redirect_uris: list[str]
+    resources: list[str]
+    created_at: float
+    used_at: float | None  # when a code or refresh token of it was last exchanged
+    revoked: bool
+    live_tokens: int  # access and refresh tokens not yet expired or used

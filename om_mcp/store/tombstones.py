@@ -50,6 +50,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from om_mcp.store import phrases
+from om_mcp.store.access import Access
 from om_mcp.store.decode import now_iso
 from om_mcp.store.resends import GAP_KIND
 from om_mcp.store.rows import NewMessage
@@ -158,12 +159,14 @@ async def bury_messages(tx: Tx, rows: Iterable[Sequence[Any]], *, content: bool)
     await _write(tx, items)
 
 
-async def bury_phrase(tx: Tx, phrase: str, resource_id: str | None) -> None:
-    """Tombstones for a phrase forgotten in one resource (or, None, in all of them): no message holding it
-    is stored again there, and any other text gets `[forgotten]` in its place (store/phrases.py)."""
+async def bury_phrase(tx: Tx, phrase: str, within: Access) -> None:
+    """Tombstones for a phrase forgotten within an access (each resource it grants, or every resource): no
+    message holding it is stored again there, and any other text gets `[forgotten]` in its place
+    (store/phrases.py)."""
     secret = await _secret(tx, create=True)
     assert secret is not None
-    await _write(tx, phrases.tombstones(secret, phrase, resource_id if resource_id is not None else phrases.EVERY))
+    scopes = [phrases.EVERY] if within.every_resource else sorted(within.granted)
+    await _write(tx, [row for scope in scopes for row in phrases.tombstones(secret, phrase, scope)])
 
 
 async def bury_threads(tx: Tx, thread_ids: Iterable[str], resource_id: str | None = None) -> None:

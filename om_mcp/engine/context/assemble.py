@@ -14,9 +14,10 @@ from om_mcp.engine.errors import InputError
 from om_mcp.engine.observation import archive
 from om_mcp.engine.observation.engine import ObservationEngine
 from om_mcp.engine.results import ContextOut, message_out
+from om_mcp.engine.user_layer import USER_RESOURCE
 from om_mcp.engine.working_memory.render import render_for_context
 from om_mcp.engine.working_memory.service import WorkingMemory
-from om_mcp.store import Group, Hints, Message, Store, resource_key
+from om_mcp.store import Access, Group, Hints, Message, Store, resource_key
 
 MIN_MAX_TOKENS = 100
 
@@ -41,10 +42,12 @@ async def assemble(
     actor_model: str | None = None,
     with_status: bool = False,
     as_of: datetime | None = None,
+    access: Access,
 ) -> ContextOut:
     """What the agent should see now (`exists`: the thread is stored). Activates what is due
     first; only the block_after valve may wait, once. `as_of`: what it would have seen then
-    (nothing is activated or observed for that)."""
+    (nothing is activated or observed for that). The person layer is shown to an `access` that
+    reaches it (the local owner's), never to a tenant's."""
     config, count = observation.config, observation.counter.count_text
     age = config.observational_memory.other_threads.max_age_seconds()
     since = None if age is None else datetime.fromtimestamp(clock.time() - age, UTC).isoformat()
@@ -66,7 +69,7 @@ async def assemble(
     if read is not None and await observation.before_context(thread_id, resource_id, actor_model, read.snapshot):
         read = await read_context()
     memory, wm_text = await working_memory.for_context(resource_id, read)
-    person = await user_memory(observation.store, config, resource_id, count)
+    person = await user_memory(observation.store, config, resource_id, count) if access.allows(USER_RESOURCE) else ""
     window: list[Message] = []
     if read is None:
         blocks, _ = compose(config, [], Hints(), {}, wm_text, {}, budget, count, user_memory=person)
@@ -114,17 +117,18 @@ async def user_memory(store: Store, config: Config, resource_id: str, count: Cal
 
 
 def parse_as_of(value: Any) -> datetime:
-    """An `as_of` argument: an ISO date (the end of that day, UTC) or date-time (naive: UTC)."""
+    """An `as_of` argument: an ISO date (the end of that day, UTC) or date-time (naive: UTC). Anything
+    else, an empty or blank one included (it never means "now"), is refused naming the field."""
     if isinstance(value, datetime):
         when = value
-    elif isinstance(value, str) and value.strip():
+    elif isinstance(value, str):
         text = value.strip()
         try:
             if len(text) == 10:
                 day = date.fromisoformat(text)
                 when = datetime.combine(day, time.max)
             else:
-                when = datetime.fromisoformat(text)
+                when = datetime.fromisoformat(text)  # "" and blanks are refused here too
         except ValueError:
             raise InputError(
                 f"as_of: cannot read {value!r}; give an ISO date (2026-03-02) or date-time (2026-03-02T14:30)",

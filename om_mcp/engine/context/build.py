@@ -288,7 +288,7 @@ async def observation_log(store: Store, record: Record, om: Any, *, history: boo
 
 async def generation_diff(store: Store, key: str, generation: int) -> dict[str, Any]:
     """What generation N changed against N-1: the lines it added, and the lines it no longer holds
-    (with why, from the retired pile: dropped, merged, superseded, archived)."""
+    (with why, from the retired pile: dropped, merged, superseded, archived; edited: a correction)."""
     stored = dict(await store.generations(key))
     if generation not in stored or generation - 1 not in stored:
         have = ", ".join(str(n) for n in sorted(stored)) or "none"

@@ -13,11 +13,8 @@ from typing import Any
 
 _HOMES = {
     "build_http_app": "app",
-    "ResourceNotAllowed": "auth",
-    "allowed_resources": "auth",
-    "check_resource": "auth",
-    "check_thread": "auth",
-    "default_resource": "auth",
+    "access_of": "auth",
+    "caller_access": "auth",
     "bind_refusal": "run",
     "run_http": "run",
     "serve_http": "run",

@@ -18,9 +18,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
@@ -33,11 +36,15 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from om_mcp.config import Config
-from om_mcp.server.http.auth import TokenTable, bearer_required
+from om_mcp.server.http.auth import TokenTable, Verifiers, bearer_required
+from om_mcp.server.http.proxy import Forwarded
 from om_mcp.server.http.ratelimit import RateLimiter
 from om_mcp.server.http.sessions import SessionPool
 from om_mcp.server.http.slots import SlotLimits, Slots
 from om_mcp.server.http.ui.mount import WithStatusPage, is_public
+
+if TYPE_CHECKING:
+    from om_mcp.server.http.oauth import AuthorizationServer
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +83,12 @@ def transport_security(config: Config) -> TransportSecuritySettings:
         name = f"[{bind}]" if ":" in bind else bind
         hosts += _with_ports([name])
         origins += _with_ports([f"http://{name}", f"https://{name}"])
+    if server.public_url:  # the name clients use, through a tunnel or a proxy too
+        public = urlsplit(server.public_url)
+        hosts += _with_ports([public.netloc])
+        origins += [f"{public.scheme}://{public.netloc}"]
     public_bearer = server.auth.mode == "bearer" and not is_loopback(bind)
-    if public_bearer and not server.http.allowed_hosts:
+    if public_bearer and not server.http.allowed_hosts and not server.public_url:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
@@ -108,16 +119,29 @@ def build_http_app(server: MCPServer, config: Config) -> HttpApp:
     limiter = RateLimiter(settings.http.rate_limit_per_minute) if settings.http.rate_limit_per_minute else None
     page = WithStatusPage(mcp_app, server, transport_security(config), settings.path)
     slots = Slots(SlotLimits.of(config, is_loopback(settings.host)))
-    app: ASGIApp = Gate(page, config, limiter, server.session_manager, slots)
+    verifiers: list[TokenVerifier] = [TokenTable(settings.auth.tokens)]
+    authorization = None
+    if settings.oauth.enabled:
+        from om_mcp.server.http.oauth import AuthorizationServer
+
+        authorization = AuthorizationServer(server, config)
+        verifiers.append(authorization.provider)
+    if settings.oauth.issuer:
+        from om_mcp.server.http.oauth.issuer import IssuerTokens
+
+        verifiers.append(IssuerTokens(settings.oauth, resource_url(config)))
+    app: ASGIApp = Gate(page, config, limiter, server.session_manager, slots, authorization)
     if bearer:
         app = AuthContextMiddleware(app)
-        app = AuthenticationMiddleware(app, backend=BearerAuthBackend(TokenTable(settings.auth.tokens)))
-    return HttpApp(app, slots)
+        app = AuthenticationMiddleware(app, backend=BearerAuthBackend(Verifiers(*verifiers)))
+    return HttpApp(Forwarded(app, config), slots)
 
 
 def resource_url(config: Config) -> str:
-    """The MCP endpoint's public URL: configured, else the bind address."""
+    """The MCP endpoint's public URL: public_url + path, or resource_url, else the bind address."""
     server = config.server
+    if server.public_url:
+        return server.public_url + server.path
     if server.auth.resource_url:
         return server.auth.resource_url
     host = f"[{server.host}]" if ":" in server.host else server.host
@@ -134,6 +158,7 @@ class Gate:
         limiter: RateLimiter | None,
         sessions: StreamableHTTPSessionManager | None = None,
         slots: Slots | None = None,
+        authorization: AuthorizationServer | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -147,6 +172,7 @@ class Gate:
         self.pool = SessionPool(sessions, http.max_sessions) if sessions is not None and not http.stateless else None
         self.slots = slots
         self.resource_url = resource_url(config)
+        self.authorization = authorization
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and self.bearer:
@@ -159,6 +185,9 @@ class Gate:
         path = scope["path"]
         if self.bearer and (path == METADATA_PATH or path.startswith(METADATA_PATH + "/")):
             await self._metadata(scope, send)
+            return
+        if self.authorization is not None and path in self.authorization.paths:
+            await self._authorization(path, scope, receive, send)
             return
         user = scope.get("user")
         page = is_public(path) and path != self.config.server.path  # never the MCP endpoint itself
@@ -190,6 +219,14 @@ class Gate:
             await self._open_session(scope, receive, send, user)
         else:
             await self.app(scope, receive, send)
+
+    async def _authorization(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """The authorization server's routes, which need no token: each request but the metadata
+        document counts against the budgets of requests without one."""
+        assert self.authorization is not None
+        if not path.startswith("/.well-known/") and await self._failed(scope, send):
+            return
+        await BodyLimit(self.authorization.app, self.config.server.http.max_body_bytes)(scope, receive, send)
 
     async def _failed(self, scope: Scope, send: Send) -> bool:
         """One more request without a valid token: True when it was answered 429 (its address, or
@@ -246,8 +283,9 @@ class Gate:
             await _respond(send, 405, {"error": "method not allowed"}, [(b"allow", b"GET, OPTIONS")])
             return
         document = {"resource": self.resource_url, "bearer_methods_supported": ["header"], "resource_name": "om-mcp"}
-        if self.config.server.auth.authorization_servers:
-            document["authorization_servers"] = self.config.server.auth.authorization_servers
+        servers = authorization_servers(self.config)
+        if servers:
+            document["authorization_servers"] = servers
         await _respond(
             send,
             200,
@@ -271,6 +309,17 @@ class Gate:
         log.debug("429: %s", message)
         body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
         await _respond(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+
+
+def authorization_servers(config: Config) -> list[str]:
+    """The issuers the protected-resource metadata names: om-mcp itself (--oauth), the team's
+    provider (--oauth-issuer), else those configured."""
+    server = config.server
+    if server.oauth.enabled and server.public_url:
+        return [server.public_url]
+    if server.oauth.issuer:
+        return [server.oauth.issuer]
+    return list(server.auth.authorization_servers)
 
 
 def _client(scope: Scope) -> str:
@@ -315,6 +364,8 @@ class BodyLimit:
         body, messages = 0, []
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # gone before its body was whole (closed for room, say): nobody to answer
             messages.append(message)
             if message["type"] != "http.request":
                 break

@@ -11,7 +11,8 @@ attempt of every pending connection (thousands a second). Here:
   uvicorn's keep-alive timeout (set to the same idle time) applies. A response being
   streamed to the client (SSE) waits on no client bytes and has no deadline here. Each
   connection holds a slot of the server's `Slots` (`slots.py`: fair shares, idle ones
-  closed first); one that finds no slot answers its first request 503 and is closed.
+  closed first, then ones whose body trickles in below `min_body_bytes_per_second`); one
+  that finds no slot answers its first request 503 and is closed.
 * `calm_accept_failures` answers the loop's "out of system resource" reports: it sheds
   the pending connection (a spare descriptor makes room to accept and close it, so the
   client hears a reset instead of hanging in the backlog) and logs one line a minute
@@ -37,6 +38,7 @@ from om_mcp.server.http.slots import Slots
 log = logging.getLogger(__name__)
 
 REPORT_SECONDS = 60.0
+BODY_GRACE_SECONDS = 1.0  # a body's rate is judged after this long: one packet late is no trickle
 ACCEPT_FAILURE = "socket.accept() out of system resource"
 
 
@@ -45,11 +47,14 @@ class GuardedH11(H11Protocol):
 
     header_seconds = 10.0
     idle_seconds = 30.0
+    min_body_rate = 1000  # bytes a second; 0: a trickling body is never expendable
     slots: Slots | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._waiting_for = ""
+        self._body_since: float | None = None  # when the current request's head was whole
+        self._body_bytes = 0
         super().connection_made(transport)
         refused = self.slots.open(self, self.client) if self.slots is not None else None
         if refused is not None:
@@ -67,6 +72,16 @@ class GuardedH11(H11Protocol):
         """No request of this connection is being served (so closing it loses nothing)."""
         return self.cycle is None or self.cycle.response_complete
 
+    @property
+    def trickling(self) -> bool:
+        """Its request body has come slower than `min_body_rate` since the head (after the first
+        second): a client holding a slot by sending its body a byte at a time, closed for room
+        after the idle ones. A real client sends its body at once, so this never waits on one."""
+        if self._body_since is None or not self.min_body_rate or self.conn.their_state is not h11.SEND_BODY:
+            return False
+        elapsed = self.loop.time() - self._body_since
+        return elapsed >= BODY_GRACE_SECONDS and self._body_bytes < self.min_body_rate * elapsed
+
     def shed(self) -> None:
         """Closed to make room for a newer connection (`Slots`)."""
         who = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
@@ -74,6 +89,8 @@ class GuardedH11(H11Protocol):
         self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.SEND_BODY:
+            self._body_bytes += len(data)
         super().data_received(data)
         self._follow()
 
@@ -90,9 +107,13 @@ class GuardedH11(H11Protocol):
             if self._waiting_for != "head":  # from the first byte of a request head, not reset by more
                 self._expect("head", self.header_seconds)
         elif state is h11.SEND_BODY:
+            if self._body_since is None:
+                self._body_since, self._body_bytes = self.loop.time(), 0
             self._expect("body", self.idle_seconds)  # reset by every piece of the body
         elif state is not h11.IDLE or self._waiting_for != "head":
             self._cancel()  # a whole request (or keep-alive idle, which uvicorn times)
+        if state is not h11.SEND_BODY:
+            self._body_since = None
 
     def _expect(self, what: str, seconds: float) -> None:
         self._cancel()
@@ -113,9 +134,16 @@ class GuardedH11(H11Protocol):
             self.transport.close()
 
 
-def guarded_protocol(header_seconds: float, idle_seconds: float, slots: Slots | None = None) -> type[GuardedH11]:
-    """The protocol class uvicorn should use, with these deadlines and slots."""
-    attributes = {"header_seconds": header_seconds, "idle_seconds": idle_seconds, "slots": slots}
+def guarded_protocol(
+    header_seconds: float, idle_seconds: float, slots: Slots | None = None, min_body_rate: int = 1000
+) -> type[GuardedH11]:
+    """The protocol class uvicorn should use, with these deadlines, slots and least body rate."""
+    attributes = {
+        "header_seconds": header_seconds,
+        "idle_seconds": idle_seconds,
+        "slots": slots,
+        "min_body_rate": min_body_rate,
+    }
     return type("GuardedH11", (GuardedH11,), attributes)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -22,8 +23,16 @@ WILDCARDS = ("0.0.0.0", "::", "")
 def bind_refusal(config: Config, insecure: bool = False) -> str | None:
     """Why serving HTTP as configured is refused (one line saying what to do), or None."""
     host = config.server.host
-    if insecure or is_loopback(host) or config.server.auth.mode == "bearer":
+    public = config.server.public_url
+    facing = not is_loopback(host) or (public is not None and not is_loopback(urlsplit(public).hostname or ""))
+    if insecure or not facing or config.server.auth.mode == "bearer":
         return None
+    if is_loopback(host):
+        return (
+            f"refusing to serve {public} (server.public_url) without authentication: a tunnel or a proxy makes"
+            " every request look local; run om-mcp serve --oauth, or create a token (om-mcp token create"
+            " --resource NAME), or pass --insecure"
+        )
     return (
         f"refusing to serve HTTP on {host} without authentication (anyone who reaches it could read and change"
         " every memory): create a token with `om-mcp token create --resource NAME` and add it to [server.auth],"
@@ -36,8 +45,12 @@ def describe(config: Config) -> str:
     server = config.server
     auth = server.auth
     if auth.mode == "bearer":
-        names = ", ".join(t.name or t.hash[7:19] for t in auth.tokens)
-        who = f"bearer tokens ({names})"
+        ways = [f"bearer tokens ({', '.join(t.name or t.hash[7:19] for t in auth.tokens)})"] if auth.tokens else []
+        if server.oauth.enabled:
+            ways.append(f"OAuth, issuer {server.public_url} (om-mcp connect prints a consent code)")
+        if server.oauth.issuer:
+            ways.append(f"JWTs of {server.oauth.issuer} (claim {server.oauth.claim!r})")
+        who = " and ".join(ways)
     else:
         who = "no authentication"
     security = transport_security(config)
@@ -63,6 +76,18 @@ def describe(config: Config) -> str:
     )
 
 
+def status_page_url(config: Config) -> str:
+    """Where a browser opens the status page: the public URL's root when one is set, else the bind
+    address (a wildcard bind is reached on loopback from this machine)."""
+    server = config.server
+    if server.public_url:
+        parts = urlsplit(server.public_url)
+        return f"{parts.scheme}://{parts.netloc}/ui"
+    host = "127.0.0.1" if server.host in WILDCARDS else server.host
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{server.port}/ui"
+
+
 def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
     """uvicorn as om-mcp runs it: deadlines on what clients send, and the app's connection slots
     (`slots.py`, which keep max_connections fairly; uvicorn's own limit, which refuses every request
@@ -79,7 +104,9 @@ def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
         "access_log": config.log_level == "debug",
         "timeout_graceful_shutdown": SHUTDOWN_GRACE_SECONDS,
         "server_header": False,
-        "http": guarded_protocol(http.header_timeout_seconds, http.idle_timeout_seconds, slots),
+        "http": guarded_protocol(
+            http.header_timeout_seconds, http.idle_timeout_seconds, slots, http.min_body_bytes_per_second
+        ),
         "timeout_keep_alive": http.idle_timeout_seconds,
         "limit_concurrency": None if slots is not None else http.max_connections,
         **options,
@@ -100,11 +127,15 @@ async def serve_http(server: MCPServer, config: Config) -> None:
     import uvicorn
 
     log.info("%s", describe(config))
+    token = "#token=<a bearer token> (a token bound to resources shows only theirs)"
+    log.info("status page: %s%s", status_page_url(config), token if config.server.auth.mode == "bearer" else "")
     if config.server.auth.mode != "bearer" and not is_loopback(config.server.host):
         log.warning("--insecure: anyone who can reach %s may read and change every memory", config.server.host)
-    if config.server.auth.mode == "bearer" and not config.server.auth.resource_url and config.server.host in WILDCARDS:
+    public = config.server.auth.resource_url or config.server.public_url
+    if config.server.auth.mode == "bearer" and not public and config.server.host in WILDCARDS:
         log.warning(
-            "the OAuth metadata names %s (the bind address): set server.auth.resource_url to the URL clients use",
+            "the OAuth metadata names %s (the bind address): set --public-url (server.public_url) to the URL"
+            " clients use",
             resource_url(config),
         )
     calm_logs()

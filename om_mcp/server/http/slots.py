@@ -2,11 +2,13 @@
 
 A connection is *idle* while no request of it is being served (fresh, between requests on
 keep-alive, or sending a request head); it is *busy* from a whole request head to the end of
-its response (an SSE stream is busy for as long as it streams). Every connection belongs to
+its response (an SSE stream is busy for as long as it streams). A busy connection whose request
+body arrives below `min_body_bytes_per_second` is *trickling*: it is closed for room like an
+idle one, after them, so clients sending bodies a byte at a time cannot hold the slots. Every connection belongs to
 its client address until a request on it carries a valid bearer token; from then on it
 belongs to that token. The caps, each met by closing the least recently used *idle*
-connection of the same group, and by refusing the newcomer (503 to its request, then
-closed) only when that group has none idle:
+connection of the same group (else its least recently used *trickling* one), and by refusing
+the newcomer (503 to its request, then closed) only when that group has neither:
 
 * all connections: `max_connections`;
 * connections of one address that carried no valid token: `max_connections_per_address`
@@ -45,6 +47,9 @@ class Connection(Protocol):
     @property
     def idle(self) -> bool: ...
 
+    @property
+    def trickling(self) -> bool: ...
+
     def shed(self) -> None: ...
 
 
@@ -73,7 +78,12 @@ class Group:
         self.slots.move_to_end(key)
 
     def oldest_idle(self, besides: int | None = None) -> int | None:
-        return next((k for k, s in self.slots.items() if k != besides and s.connection.idle), None)
+        """The least recently used connection closing which loses nothing: an idle one, else one
+        trickling its request body."""
+        found = next((k for k, s in self.slots.items() if k != besides and s.connection.idle), None)
+        if found is None:
+            found = next((k for k, s in self.slots.items() if k != besides and s.connection.trickling), None)
+        return found
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,9 @@ def progress_reporter(ctx: Context) -> Callable[[str], Awaitable[None]]:
     return report
 
 
-def status_view(status: Any) -> dict[str, Any]:
+def status_view(ctx: Context, status: Any) -> dict[str, Any]:
     """The status a model can act on, in few tokens (what the caller may see of it)."""
-    status = status_for_caller(status)
+    status = status_for_caller(app_of(ctx).memory, status)
     windows = status.windows
     view = {
         "unobserved_tokens": windows.active.messages.tokens,

@@ -9,7 +9,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from om_mcp.server import descriptions as text
-from om_mcp.server.access import authorize
 from om_mcp.server.live import app_of
 from om_mcp.server.output import compact, shown
 from om_mcp.server.schemas import ResourceId, ThreadId
@@ -29,15 +28,14 @@ def register(server: MCPServer) -> None:
         as_of: Annotated[str | None, Field(None, max_length=40, description=text.AS_OF)] = None,
     ) -> str:
         app = app_of(ctx)
-        resource = await authorize(ctx, thread_id, resource_id)
         out = await invoke(
             ctx,
             lambda app: app.memory.get_context(
-                thread_id, resource, max_tokens, with_status=include_status, as_of=as_of
+                thread_id, resource_id, max_tokens, with_status=include_status, as_of=as_of
             ),
         )
         omitted = out.omitted_messages
-        status = compact(status_view(out.status)) if out.status is not None else None
+        status = compact(status_view(ctx, out.status)) if out.status is not None else None
 
         # The budget bounds what the model reads, the JSON: fitted from the stored counts (each
         # message is rendered and sized once, see `shown`), never by encoding the result.

@@ -8,7 +8,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from om_mcp.server import descriptions as text
-from om_mcp.server.access import authorize
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import CYCLE, invoke, progress_reporter
@@ -34,9 +33,8 @@ def register(server: MCPServer) -> None:
     async def observe(
         thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None, instruction: Instruction = None
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id)
         outcome = await invoke(
-            ctx, lambda app: app.memory.observe(thread_id, resource, instruction, progress=progress_reporter(ctx))
+            ctx, lambda app: app.memory.observe(thread_id, resource_id, instruction, progress=progress_reporter(ctx))
         )
         return _result(outcome)
 
@@ -44,8 +42,7 @@ def register(server: MCPServer) -> None:
     async def reflect(
         thread_id: ThreadId, ctx: Context, resource_id: ResourceId = None, instruction: Instruction = None
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id)
         outcome = await invoke(
-            ctx, lambda app: app.memory.reflect(thread_id, resource, instruction, progress=progress_reporter(ctx))
+            ctx, lambda app: app.memory.reflect(thread_id, resource_id, instruction, progress=progress_reporter(ctx))
         )
         return _result(outcome)

@@ -9,7 +9,6 @@ from pydantic import Field
 
 from om_mcp.engine import InputError
 from om_mcp.server import descriptions as text
-from om_mcp.server.access import authorize
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import Message, ResourceId, ThreadId, message_dicts
 from om_mcp.server.tools.base import APPEND, invoke, status_view
@@ -30,7 +29,6 @@ def register(server: MCPServer) -> None:
         ] = None,
         include_status: bool = False,
     ) -> str:
-        resource = await authorize(ctx, thread_id, resource_id, creates=True)
         batch = message_dicts(messages or [])
         batch += [{"role": r, "content": t} for r, t in (("user", user), ("assistant", assistant)) if t is not None]
 
@@ -38,7 +36,7 @@ def register(server: MCPServer) -> None:
             if not batch:
                 raise InputError("give user, assistant or messages", field="messages")
             return await app.memory.append_messages(
-                thread_id, batch, resource, thread_metadata, with_status=include_status
+                thread_id, batch, resource_id, thread_metadata, with_status=include_status
             )
 
         outcome = await invoke(
@@ -56,7 +54,7 @@ def register(server: MCPServer) -> None:
         if outcome.forgotten:
             result["forgotten"] = outcome.forgotten  # refused: the user had them forgotten
         if outcome.status is not None:
-            result["status"] = status_view(outcome.status)
+            result["status"] = status_view(ctx, outcome.status)
         if not (result["skipped"] or "status" in result or "forgotten" in result):
             result.pop("skipped")
         return compact(result)

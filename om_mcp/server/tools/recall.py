@@ -9,7 +9,6 @@ from pydantic import Field
 
 from om_mcp.engine import RecallQuery
 from om_mcp.server import descriptions as text
-from om_mcp.server.access import authorize
 from om_mcp.server.schemas import ResourceId, ThreadId
 from om_mcp.server.tools.base import READ, invoke
 
@@ -37,7 +36,6 @@ def register(server: MCPServer) -> None:
         max_tokens: Annotated[int | None, Field(None, ge=50)] = None,
         resource_id: ResourceId = None,
     ) -> str:
-        resource_id = await authorize(ctx, thread_id, resource_id, target_thread_id)
         query_model = RecallQuery(
             thread_id=thread_id,
             mode=mode,

@@ -9,7 +9,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from om_mcp.server import descriptions as about
-from om_mcp.server.access import authorize
 from om_mcp.server.notify import thread_uris
 from om_mcp.server.output import compact
 from om_mcp.server.schemas import ThreadId
@@ -38,12 +37,11 @@ def register(server: MCPServer) -> None:
         text: Annotated[str | None, Field(None, max_length=2000, description=about.CORRECTED)] = None,
         remember: Annotated[str | None, Field(None, max_length=2000, description=about.REMEMBER)] = None,
     ) -> str:
-        resource = await authorize(ctx, thread_id)
         result: dict[str, Any] = {}
         if remember is not None:
             remembered = await invoke(
                 ctx,
-                lambda app: app.memory.remember(remember, thread_id=thread_id, resource_id=resource),
+                lambda app: app.memory.remember(remember, thread_id=thread_id),
                 changed=lambda _: thread_uris(thread_id),
             )
             result["remembered"] = {"id": remembered.id, "text": remembered.text}
@@ -52,7 +50,7 @@ def register(server: MCPServer) -> None:
         if observation_id is not None:
             edited = await invoke(
                 ctx,
-                lambda app: app.memory.control.edit_observation(observation_id, text, thread_id, resource),
+                lambda app: app.memory.control.edit_observation(observation_id, text, thread_id),
                 changed=lambda _: thread_uris(thread_id),
             )
             result["corrected"] = edited.model_dump()
@@ -75,7 +73,6 @@ def register(server: MCPServer) -> None:
         with_sources: Annotated[bool, Field(description="observation_id's messages too")] = False,
         confirm: bool = False,
     ) -> str:
-        resource = await authorize(ctx, thread_id)
         chosen = [n for n, v in (("message_id", message_id), ("observation_id", observation_id), ("match", match)) if v]
         if len(chosen) > 1:
             raise ToolError(f"give one of message_id, observation_id, match (got {', '.join(chosen)})")
@@ -83,28 +80,22 @@ def register(server: MCPServer) -> None:
         if message_id is not None:
             out = await invoke(
                 ctx,
-                lambda app: control(app).forget_message(thread_id, message_id, resource),
+                lambda app: control(app).forget_message(thread_id, message_id),
                 changed=lambda _: thread_uris(thread_id),
             )
             return _forgotten(out)
         if observation_id is not None:
             out = await invoke(
                 ctx,
-                lambda app: control(app).forget_observation(
-                    observation_id, thread_id, resource, with_sources=with_sources
-                ),
+                lambda app: control(app).forget_observation(observation_id, thread_id, with_sources=with_sources),
                 changed=lambda _: thread_uris(thread_id),
             )
             return _forgotten(out)
         if match is not None:
             out = await invoke(
                 ctx,
-                lambda app: control(app).forget_match(match, resource, thread_id=thread_id, apply=confirm),
-                changed=lambda o: (
-                    (thread_uris(thread_id) + ([resource_uri(resource, "threads")] if resource else []))
-                    if o.done
-                    else []
-                ),
+                lambda app: control(app).forget_match(match, thread_id=thread_id, apply=confirm),
+                changed=lambda o: thread_uris(thread_id) if o.done else [],
             )
             return _forgotten(out)
         thread = await invoke(ctx, lambda app: app.memory.thread(thread_id))

@@ -286,3 +286,30 @@ ALTER TABLE om_spend ADD COLUMN refused_calls bigint NOT NULL DEFAULT 0;
 ALTER TABLE om_spend ADD COLUMN refused_tokens bigint NOT NULL DEFAULT 0;
 ALTER TABLE om_spend ADD COLUMN refused_usd double precision NOT NULL DEFAULT 0;
 """
+
+# 8: OAuth's clients, grants and hashed secrets (see sqlite/migrations.py OAUTH).
+OAUTH = f"""
+CREATE TABLE om_oauth_clients (
+    client_id {C} PRIMARY KEY,
+    registration text NOT NULL,
+    created_at double precision NOT NULL
+);
+CREATE TABLE om_oauth_grants (
+    id {C} PRIMARY KEY,
+    client_id {C} NOT NULL,
+    resources text NOT NULL,
+    created_at double precision NOT NULL,
+    used_at double precision,
+    revoked_at double precision
+);
+CREATE TABLE om_oauth_secrets (
+    digest {C} PRIMARY KEY,
+    kind text NOT NULL,
+    grant_id {C},
+    detail text NOT NULL,
+    expires_at double precision NOT NULL,
+    used_at double precision,
+    failures integer NOT NULL DEFAULT 0
+);
+CREATE INDEX om_oauth_secrets_by_grant ON om_oauth_secrets (grant_id);
+"""

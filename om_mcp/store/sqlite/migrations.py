@@ -438,6 +438,34 @@ ALTER TABLE om_spend ADD COLUMN refused_tokens INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE om_spend ADD COLUMN refused_usd REAL NOT NULL DEFAULT 0;
 """
 
+# 8: OAuth (server/http/oauth/): registered clients, the owner's grants, and every secret of the flow
+# (consent codes, authorization codes, access and refresh tokens) as its sha256 only.
+OAUTH = """
+CREATE TABLE om_oauth_clients (
+    client_id TEXT PRIMARY KEY,
+    registration TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE om_oauth_grants (
+    id TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    resources TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    used_at REAL,
+    revoked_at REAL
+);
+CREATE TABLE om_oauth_secrets (
+    digest TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    grant_id TEXT,
+    detail TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    used_at REAL,
+    failures INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX om_oauth_secrets_by_grant ON om_oauth_secrets(grant_id);
+"""
+
 
 def _statements(script: str) -> list[str]:
     """Split a script into statements (triggers need care with ';')."""

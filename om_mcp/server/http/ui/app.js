@@ -357,7 +357,12 @@ function cycleChart(title, cycles, value, label, tick) {
   const total = shown.reduce((s, c) => s + value(c), 0);
   box.append(el("h4", { text: `${title}${title.includes("Cost") ? ` · total ${label(total)}` : ""}` }),
     el("div", { class: "legend" }, kinds.map((k) => el("span", {}, el("i", { class: `k-${k}` }), KIND_LABEL[k] || k))));
-  if (!shown.length) { box.append(el("p", { class: "empty", text: "No model calls yet." })); return box; }
+  if (!shown.length) {
+    // cycles that called a model, whose price nobody knows: said, not taken for no calls at all
+    const called = cycles.filter((c) => c.kind !== "activation" && (c.tokens_in || c.duration_ms));
+    const text = called.length ? `${fmt(called.length)} model calls, none with a known price (no cost map entry for ${[...new Set(called.map((c) => c.model).filter(Boolean))].join(", ") || "the model"}).` : "No model calls yet.";
+    box.append(el("p", { class: "empty", text })); return box;
+  }
   const xs = shown.map((c) => Date.parse(c.at));
   const { svg, sx, sy } = frame(xs, Math.max(...shown.map(value)), tick);
   const width = Math.max(2, Math.min(10, (W - M.l - M.r) / shown.length - 1));
@@ -499,6 +504,7 @@ function summary(e) {
     case "data-om-redaction": return `kept ${fmt(p.total)} secrets out: ${Object.entries(p.redactions || {}).map(([k, n]) => `${k} ${n}`).join(", ")}`;
     default:
       if (e.type.endsWith("-failed")) return `failed${secs}: ${p.error || "unknown error"}`;
+      if (e.type.endsWith("-skipped")) return `skipped${secs}, its result not kept: ${p.discarded}`;
       if (e.type.endsWith("-start")) return `started on ${fmt(p.tokens_to_observe ?? p.tokens_to_buffer)} tokens`;
       return "";
   }

@@ -1,9 +1,9 @@
 """The status page's data, read from the live engine (`contract.UiDataSource` over `Memory`).
 
 `MemorySource(get_memory)` asks for the memory on each request (the server opens
-it in its lifespan). Every method respects the caller's bearer token: a resource
-or thread the token does not grant is answered as unknown (404), so the page
-cannot even learn that it exists.
+it in its lifespan), narrowed to the caller's access (`App.memory`): a resource or
+thread the token does not grant is answered as unknown (404) by the engine's reads,
+so the page cannot even learn that it exists.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from om_mcp.engine import (
     observation_lines,
     tenant_spend,
 )
-from om_mcp.server.http.auth import allowed_resources, is_admin
 from om_mcp.server.http.ui.contract import (
     Buffered,
     Corrected,
@@ -52,11 +51,6 @@ if TYPE_CHECKING:
     from om_mcp.engine import Memory, MessageRead, ThreadState
 
 
-def _granted(resource_id: str) -> bool:
-    allowed = allowed_resources()
-    return allowed is None or resource_id in allowed
-
-
 class MemorySource:
     def __init__(self, get_memory: Callable[[], Memory]) -> None:
         self._memory = get_memory
@@ -69,7 +63,7 @@ class MemorySource:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.limits
         ready, why = memory.model_state()
-        readiness = memory.overview.readiness()
+        readiness = await memory.overview.readiness()
         return ServerInfo(
             model_ready=ready,
             model_reason=why,
@@ -78,7 +72,7 @@ class MemorySource:
             version=__version__,
             # Where the file lives is the operator's business: only a caller unbounded by its
             # token (a token for "*", or no authentication) is told.
-            database=memory.overview.location if is_admin() else None,
+            database=memory.overview.location if memory.access.every_resource else None,
             scope=om.scope,
             message_threshold=limits.message_tokens,
             observation_threshold=limits.observation_tokens,
@@ -97,12 +91,9 @@ class MemorySource:
                 working_memory=await overview.working_memory("resource", r.id),
             )
             for r in await overview.resources()
-            if _granted(r.id)
         ]
 
     async def threads(self, resource_id: str) -> list[ThreadSummary] | None:
-        if not _granted(resource_id):
-            return None
         overview = self.memory.overview
         if not any(r.id == resource_id for r in await overview.resources()):
             return None
@@ -111,7 +102,7 @@ class MemorySource:
 
     async def _state(self, thread_id: str) -> ThreadState | None:
         found = await self.memory.overview.thread_states(thread_id=thread_id, limit=1)
-        return found[0] if found and _granted(found[0].thread.resource_id) else None
+        return found[0] if found else None
 
     async def thread(self, thread_id: str) -> ThreadDetail | None:
         state = await self._state(thread_id)
@@ -161,7 +152,7 @@ class MemorySource:
                 )
                 for n, groups in reversed(generations)
             ],
-            spend=_spend_for_caller((await overview.spend()).as_dict()),
+            spend=_spend_for_caller(memory, (await overview.spend()).as_dict()),
             redactions=await overview.redactions(state.thread.resource_id),
         )
 
@@ -310,9 +301,9 @@ class MemorySource:
         return Restored(restored=done.restored, generation=done.generation, groups=done.groups)
 
 
-def _spend_for_caller(spend: dict[str, Any]) -> dict[str, Any]:
+def _spend_for_caller(memory: Memory, spend: dict[str, Any]) -> dict[str, Any]:
     """The server's spend is everyone's: a token bound to some resources sees the caps only."""
-    return spend if is_admin() else tenant_spend(spend)
+    return spend if memory.access.every_resource else tenant_spend(spend)
 
 
 def _message(message: MessageRead) -> MessageView:
