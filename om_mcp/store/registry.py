@@ -12,7 +12,7 @@ the store read it instead of keeping lists of their own:
 * **the tombstones** (`store/tombstones.py`): a phrase tombstone is checked in the resource that
   owns the row (`Table.owner`), as forget scopes its walk.
 
-`tests/test_registry.py` migrates both backends from nothing, lists every column of the live schema
+`tests/test_column_registry.py` migrates both backends from nothing, lists every column of the live schema
 and fails when one is not classified here (or when one classified here no longer exists). A new
 column is classified in the same change that adds its migration.
 """
