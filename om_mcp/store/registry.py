@@ -367,15 +367,7 @@ TABLES: dict[str, Table] = {
     "om_oauth_secrets": _table(
         "a consent code, an authorization code, an access or refresh token: its digest, and the flow's details"
         " (the redirect URI, the PKCE challenge, the scope)",
-        {
-            "digest": H,
-            "kind": N,
-            "grant_id": ID_,
-            "detail": ID_,
-            "expires_at": T,
-            "used_at": T,
-            "failures": NUM,
-        },
+        {"digest": H, "kind": N, "grant_id": ID_, "detail": ID_, "expires_at": T, "used_at": T, "failures": NUM},
     ),
     # -- SQLite's own ----------------------------------------------------------------------
     "sqlite_sequence": _table("AUTOINCREMENT's counters", {"name": N, "seq": NUM}, backend="sqlite"),
