@@ -70,6 +70,7 @@ from om_mcp.store import (
     Scope,
     Store,
     Thread,
+    gate_for,
     open_store,
     parse_key,
     resource_key,
@@ -96,6 +97,8 @@ class Memory:
     ):
         self.store = store
         self.config = config
+        # Every write of this memory passes the gate with its privacy settings (store/gate.py).
+        store.gate = gate_for(config.privacy.settings())
         self.counter = counter or get_token_counter()
         self.worker = Worker()
         self.observation = ObservationEngine(
@@ -399,7 +402,7 @@ class Memory:
     ) -> RememberOut:
         """Write one line into the log word for word, high priority and user-stated, with no model:
         into a thread's memory, a resource's (resource scope), or the person layer (`user`)."""
-        words = remember.check(text)
+        words = remember.said(intake.scrubbed(self.config, remember.check(text)))  # echoed and stored as scanned
         if user and (thread_id is not None or resource_id is not None):
             raise InputError("give one of thread, resource or user", field="user")
         if user:
@@ -448,8 +451,10 @@ class Memory:
         instruction: str | None = None,
         progress: Progress | None = None,
     ) -> CycleOutcome:
-        """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any."""
+        """Observe the unobserved messages now (trigger 'manual'), joining a running cycle if any.
+        `instruction` is scanned before the model sees it, as everything sent to a model is."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        instruction = _instruction(self.config, instruction)
         return await run_manual(self.observation, "observe", thread_id, resource_id, instruction, progress)
 
     async def reflect(
@@ -459,8 +464,10 @@ class Memory:
         instruction: str | None = None,
         progress: Progress | None = None,
     ) -> CycleOutcome:
-        """Condense the observation log now (trigger 'manual', compression level 0 first)."""
+        """Condense the observation log now (trigger 'manual', compression level 0 first);
+        `instruction` is scanned as `observe`'s."""
         resource_id, _ = await self._existing(thread_id, resource_id)
+        instruction = _instruction(self.config, instruction)
         return await run_manual(self.observation, "reflect", thread_id, resource_id, instruction, progress)
 
     async def observations(
@@ -523,6 +530,7 @@ class Memory:
         if not isinstance(text, str):
             raise InputError("working memory must be text", field="working_memory")
         intake.check_text(text, "working_memory", nul=True)
+        text = intake.scrubbed(self.config, text)
         stored, _ = await translated(self.store.update_working_memory("resource", USER_RESOURCE, lambda _: text))
         return stored or ""
 
@@ -686,3 +694,13 @@ class Memory:
         self._whole("a backup")
 
         return await transfer.backup(self, target)
+
+
+def _instruction(config: Config, instruction: Any) -> str | None:
+    """A one-off instruction for the Observer or Reflector, checked and scanned (it reaches a model)."""
+    if instruction is None:
+        return None
+    if not isinstance(instruction, str):
+        raise InputError("instruction must be text", field="instruction")
+    intake.check_text(instruction, "instruction", nul=True)
+    return intake.scrubbed(config, instruction)
