@@ -122,6 +122,8 @@ async def test_what_spans_every_resource_is_the_owners_alone():
         with pytest.raises(InputError):
             await call
     assert mem.with_access(EVERY_RESOURCE) is mem and mem.with_access(Access.to(["bob"])) is bob
+    with pytest.raises(PermissionError):  # a view never widens itself
+        bob.with_access(EVERY_RESOURCE)
     nothing = mem.with_access(NO_RESOURCE)
     assert await answer(nothing.get_context("new")) == (
         "InputError(resource_id): resource 'default' is not allowed for this token (it may use: nothing)"
