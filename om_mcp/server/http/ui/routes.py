@@ -183,6 +183,19 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         except Refused as error:
             return _error(400, str(error))
 
+    async def grants(request: Request) -> Response:
+        try:
+            return _json(await api.grants())
+        except Refused as error:
+            return _error(403, str(error))
+
+    async def revoke_grant(request: Request) -> Response:
+        grant_id = request.path_params["grant_id"]
+        try:
+            return _found(await api.revoke_grant(grant_id), f"unknown grant {grant_id!r}")
+        except Refused as error:
+            return _error(403, str(error))
+
     return [
         Route("/", static("index.html"), methods=["GET"]),
         Route("/ui", static("index.html"), methods=["GET"]),
@@ -203,6 +216,8 @@ def ui_routes(api: UiDataSource) -> list[Route]:
         Route("/api/threads/{thread_id:path}/restore", restore, methods=["POST"]),
         Route("/api/threads/{thread_id:path}", thread, methods=["GET"]),
         Route("/api/threads/{thread_id:path}", forget, methods=["DELETE"]),
+        Route("/api/grants", grants, methods=["GET"]),
+        Route("/api/grants/{grant_id}", revoke_grant, methods=["DELETE"]),
     ]
 
 
