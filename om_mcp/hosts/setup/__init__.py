@@ -11,14 +11,7 @@ import importlib
 
 from om_mcp.hosts.setup.base import HostSetup, Place
 
-MODULES = (
-    "claude_code",
-    "claude_desktop",
-    "cursor",
-    "vscode",
-    "codex",
-    "gemini_cli",
-)
+MODULES = ("claude_code", "claude_desktop", "cursor", "vscode", "codex", "gemini_cli", "copilot_cli")
 HOSTS: dict[str, HostSetup] = {
     setup.name: setup for setup in (importlib.import_module(f"{__name__}.{m}").SETUP for m in MODULES)
 }
