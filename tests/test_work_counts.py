@@ -31,8 +31,9 @@ DECODED_PER_NEW_MESSAGE = 1
 MODELS_PER_CONTEXT = 1  # the ContextOut (before: 303, a MessageOut per message shown and the retrieval defaults)
 TRIPS_PER_STORE = 1  # one transaction; the thread's resource known from before (before: 2)
 TRIPS_PER_CONTEXT = 1  # one read (before: 2)
-# One message stored and the context read, BEGIN and COMMIT included (before: 19 + 17 = 36).
-STATEMENTS_PER_TURN = 26
+# One message stored and the context read, BEGIN and COMMIT included (before: 19 + 17 = 36; the gate reads
+# the tombstone key a second time in the append).
+STATEMENTS_PER_TURN = 27
 FTS5_SHADOW = re.compile(r"\w+_fts_(data|idx|docsize|config|content)\b|^PRAGMA 'main'\.data_version", re.I)
 
 
@@ -129,15 +130,16 @@ async def test_a_store_and_a_context_are_one_trip_each_to_the_database_thread(
 # -- modules a process loads ---------------------------------------------------------------------------
 
 # om_mcp's own modules and the third-party ones (the standard library aside, which differs between
-# Pythons), and the third-party packages allowed on the path.
+# Pythons), and the third-party packages allowed on the path. A module a path truly needs raises its
+# ceiling here, said in the commit; one it does not need is imported where it is used instead.
 IMPORTS = {
     # the package alone: its names load on first use
     "import om_mcp.engine": (2, 0, set()),
     # the engine
-    "from om_mcp.engine import Memory": (126, 64, {"anyio", "pydantic", "pydantic_core", "sniffio"}),
+    "from om_mcp.engine import Memory": (129, 64, {"anyio", "pydantic", "pydantic_core", "sniffio"}),
 }
 COMMANDS = {  # a read-only command on a small memory
-    "status": (151, 81, {"anyio", "pydantic", "pydantic_core", "sniffio"})
+    "status": (154, 81, {"anyio", "pydantic", "pydantic_core", "sniffio"})
 }
 PROBE = """
 import atexit, json, sys
