@@ -31,6 +31,10 @@ while one client holds 505 idle connections (`idle_connections`), sessions a new
 abandoned ones fill the pool (`abandoned_sessions`), token guesses spread over 40 loopback
 addresses (`auth_guessing`), a 300 MB body to the status page's API and the server's memory
 (`huge_body`), and a folder with a crafted `.git` file run through the hook (`crafted_gitdir`).
+`slow_bodies`: on the default (loopback, no tokens), 500 connections each sending a request body a byte
+at a time, then the user's own requests (answered, of 50). `tenant_matrix`: bob's token with alice's
+values through every tool, resource, prompt and status-page route the server lists (generated;
+benchmarks/attacks_tenancy.py): reads, changes and answers that differ from nobody's.
 `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
 `spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
 `secrets`: one secret of each class (cloud, VCS, chat, payment and AI keys, private keys, JWTs,
@@ -66,6 +70,7 @@ from urllib.parse import quote
 import anyio
 import attacks_forget  # benchmarks/ is the script's folder, first on sys.path
 import attacks_spend
+import attacks_tenancy
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -74,6 +79,7 @@ from mcp_types import ResourceUpdatedNotification
 from om_mcp.config import hash_token
 from om_mcp.testing.fake_server import FakeLLMServer, default_responder, request_text
 from om_mcp.testing.headless import find_chromium, run_chromium
+from om_mcp.testing.secrets import ONE_LINE, PLANTS
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 REPO = Path(__file__).resolve().parent.parent
@@ -613,6 +619,59 @@ def idle_connections(count: int = 505, requests: int = 50) -> None:
     print(f"\nlegitimate requests answered while one client holds {count} idle connections: " + "; ".join(results))
 
 
+def trickling(port: int) -> socket.socket:
+    """A connection that announced a 1,000-byte body, was told to go on (the server holds it busy),
+    and has sent one byte of it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(
+        b"PUT /api/threads/t/title HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: 1000\r\n\r\n"
+    )
+    told = b""
+    while b"\r\n\r\n" not in told:
+        told += sock.recv(4096) or b"\r\n\r\n"
+    sock.sendall(b"{")
+    return sock
+
+
+def slow_bodies(count: int = 500, requests: int = 50) -> None:
+    """`count` clients send a request body a byte every half second; then the user's own requests."""
+    import threading
+
+    with server(None) as (url, _):
+        attacker = [trickling(port_of(url)) for _ in range(count)]
+        stop = threading.Event()
+
+        def drip() -> None:
+            while not stop.wait(0.5):
+                for sock in attacker:
+                    try:
+                        sock.send(b" ")
+                    except OSError:
+                        pass
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        time.sleep(1.5)  # past the first second of each body, when its rate is judged
+        answers: Counter = Counter()
+        for _ in range(requests):  # each on a new connection, as a hook or a client starting up makes one
+            try:
+                with httpx2.Client(timeout=60) as http:
+                    answers[http.get(url.replace("/mcp", "/api/info")).status_code] += 1
+            except httpx2.HTTPError as error:
+                answers[type(error).__name__] += 1
+        stop.set()
+        dripper.join()
+        kept = still_open(attacker)
+        for sock in attacker:
+            sock.close()
+    other = {k: v for k, v in answers.items() if k != 200} or "none"
+    print(
+        f"\nthe user's requests answered while {count} clients trickle request bodies (loopback, no auth):"
+        f" {answers[200]}/{requests} (other: {other}; {count - kept} trickling connections closed for room)"
+    )
+
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -764,52 +823,7 @@ def crafted_gitdir() -> None:
 # One line each; rows are run in this order.
 # -- secrets: planted on every surface, then looked for in the bytes of the database file and its -wal ---------
 
-# (class, the text planted, the secret in it that must not be stored)
-PLANTS = [
-    ("cloud key", "aws_access_key_id = AKIA" + "J7ZQ4XK2M9PL3VWN", "AKIA" + "J7ZQ4XK2M9PL3VWN"),
-    (
-        "VCS token",
-        "token ghp_" + "Zq8Lm2Nx4Vb6Cd1Fg3Hj5Kp7Rt9Wy0Ua2Se4",
-        "ghp_" + "Zq8Lm2Nx4Vb6Cd1Fg3Hj5Kp7Rt9Wy0Ua2Se4",
-    ),
-    ("GitLab token", "push with glpat-" + "Rq3Tv5Wx7Yz9Ab1Cd3Ef", "glpat-" + "Rq3Tv5Wx7Yz9Ab1Cd3Ef"),
-    (
-        "chat token",
-        "SLACK=xoxb-" + "298347291034-2983472910345-QwErTyUiOpAsDfGh",
-        "xoxb-" + "298347291034-2983472910345",
-    ),
-    ("payment key", "stripe sk_live_" + "51HqL8dKq2mN4pR6sT8vX0yZ", "sk_live_" + "51HqL8dKq2mN4pR6sT8vX0yZ"),
-    (
-        "AI key",
-        "OPENAI_API_KEY=sk-proj-" + "Qm3Np5Rs7Tu9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5L",
-        "sk-proj-" + "Qm3Np5Rs7Tu9Vw1Xy3Za5Bc7",
-    ),
-    (
-        "AI key (Anthropic)",
-        "sk-ant-api03-" + "Hx7Jk2Lm4Np6Qr8St0Uv2Wx4Yz6Ab8Cd0Ef2Gh4",
-        "sk-ant-api03-" + "Hx7Jk2Lm4Np6Qr8",
-    ),
-    (
-        "private key",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
-        "-----END OPENSSH PRIVATE KEY-----",
-        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
-    ),
-    (
-        "JWT",
-        "session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhdHRhY2tlciJ9.Qx2Lm4Np6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2",
-        "Qx2Lm4Np6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2",
-    ),
-    ("URL password", "https://admin:Wr0ngH0rse@intranet.example/report", "Wr0ngH0rse"),
-    ("connection string", "Server=db;Database=app;User Id=sa;Password=C0nnStr1ng!;", "C0nnStr1ng!"),
-    ("env file line", "# .env\nAPP_SECRET=envS3cretValue9\nDEBUG=false", "envS3cretValue9"),
-    ("command-line flag", "docker login --username ci --password D0ckerPass42", "D0ckerPass42"),
-    ("PGPASSWORD=", "PGPASSWORD=Pgp4ssw0rd7 psql -h db", "Pgp4ssw0rd7"),
-    ("GITHUBTOKEN= (no separator)", "GITHUBTOKEN=Gt0kenValue77aa", "Gt0kenValue77aa"),
-    ("curl -u", "curl -u admin:Cur1Pass99 https://intranet", "Cur1Pass99"),
-    ("unclosed <private>", "my diagnosis <private>the unclosed private diagnosis", "the unclosed private diagnosis"),
-]
-ONE_LINE = [plant for plant in PLANTS if "\n" not in plant[1]]  # what a title can hold
+# (class, the text planted, the secret in it that must not be stored): om_mcp/testing/secrets.py
 
 
 def _stored(db: Path, secrets: list[str]) -> list[str]:
@@ -1019,9 +1033,11 @@ def secrets() -> None:
 
 ATTACKS: dict[str, Callable[[], object]] = {
     "cross_tenant": cross_tenant,
+    "tenant_matrix": attacks_tenancy.tenant_matrix,
     "model_health_excerpt": model_health_excerpt,
     "legacy_subscriptions": legacy_subscriptions,
     "idle_connections": idle_connections,
+    "slow_bodies": slow_bodies,
     "abandoned_sessions": abandoned_sessions,
     "auth_guessing": auth_guessing,
     "huge_body": huge_body,

@@ -56,6 +56,7 @@ async function start() {
       [`${i.name} ${i.version}`, i.database, `scope ${i.scope}`].filter(Boolean).join(" · ");
     renderReadiness(i);
     await renderSidebar();
+    await renderGrants();
     const wanted = hash.get("thread");
     if (wanted) await openThread(wanted, hash.get("view"));
     else document.body.dataset.state = "ready";
@@ -94,6 +95,29 @@ async function renderSidebar() {
   }));
   nav.replaceChildren(...blocks.flat(2));
   if (!resources.length) nav.append(el("p", { class: "empty", text: "No memory yet." }));
+}
+
+// Remote clients' OAuth grants (an admin's view): who may use which resources, and a way to end it.
+async function renderGrants() {
+  let grants;
+  try { grants = await api("grants"); } catch (error) { return; }  // a tenant's token: not its to see
+  if (!grants.length) return;
+  const nav = document.getElementById("sidebar");
+  nav.append(el("h2", { class: "grants" }, el("span", { text: "Connected clients" }),
+    el("small", { text: "OAuth grants (om-mcp token list)" })));
+  for (const g of grants) {
+    const row = el("div", { class: "grant", "data-grant": g.id, "data-state": g.state },
+      el("span", { class: "title", text: g.client }),
+      el("small", { text: `${g.resources.join(", ")} · ${g.state} · ${g.last_used_at ? `used ${when(g.last_used_at)}` : `since ${when(g.created_at)}`}` }));
+    if (g.state !== "revoked") {
+      row.append(el("button", { type: "button", text: "Revoke", onclick: async () => {
+        if (!confirm(`Revoke ${g.client}'s access to ${g.resources.join(", ")}? Its tokens stop working now.`)) return;
+        try { await api(`grants/${ids(g.id)}`, { method: "DELETE" }); row.dataset.state = "revoked"; row.querySelector("button").remove(); }
+        catch (error) { showError(error); }
+      } }));
+    }
+    nav.append(row);
+  }
 }
 
 async function openThread(id, view = null) {
