@@ -477,7 +477,7 @@ UNUSABLE = ("<observations>\n</observations>", LOOP, "no log here", "  ")
 @pytest.mark.anyio
 @pytest.mark.parametrize("reply", UNUSABLE)
 async def test_an_empty_or_looping_reflector_answer_moves_to_the_next_level(reply):
-    """The seed's ladder (OM-41): an empty or degenerate answer is a failed attempt, and the next
+    """The seed's ladder: an empty or degenerate answer is a failed attempt, and the next
     compression level is asked at once; the first usable answer below the target is the result."""
     reasons = []
 
