@@ -31,6 +31,10 @@ while one client holds 505 idle connections (`idle_connections`), sessions a new
 abandoned ones fill the pool (`abandoned_sessions`), token guesses spread over 40 loopback
 addresses (`auth_guessing`), a 300 MB body to the status page's API and the server's memory
 (`huge_body`), and a folder with a crafted `.git` file run through the hook (`crafted_gitdir`).
+`slow_bodies`: on the default (loopback, no tokens), 500 connections each sending a request body a byte
+at a time, then the user's own requests (answered, of 50). `tenant_matrix`: bob's token with alice's
+values through every tool, resource, prompt and status-page route the server lists (generated;
+benchmarks/attacks_tenancy.py): reads, changes and answers that differ from nobody's.
 `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
 `spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
 `random_keys` (random keys kept under each documented assignment shape) and `injection` (injection shapes
@@ -68,6 +72,7 @@ from urllib.parse import quote
 import anyio
 import attacks_forget  # benchmarks/ is the script's folder, first on sys.path
 import attacks_spend
+import attacks_tenancy
 import attacks_text
 import httpx2
 from mcp import Client, MCPError
@@ -616,6 +621,59 @@ def idle_connections(count: int = 505, requests: int = 50) -> None:
     print(f"\nlegitimate requests answered while one client holds {count} idle connections: " + "; ".join(results))
 
 
+def trickling(port: int) -> socket.socket:
+    """A connection that announced a 1,000-byte body, was told to go on (the server holds it busy),
+    and has sent one byte of it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(
+        b"PUT /api/threads/t/title HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Expect: 100-continue\r\nContent-Length: 1000\r\n\r\n"
+    )
+    told = b""
+    while b"\r\n\r\n" not in told:
+        told += sock.recv(4096) or b"\r\n\r\n"
+    sock.sendall(b"{")
+    return sock
+
+
+def slow_bodies(count: int = 500, requests: int = 50) -> None:
+    """`count` clients send a request body a byte every half second; then the user's own requests."""
+    import threading
+
+    with server(None) as (url, _):
+        attacker = [trickling(port_of(url)) for _ in range(count)]
+        stop = threading.Event()
+
+        def drip() -> None:
+            while not stop.wait(0.5):
+                for sock in attacker:
+                    try:
+                        sock.send(b" ")
+                    except OSError:
+                        pass
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        time.sleep(1.5)  # past the first second of each body, when its rate is judged
+        answers: Counter = Counter()
+        for _ in range(requests):  # each on a new connection, as a hook or a client starting up makes one
+            try:
+                with httpx2.Client(timeout=60) as http:
+                    answers[http.get(url.replace("/mcp", "/api/info")).status_code] += 1
+            except httpx2.HTTPError as error:
+                answers[type(error).__name__] += 1
+        stop.set()
+        dripper.join()
+        kept = still_open(attacker)
+        for sock in attacker:
+            sock.close()
+    other = {k: v for k, v in answers.items() if k != 200} or "none"
+    print(
+        f"\nthe user's requests answered while {count} clients trickle request bodies (loopback, no auth):"
+        f" {answers[200]}/{requests} (other: {other}; {count - kept} trickling connections closed for room)"
+    )
+
+
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -1022,9 +1080,11 @@ def secrets() -> None:
 
 ATTACKS: dict[str, Callable[[], object]] = {
     "cross_tenant": cross_tenant,
+    "tenant_matrix": attacks_tenancy.tenant_matrix,
     "model_health_excerpt": model_health_excerpt,
     "legacy_subscriptions": legacy_subscriptions,
     "idle_connections": idle_connections,
+    "slow_bodies": slow_bodies,
     "abandoned_sessions": abandoned_sessions,
     "auth_guessing": auth_guessing,
     "huge_body": huge_body,

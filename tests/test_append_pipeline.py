@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from support.engine import Memory
 from support.hooks import hook_ingest as ingest
+from support.hooks import source_of
 
 from om_mcp.commands.ingest import store as ingest_file
 from om_mcp.config import Config
 from om_mcp.engine import append
 from om_mcp.engine.recorder import RecorderSettings
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.hook.ingest import source_of
 from om_mcp.hosts.events import HookEvent
 from om_mcp.store import NewMessage, StoreError, Transaction, local, open_store, record_key
 from om_mcp.testing.transcripts import ClaudeTranscript
@@ -108,7 +108,9 @@ async def test_every_way_in_goes_through_the_steps_in_the_append_transaction(tmp
     messages = [
         {"id": f"f{n}", "role": "user" if n % 2 == 0 else "assistant", "content": f"line {n}"} for n in range(3)
     ]
-    summary = ingest_file(cfg, "openai-messages", messages, "file", "default", start_worker=False, config_file=None)
+    summary = ingest_file(
+        cfg, "openai-messages", iter([(messages, 0)]), "file", "default", start_worker=False, config_file=None
+    )
     assert summary["appended"] == 3
     # om-mcp import of an export, into another memory
     target = await Memory.open(memory_config(tmp_path / "other.db"))

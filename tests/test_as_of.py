@@ -73,6 +73,15 @@ async def test_get_context_as_of_shows_what_was_believed_then():
         day = await ok(client, "get_context", thread_id="t", as_of=(LATE - timedelta(days=1)).date().isoformat())
         assert "m9" not in json.dumps(day)
         assert "as_of" in await fail(client, "get_context", thread_id="t", as_of="last tuesday")
+        # An empty (or blank) as_of is unreadable too, never "now"; refused before anything is read or changed.
+        for blank in ("", "   "):
+            refused = await fail(client, "get_context", thread_id="t", as_of=blank)
+            assert (
+                refused
+                == f"as_of: cannot read {blank!r}; give an ISO date (2026-03-02) or date-time (2026-03-02T14:30)"
+            )
+            assert await fail(client, "get_context", thread_id="unseen", as_of=blank) == refused
+        assert await mem.thread("unseen") is None
     await mem.close()
 
 
@@ -104,6 +113,9 @@ async def test_show_as_of_and_diff(tmp_path: Path):
     assert then["generation"] == 0 and "heard m3" in then["text"] and "new summary" not in then["text"]
     text = om(db, "show", "t", "--as-of", observed)
     assert "as of" in text.stdout and "heard m3" in text.stdout
+    empty = om(db, "show", "t", "--as-of", "")  # it used to show the memory as it is now
+    assert empty.returncode == 2 and empty.stdout == "", empty
+    assert "as_of: cannot read ''" in empty.stderr
 
     diff = json.loads(om(db, "show", "t", "--diff", "1", "--json").stdout)
     assert [line["text"] for line in diff["added"]] == ["* 🔴 (10:00) new summary"]

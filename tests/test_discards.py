@@ -1,7 +1,7 @@
 """A cycle's paid model call is thrown away only when what it read changed under it: messages
 appended meanwhile, another thread's commit, or a lease that lapsed with nobody taking it leave
 it valid; a resource batch keeps the threads nobody else observed; a real conflict is counted,
-with its reason, in the status and in the cycle's event.
+with its reason, in the status and in the cycle's event, a skip (`data-om-observation-skipped`), not a failure.
 
 The model is gated by an event, so every interleaving is forced, not timed."""
 
@@ -64,7 +64,9 @@ async def observe_elsewhere(mem: Memory, key: str, thread_id: str) -> None:
 
 
 def discarded(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"].endswith("-failed") and e.get("discarded")]
+    """Cycles whose result was thrown away: skips (what they read changed), never failures."""
+    assert not [e for e in events if e["type"].endswith("-failed") and e.get("discarded")]
+    return [e for e in events if e["type"].endswith("-skipped") and e.get("discarded")]
 
 
 @pytest.mark.slow
@@ -110,7 +112,8 @@ async def test_a_real_conflict_is_thrown_away_counted_and_said():
         await gate.called.wait()
         await observe_elsewhere(mem, "thread:t", "t")  # the very messages it is observing
         gate.open.set()
-    assert not done["t"].ran and done["t"].error.startswith("discarded: another cycle observed these messages first")
+    assert not done["t"].ran and done["t"].error is None
+    assert done["t"].reason.startswith("skipped: another cycle observed these messages first")
     status = await mem.status("t")
     assert list(status.discarded_cycles.values()) == [1]
     assert "another cycle observed" in next(iter(status.discarded_cycles))

@@ -13,16 +13,13 @@ from pathlib import Path
 import pytest
 
 from om_mcp.hosts.common import HookInputError
-from om_mcp.hosts.gemini_cli import (
+from om_mcp.hosts.gemini_cli import GeminiOptions, GeminiState, fold, read_messages
+from om_mcp.hosts.gemini_hooks import (
     GeminiAfterAgent,
-    GeminiOptions,
     GeminiPreCompress,
     GeminiSessionEnd,
     GeminiSessionStart,
-    GeminiState,
-    fold,
     parse_hook_input,
-    read_messages,
 )
 from om_mcp.messages import MessageIn
 from om_mcp.trim import TrimRule
@@ -134,7 +131,7 @@ def test_rewind_and_the_older_json_format(tmp_path: Path) -> None:
 
 def test_what_each_event_does() -> None:
     from om_mcp.hosts.common import HookPlan
-    from om_mcp.hosts.gemini_cli import plan_for
+    from om_mcp.hosts.gemini_hooks import plan_for
 
     assert plan_for(parse_hook_input(hook("SessionStart-resume"))) == HookPlan(
         ingest=True, final=False, print_context=True

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from support.engine import Memory, Script, config
 from support.hooks import hook_ingest as ingest
+from support.hooks import source_of
 from support.timeouts import scaled
 
 from om_mcp.config import Config
@@ -32,10 +33,10 @@ from om_mcp.engine.recorder import settings as settings_module
 from om_mcp.engine.recorder.context import session_context
 from om_mcp.engine.recorder.rows import to_rows
 from om_mcp.engine.tokens import TokenCounter, get_token_counter
-from om_mcp.hook.ingest import source_of
+from om_mcp.hosts import adapter_for, read_event
 from om_mcp.hosts.claude_code import ConvertOptions, parse_hook_input, read_messages
 from om_mcp.hosts.common import HookInputError
-from om_mcp.hosts.events import HookEvent, read_event
+from om_mcp.hosts.events import HookEvent
 from om_mcp.hosts.gemini_cli import read_messages as read_gemini
 from om_mcp.limits import Limits
 from om_mcp.store import coordination, observations, threads
@@ -127,7 +128,7 @@ def test_an_oversized_message_is_trimmed_not_dropped() -> None:
 
 @pytest.mark.parametrize("path", sorted((CLAUDE / "hooks").glob("*.json")), ids=lambda p: p.stem)
 def test_lean_reader_agrees_with_the_typed_models(path: Path) -> None:
-    lean, typed = read_event("claude-code", path.read_bytes()), parse_hook_input(path.read_text())
+    lean, typed = read_event("claude-code", path.read_bytes())[1], parse_hook_input(path.read_text())
     assert (lean.name, lean.session_id, lean.transcript_path, lean.cwd) == (
         typed.hook_event_name,
         typed.session_id,
@@ -156,7 +157,8 @@ def test_the_hook_applies_the_engines_rules_without_pydantic_or_an_event_loop() 
     """What a hook loads on every prompt: the engine's intake and thresholds, the store's shared
     operations in SQLite's synchronous mode; not the config model, not an event loop."""
     code = (
-        "import sys, om_mcp.hook.run, om_mcp.hook.ingest, om_mcp.engine.recorder.spawn, om_mcp.engine.recorder.context;"
+        "import sys, om_mcp.hook.run, om_mcp.hosts.claude_code.adapter, om_mcp.engine.recorder.spawn,"
+        " om_mcp.engine.recorder.context;"
         "import om_mcp.engine.intake, om_mcp.engine.observation.thresholds, om_mcp.store.sqlite.direct;"
         "print(sorted(m for m in ('pydantic', 'anyio', 'asyncio') if m in sys.modules))"
     )
@@ -509,15 +511,16 @@ def test_a_prompt_stored_from_its_payload_is_stored_once_whatever_the_order() ->
     from om_mcp.hosts.prompts import settle
 
     submit = HookEvent("claude-code", "UserPromptSubmit", "s", prompt="Look at  this\n", turn_id="p1")
-    out, waiting = settle(submit, [], [])
+    clean = adapter_for("claude-code").clean_prompt
+    out, waiting = settle(submit, [], [], clean)
     assert [m["id"] for m in out] == ["p1:prompt"] and len(waiting) == 1
-    out, again = settle(submit, [], waiting)
+    out, again = settle(submit, [], waiting, clean)
     assert again == waiting  # a second run of the same hook
     image = {"type": "image", "data": "aGk=", "mime_type": "image/png"}
     copy = {"id": "u1", "role": "user", "content": [{"type": "text", "text": "Look at this"}, image]}
     reply = {"id": "a1", "role": "assistant", "content": [{"type": "text", "text": "A cat."}]}
     stop = HookEvent("claude-code", "Stop", "s")
-    out, waiting = settle(stop, [copy, reply], again)
+    out, waiting = settle(stop, [copy, reply], again, clean)
     assert out == [{**copy, "content": [image]}, reply] and waiting == []
-    first = settle(submit, [copy], [])  # the transcript had it already: the payload adds nothing
+    first = settle(submit, [copy], [], clean)  # the transcript had it already: the payload adds nothing
     assert first == ([copy], [])

@@ -411,6 +411,15 @@ def test_launcher_runs_om_mcp_hook_with_stdin(tmp_path: Path) -> None:
     assert (ran["argv"], ran["stdin"]) == (["hook", "claude-code"], '{"session_id": "s"}')
 
 
+def test_launcher_falls_back_to_uvx_where_no_om_mcp_is_installed(tmp_path: Path) -> None:
+    """Nothing recorded, none on PATH or in ~/.local/bin: `uvx om-mcp` (the release on PyPI)."""
+    uvx = _fake_om_mcp(tmp_path / "home" / ".local" / "bin").rename(tmp_path / "home" / ".local" / "bin" / "uvx")
+    ran = json.loads(_launcher(tmp_path, {}).stdout)
+    assert ran["me"] == str(uvx) and ran["argv"] == ["om-mcp", "hook", "claude-code"]
+    served = _launcher(tmp_path, {}, args=("serve", "--hooks"))
+    assert served.returncode == 3 and json.loads(served.stdout)["argv"] == ["om-mcp", "serve", "--hooks"]
+
+
 def test_launcher_finds_om_mcp_in_local_bin_or_om_mcp_bin(tmp_path: Path) -> None:
     _fake_om_mcp(tmp_path / "home" / ".local" / "bin")
     assert json.loads(_launcher(tmp_path, {}).stdout)["argv"] == ["hook", "claude-code"]

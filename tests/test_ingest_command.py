@@ -65,6 +65,7 @@ def test_a_claude_code_transcript_twice_and_after_the_hook(tmp_path: Path, env) 
         "skipped": 22,
         "refused": 0,
         "forgotten": 0,
+        "unreadable": 0,
         "worker": None,
     }  # the hook had stored every one of them already
     assert rows(tmp_path, "SELECT COUNT(*) FROM messages") == [(22,)]
@@ -84,7 +85,7 @@ def test_with_no_model_it_says_nothing_is_observed_and_starts_no_worker(tmp_path
     done = ingest(no_key, str(transcript))
     assert done.returncode == 0, done.stderr
     assert "22 new message(s)" in done.stdout and "observing in the background" not in done.stdout
-    assert "not observed until a model is ready: openai/gpt-4o-mini needs OPENAI_API_KEY" in done.stdout
+    assert "not observed now: openai/gpt-4o-mini needs OPENAI_API_KEY" in done.stdout
     assert rows(tmp_path, "SELECT COUNT(*) FROM om_leases") == [(0,)]  # no worker was started for it
     again = json.loads(ingest(no_key, str(transcript), "--json").stdout)
     assert again["worker"] is None and again["not_observed"].startswith("openai/gpt-4o-mini needs OPENAI_API_KEY")
@@ -128,11 +129,6 @@ def test_what_cannot_be_read_is_said_in_one_line(tmp_path: Path, env) -> None:
     assert done.returncode == 1 and done.stderr.strip().endswith(
         "format not recognised: give --format claude-code|gemini-cli|openai-messages"
     )
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"role": "user", "content": "hi"}\n{"role": "wizard", "content": "x"}\n')
-    done = ingest(env, str(bad))
-    assert done.returncode == 1 and "line 2" in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "memory.db").exists()
     missing = ingest(env, str(tmp_path / "nope.jsonl"), "--format", "claude-code")
     assert missing.returncode == 1 and "no such file" in missing.stderr
 
@@ -152,3 +148,42 @@ def test_long_tool_output_is_trimmed_by_the_configured_rule(tmp_path: Path, env)
     for meta, kept in ((short_meta, 400), (default_meta, 2000)):  # each cut is recorded
         [cut] = json.loads(meta)["trimmed"]
         assert cut["kept_chars"] == kept and cut["original_chars"] > 2600
+
+
+def test_ingest_goes_on_past_an_entry_it_cannot_take_and_counts_it(tmp_path: Path, env) -> None:
+    """A line that is not JSON, a line that is not a message, and an entry changed since it was stored
+    are each counted and skipped; every other message of the file is stored."""
+    bad = tmp_path / "chat.jsonl"
+    bad.write_text(
+        '{"role": "user", "content": "hi"}\n{"role": "wizard", "content": "x"}\nnot json at all\n'
+        '{"role": "assistant", "content": "hello"}\n'
+    )
+    done = ingest(env, str(bad), "--json", "--no-worker")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["appended"], summary["unreadable"]) == (2, 2)
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 2 and "line 2: role" in said[0] and "line 3: not JSON" in said[1], said
+    transcript = tmp_path / "session.jsonl"
+    lines = (FIXTURES / "claude_code" / "session.jsonl").read_text().splitlines()
+    transcript.write_text("\n".join(lines) + "\n")
+    first = json.loads(ingest(env, str(transcript), "--json", "--no-worker").stdout)
+    assert first["appended"] == 22
+    # The same session, a transcript line cut in half and one prompt's text changed since it was stored:
+    at = next(
+        n
+        for n, line in enumerate(lines)
+        if json.loads(line).get("message", {}).get("content") == "please run ls for me\n"
+    )
+    entry = json.loads(lines[at])
+    entry["message"]["content"] = "a prompt edited after it was stored"
+    edited = [json.dumps(entry) if n == at else line for n, line in enumerate(lines)]
+    edited.insert(5, lines[5][: len(lines[5]) // 2])
+    transcript.write_text("\n".join(edited) + "\n")
+    again = ingest(env, str(transcript), "--json", "--no-worker")
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert (summary["appended"], summary["refused"], summary["unreadable"], summary["skipped"]) == (0, 1, 1, 21)
+    assert rows(tmp_path, "SELECT COUNT(*) FROM messages WHERE thread_id = '" + SESSION_ID + "'") == [(22,)]
+    plain = ingest(env, str(transcript), "--no-worker")
+    assert "1 kept as stored (changed since)" in plain.stdout and "1 unreadable line(s) skipped" in plain.stdout

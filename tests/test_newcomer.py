@@ -192,7 +192,7 @@ def test_every_command_named_anywhere_exists_with_those_flags(capsys: pytest.Cap
     """The README, the docs pages, the plugin, the status page and --help name only commands, flags
     and hosts that exist (the plugin's description once named a `--plugin-only` that did not)."""
     from om_mcp import cli
-    from om_mcp.hosts.events import HOSTS as HOOK_HOSTS
+    from om_mcp.hosts import ADAPTERS as HOOK_HOSTS
     from om_mcp.hosts.setup import HOSTS
 
     def options(parser: argparse.ArgumentParser) -> set[str]:

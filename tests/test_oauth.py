@@ -37,7 +37,7 @@ from support.oauth import (
 from support.processes import run_om
 from support.timeouts import scaled
 
-from om_mcp.config import ConfigError, load_config
+from om_mcp.config import ConfigError, hash_token, load_config
 
 pytestmark = pytest.mark.anyio
 
@@ -427,3 +427,24 @@ async def test_the_consent_page_is_plain_html_that_cannot_be_framed(make_config)
     )
     assert "<script>" not in page.text and "&lt;script&gt;" in page.text
     assert "name=code" in page.text and "name=resource" in page.text
+
+
+async def test_the_status_page_lists_grants_to_an_admin_and_revokes_them(make_config):
+    """`/api/grants` for an admin token (the owner's), 403 for a tenant's (an OAuth grant for one
+    resource); revoking there ends the client's tokens."""
+    admin = "om_admin-token-for-the-status-page-0123"
+    tokens = [{"name": "owner", "hash": hash_token(admin), "resources": ["*"]}]
+    async with oauth_server(make_config, auth={"tokens": tokens}) as served:
+        got = await grant(served, "alice")
+        async with httpx2.AsyncClient(timeout=scaled(30)) as http:
+            owner = {"Authorization": f"Bearer {admin}"}
+            tenant = {"Authorization": f"Bearer {got['access_token']}"}
+            refused = await http.get(f"{served.base}/api/grants", headers=tenant)
+            assert refused.status_code == 403 and "admin" in refused.json()["error"]
+            [listed] = (await http.get(f"{served.base}/api/grants", headers=owner)).json()
+            assert (listed["client"], listed["resources"], listed["state"]) == ("test client", ["alice"], "active")
+            assert (await http.delete(f"{served.base}/api/grants/{listed['id']}", headers=tenant)).status_code == 403
+            revoked = await http.delete(f"{served.base}/api/grants/{listed['id']}", headers=owner)
+            assert revoked.status_code == 200 and revoked.json()["state"] == "revoked"
+            assert (await http.delete(f"{served.base}/api/grants/g_nobody", headers=owner)).status_code == 404
+        assert await tools_status(served, got["access_token"]) == 401

@@ -369,6 +369,13 @@ def test_the_command_written_is_the_running_om_mcp(tmp_path: Path) -> None:
     assert om_mcp_command("/x/om_mcp/__main__.py", str(python)) == [str(script)]  # python -m, script beside
     bare = tmp_path / "bare" / "python3"
     assert om_mcp_command("/x/om_mcp/__main__.py", str(bare)) == [str(bare), "-m", "om_mcp"]
+    # Run by `uvx om-mcp`: the environment is uv's cache, which uv may prune, so hosts run uvx itself.
+    cached = tmp_path / ".cache" / "uv" / "archive-v0" / "Xy12" / "bin"
+    cached.mkdir(parents=True)
+    (cached / "om-mcp").write_text("#!/bin/sh\n")
+    (cached / "om-mcp").chmod(0o755)
+    command = om_mcp_command(str(cached / "om-mcp"), str(cached / "python"))
+    assert command[-1] == "om-mcp" and Path(command[0]).name == "uvx"
 
 
 # --------------------------------------------------------------------------------------

@@ -67,6 +67,19 @@ def get(url: str, path: str, token: str | None = ADMIN) -> httpx.Response:
 
 
 @pytest.mark.slow
+def test_the_page_has_its_icon_and_the_server_log_gives_its_address(site):
+    url, db = site
+    page = get(url, "/ui", token=None)
+    assert '<link rel="icon" href="ui/favicon.svg" type="image/svg+xml">' in page.text
+    for path in ("/ui/favicon.svg", "/favicon.ico"):  # what the page names, and what a browser asks first
+        icon = get(url, path, token=None)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml" and b"<svg" in icon.content
+    port = url.rsplit(":", 1)[1]
+    logged = (db.parent / "server.log").read_text()
+    assert f"status page: http://127.0.0.1:{port}/ui#token=<a bearer token>" in logged, logged
+
+
+@pytest.mark.slow
 def test_the_page_needs_no_token_and_its_data_needs_one(site):
     url, _ = site
     for path in ("/", "/ui"):
@@ -460,6 +473,12 @@ def test_with_no_model_the_readiness_is_one_line_with_the_fix(recorded):
         ("auto", LOGGED_OUT, "Recording only", "run `claude auth login` (Claude Code is not logged in)"),
         ("gemini/gemini-2.5-flash", None, "Observation is paused", "gemini/gemini-2.5-flash needs GEMINI_API_KEY"),
         ("off", None, "Observation is off", "Set observational_memory.enabled = true"),
+        (
+            "capped",
+            None,
+            "Observation is paused by a spend cap",
+            "daily budget of 1,000 tokens reached; resumes at 00:00 UTC (observational_memory.budget.daily_tokens)",
+        ),
     ],
 )
 async def test_the_readiness_line_names_the_fix(tmp_path, monkeypatch, model, claude, line, fix):
@@ -476,16 +495,25 @@ async def test_the_readiness_line_names_the_fix(tmp_path, monkeypatch, model, cl
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     for name in [n for n in os.environ if n.endswith(("_API_KEY", "_APPLICATION_CREDENTIALS"))]:
         monkeypatch.delenv(name)
-    om = {"enabled": False} if model == "off" else {"model": model}
+    om: dict = {"enabled": False} if model == "off" else {"model": model}
+    if model == "capped":  # a model that is ready, and today's tokens spent
+        monkeypatch.setenv("GEMINI_API_KEY", "not-a-real-key")
+        om = {"model": "gemini/gemini-2.5-flash", "budget": {"daily_tokens": 1000}}
     memory = await Memory.open(Config.model_validate({"db_path": str(tmp_path / "m.db"), "observational_memory": om}))
     try:
-        said = memory.overview.readiness()
+        if model == "capped":
+            from datetime import UTC, datetime
+
+            await memory.store.add_spend(datetime.now(UTC).date().isoformat(), "gemini/gemini-2.5-flash", 900, 200, 0)
+        said = await memory.overview.readiness()
     finally:
         await memory.close()
     assert not said.ready and said.line.startswith(line) and fix in (said.fix or ""), said
     assert "`claude login`" not in said.line + (said.fix or "")
     documented = DOCS.read_text()
-    assert said.line in documented and (model.startswith("gemini") or f"| {said.line} {said.fix} |" in documented)
+    assert said.line in documented and (
+        model in ("capped",) or model.startswith("gemini") or f"| {said.line} {said.fix} |" in documented
+    )
 
 
 def test_the_docs_list_every_route_of_the_page():

@@ -44,7 +44,7 @@ def cycles(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def discarded(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"].endswith("-failed") and "discarded" in str(e.get("error"))]
+    return [e for e in events if e["type"].endswith("-skipped") or "discarded" in str(e.get("error"))]
 
 
 async def context_in_background(mem: Memory, group, done: dict) -> None:

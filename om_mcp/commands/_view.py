@@ -14,6 +14,8 @@ ENDED = {
     "data-om-activation": "activated",
     "data-om-observation-failed": "failed",
     "data-om-buffering-failed": "buffering failed",
+    "data-om-observation-skipped": "skipped",
+    "data-om-buffering-skipped": "buffering skipped",
 }
 
 
@@ -44,13 +46,14 @@ def cycle(event: Event | None) -> dict[str, Any] | None:
     p = event.payload
     what = ENDED.get(event.type, event.type.removeprefix("data-om-"))
     if p.get("operation_type") == "reflection":
-        what = "reflection failed" if event.type.endswith("failed") else "reflected"
+        what = "reflection " + what if event.type.endswith(("failed", "skipped")) else "reflected"
     return {
         "what": what,
         "at": event.created_at,
         "ok": not event.type.endswith("failed"),
         "duration_ms": p.get("duration_ms"),
         "error": p.get("error"),
+        "reason": p.get("discarded"),  # a skip's: what changed under it
     }
 
 
@@ -59,7 +62,8 @@ def cycle_text(event: Event | None) -> str:
     if c is None:
         return ""
     took = f" ({c['duration_ms'] / 1000:.1f} s)" if c["duration_ms"] else ""
-    error = f": {one_line(c['error'], 60)}" if c["error"] else ""
+    said = c["error"] or c["reason"]
+    error = f": {one_line(said, 60)}" if said else ""
     return f"{c['what']} {when(c['at'])}{took}{error}"
 
 
@@ -113,3 +117,15 @@ async def model_state(memory: Any) -> dict[str, Any]:
     health = await engine.health.get(targets[0].model) if targets and not engine.injected_client else None
     state = engine.observation_state(health, await engine.budget.state())
     return {**state.model_dump(), "observer": router.describe(), "reflector": engine.reflector.router.describe()}
+
+
+def paused_line(spend: dict[str, Any]) -> str | None:
+    """What a reached spend cap means, in one line (which cap, until when), or None."""
+    if not spend.get("reason"):
+        return None
+    until = when(spend.get("resumes_at"))
+    return (
+        f"observation PAUSED by a spend cap (observational_memory.budget.{spend['reached']}): {spend['reason']}"
+        + (f" ({until} UTC)" if until else "")
+        + "; messages are kept and observed then"
+    )

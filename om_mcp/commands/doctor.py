@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     source = args.config or "defaults and OM_ variables"
     check("config", True, f"valid ({source}); scope {config.observational_memory.scope}")
-    _codex_hooks(check)
+    _hosts(check)
     code = _database(config, check)
     found: list[Any] = []
     if code == EXIT_OK:
@@ -79,18 +79,20 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(c["result"] == "FAIL" for c in checks) else EXIT_OK
 
 
-def _codex_hooks(check: Any) -> None:
-    """Codex runs a hook only once trusted, and says nothing of one it skips: ask it about ours."""
+def _hosts(check: Any) -> None:
+    """What setup wrote and a host does not act on (Codex runs a hook only once trusted, and says nothing
+    of one it skips): each host's own check, when it has one."""
     import os
     from pathlib import Path
 
-    from om_mcp.hosts.setup import Place
-    from om_mcp.hosts.setup.codex import hook_trust
+    from om_mcp.hosts.setup import HOSTS, Place
 
-    found = hook_trust(Place(home=Path(os.environ.get("HOME") or Path.home())))
-    if found is not None:
-        ok, detail = found
-        check("codex hooks", True if ok else None, detail)
+    place = Place(home=Path(os.environ.get("HOME") or Path.home()))
+    for host in HOSTS.values():
+        found = host.doctor(place) if host.doctor is not None else None
+        if found is not None:
+            ok, detail = found
+            check(f"{host.name} hooks", True if ok else None, detail)
 
 
 def _database(config: Any, check: Any) -> int:

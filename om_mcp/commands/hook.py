@@ -1,4 +1,4 @@
-"""`om-mcp hook claude-code|gemini-cli`: what a coding agent's lifecycle hooks run.
+"""`om-mcp hook HOST`: what a coding agent's lifecycle hooks run (HOST: one of `hosts.ADAPTERS`).
 
 Reads the hook's JSON on stdin. Every event catches up on the session's
 transcript (the new part only); SessionStart also prints the project's memory
@@ -17,13 +17,13 @@ import argparse
 import sys
 from typing import NoReturn
 
-from om_mcp.hosts.events import HOSTS
+from om_mcp.hosts import ADAPTERS
 
 HELP = "record a coding agent's session from its hooks (reads the hook JSON on stdin)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("host", choices=HOSTS, help="the agent that runs the hook")
+    parser.add_argument("host", choices=list(ADAPTERS), help="the agent that runs the hook")
     parser.add_argument("--db", help="the database file (default: $OM_DB_PATH, else ~/.local/share/om-mcp/memory.db)")
     parser.add_argument("--config", help="TOML config file (or $OM_MCP_CONFIG)")
     parser.add_argument(

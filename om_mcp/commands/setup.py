@@ -67,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"om-mcp setup: {host.title} has no project-level file; run it without --project", file=sys.stderr)
         return EXIT_CONFIG
     if args.plugin:
-        if args.host != "claude-code" or args.project:
-            print("om-mcp setup: --plugin is for claude-code, without --project", file=sys.stderr)
+        if host.plugin is None or args.project:
+            with_plugin = ", ".join(h.name for h in HOSTS.values() if h.plugin is not None)
+            print(f"om-mcp setup: --plugin is for {with_plugin}, without --project", file=sys.stderr)
             return EXIT_CONFIG
-        return _plugin(om_mcp_command(), args)
+        return _plugin(host, om_mcp_command(), args)
     place = Place(home=home, project=find_project(Path.cwd()).root if args.project else None)
     return _setup(host, place, PROJECT_COMMAND if args.project else om_mcp_command(), args)
 
@@ -85,13 +86,11 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
         print(f"om-mcp setup: {problem}", file=sys.stderr)
         return EXIT_FAILED
     refused = [c for c in changes if c.manual is not None]
-    if args.uninstall and host.name == "codex" and not refused and not args.dry_run:
-        from om_mcp.hosts.setup.codex import forget_trust
-
-        said = forget_trust(place, command)  # while the hooks Codex trusts are still there to be found
+    if args.uninstall and host.before_uninstall is not None and not refused and not args.dry_run:
+        said = host.before_uninstall(place, command)  # while what it undoes is still there to be found
         if said:
             print(said)
-            changes = host.changes(place, command, args.uninstall)  # Codex edited config.toml: plan again
+            changes = host.changes(place, command, args.uninstall)  # the host edited its files: plan again
     for change in refused:
         print(
             f"{change.path}: has comments, which a rewrite would lose; left untouched. Add this {change.what}"
@@ -111,8 +110,8 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
     if args.dry_run:
         for change in pending:
             sys.stdout.write(change.diff())
-        if host.name == "codex" and not args.uninstall and place.project is None:
-            print("and then: Codex would be asked to trust the hooks written (codex app-server)")
+        if host.after_write_preview and not args.uninstall and place.project is None:
+            print(f"and then: {host.after_write_preview}")
         return EXIT_OK
     root = place.project or place.home
     try:
@@ -127,13 +126,11 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
     if args.uninstall:
         return EXIT_OK
     failed = False
-    for warning in _warnings(host.name, place, command):
+    for warning in _warnings(host, place, command):
         print(f"warning: {warning}")
-    if host.name == "codex":
-        from om_mcp.hosts.setup.codex import trust_hooks
-
-        trusted, line = trust_hooks(place, command)
-        print(f"{'hooks' if trusted else 'next' if trusted is None else 'warning'}: {line}")
+    if host.after_write is not None:
+        ok, line = host.after_write(place, command)
+        print(f"{'hooks' if ok else 'next' if ok is None else 'warning'}: {line}")
     if not args.no_check:
         failed = not _check(host, command)
     if not failed:
@@ -143,19 +140,14 @@ def _setup(host: HostSetup, place: Place, command: list[str], args: argparse.Nam
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _warnings(name: str, place: Place, command: list[str]) -> list[str]:
+def _warnings(host: HostSetup, place: Place, command: list[str]) -> list[str]:
     found = []
     if place.project is not None and not shutil.which(command[0]):
         found.append(
             f"`{command[0]}` is not on PATH here: the project's files run it from PATH, so install om-mcp with"
             " pipx or uv (docs/install.md) on each machine"
         )
-    if name == "codex":
-        from om_mcp.hosts.setup.codex import hooks_switched_off
-
-        if off := hooks_switched_off(place):
-            found.append(off)
-    return found
+    return found + host.warnings(place)
 
 
 def _check(host: HostSetup, command: list[str]) -> bool:
@@ -171,39 +163,19 @@ def _check(host: HostSetup, command: list[str]) -> bool:
     return all(ok for ok, _ in results)
 
 
-def _plugin(command: list[str], args: argparse.Namespace) -> int:
-    """Record where om-mcp is for the plugin's launcher, and lay the plugin out as a local marketplace
-    (only the plugin's own files: Claude Code copies the folder it installs from)."""
-    from om_mcp.hosts.setup import claude_code
+def _plugin(host: HostSetup, command: list[str], args: argparse.Namespace) -> int:
+    """The host's other way in (Claude Code's plugin), as its setup module lays it out."""
     from om_mcp.hosts.setup.files import ConfigProblem
-    from om_mcp.hosts.setup.launch import record_command, recorded_files
-    from om_mcp.paths import data_dir
 
-    folder = data_dir() / "claude-code-plugin"
-    if args.dry_run:
-        verb = "remove" if args.uninstall else "record"
-        print(f"would {verb} {command[0]} for the plugin's launcher in {recorded_files()[0]}")
-        print(f"would {'remove' if args.uninstall else 'lay out'} the plugin in {folder}")
-        return EXIT_OK
-    if args.uninstall:
-        for path in recorded_files():
-            if path.exists():
-                path.unlink()
-                print(f"{path}: removed")
-        if folder.exists():
-            shutil.rmtree(folder)
-            print(f"{folder}: removed the plugin (`claude plugin uninstall om-mcp@om-mcp` removes it from Claude Code)")
-        return EXIT_OK
+    assert host.plugin is not None
     try:
-        files = claude_code.lay_out_plugin(folder)
+        ok, lines = host.plugin(command, args.dry_run, args.uninstall)
     except ConfigProblem as problem:
         print(f"om-mcp setup: {problem}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"recorded {command[0]} for the plugin's launcher in {record_command(command)}")
-    print(f"{folder}: laid out the plugin ({len(files)} files, {sum(p.stat().st_size for p in files):,} bytes)")
-    print(f"next: claude plugin marketplace add {folder} && claude plugin install om-mcp@om-mcp")
-    print("next: restart Claude Code; `claude plugin details om-mcp@om-mcp` lists 1 MCP server and 6 hooks")
-    return EXIT_OK
+    for line in lines:
+        print(line)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _list(hosts: dict[str, HostSetup], place: Place, command: list[str]) -> int:

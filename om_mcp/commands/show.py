@@ -39,10 +39,10 @@ def run(args: argparse.Namespace) -> int:
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json
 
-        if args.user or args.as_of or args.diff is not None:
+        if args.user or args.as_of is not None or args.diff is not None:
             if args.user:
                 report = await memory.user_layer()
-            elif args.as_of:
+            elif args.as_of is not None:  # an empty one is refused as unreadable, never read as "now"
                 report = await memory.observations_at(args.thread, args.as_of)
             else:
                 report = await memory.generation_diff(args.thread, args.diff)

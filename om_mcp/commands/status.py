@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from om_mcp.commands._output import print_json, print_table
-from om_mcp.commands._view import THREAD_COLUMNS, count, model_state, thread_row, thread_table_rows
+from om_mcp.commands._view import THREAD_COLUMNS, count, model_state, paused_line, thread_row, thread_table_rows
 from om_mcp.commands.common import EXIT_CODES, EXIT_OK, add_config_arguments, prepare, run_memory
 
 
@@ -109,7 +109,7 @@ def _spend(spend: dict[str, Any]) -> str:
 
     line = f"today {amount(spend['today'])}{extra(spend['today'])}; this month {amount(spend['this_month'])}"
     line += f"; caps: {limits}" if caps else "; no caps ([observational_memory.budget])"
-    return line + (f"\n          PAUSED: {spend['reason']}" if spend["reason"] else "")
+    return line
 
 
 def show(report: dict[str, Any]) -> None:
@@ -133,6 +133,8 @@ def show(report: dict[str, Any]) -> None:
     )
     if not model["enabled"]:
         state = "off (observational_memory.enabled = false)"
+    elif paused := paused_line(report["spend"]):
+        state = f"{paused} (model {model['observer']})"
     elif model["model_ready"]:
         state = f"ready: {model['observer']}" + (
             f" (reflector {model['reflector']})" if model["reflector"] != model["observer"] else ""

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main(memory: Any) -> int:
         from om_mcp.commands._output import print_json, print_table
-        from om_mcp.commands._view import THREAD_COLUMNS, thread_row, thread_table_rows
+        from om_mcp.commands._view import THREAD_COLUMNS, paused_line, thread_row, thread_table_rows
 
         store = memory.store
         if args.resource and not any(r.id == args.resource for r in await store.list_resources()):
@@ -32,8 +32,12 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.json:
             print_json([thread_row(s) for s in states])
-        else:
-            print_table(thread_table_rows(states), THREAD_COLUMNS)
+            return EXIT_OK
+        if memory.config.observational_memory.budget.any:
+            paused = paused_line((await memory.observation.budget.state()).as_dict())
+            if paused:
+                print(paused + "\n")
+        print_table(thread_table_rows(states), THREAD_COLUMNS)
         return EXIT_OK
 
     return run_memory(config, main)

@@ -46,7 +46,7 @@ from om_mcp.logs import one_line
 from om_mcp.models import prices
 from om_mcp.models.base import Completion
 from om_mcp.models.errors import CapReached, ModelError, UnusableAnswer
-from om_mcp.store import Store
+from om_mcp.store import Store, Transaction
 from om_mcp.store.rows import Reservation, SpendDay
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,7 @@ class Budget:
 
     def __init__(
         self,
-        store: Store,
+        store: Store | Transaction,  # a Transaction: the caps read synchronously (`Recorder.spend_paused`)
         config: BudgetConfig,
         counter: TokenCounter | None = None,
         clock: Clock | None = None,

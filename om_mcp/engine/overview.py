@@ -200,15 +200,23 @@ class MemoryOverview:
             return _clip_words(state.first_prompt, TITLE_CHARS), "first-prompt"
         return None, None
 
-    def readiness(self) -> ReadinessLine:
-        """Whether observation can call its model now (no network asked), as the page says it."""
+    async def readiness(self) -> ReadinessLine:
+        """Whether observation can call its model now (no network asked), as the page says it: a spend
+        cap reached pauses it (which cap, until when) however ready the model is."""
         if not self._config.observational_memory.enabled:
             return ReadinessLine(
                 False,
                 "Observation is off: messages are kept and searchable.",
                 "Set observational_memory.enabled = true and restart om-mcp to observe them.",
             )
-        state = self._observation.observation_state(None)
+        budget = await self._budget.state() if self._config.observational_memory.budget.any else None
+        state = self._observation.observation_state(None, budget)
+        if state.budget_paused and budget is not None:
+            return ReadinessLine(
+                False,
+                "Observation is paused by a spend cap: messages are kept and searchable.",
+                f"{state.reason} (observational_memory.budget.{budget.reached}).",
+            )
         if state.model_ready:
             return ReadinessLine(True, f"Observing with {self._observation.observer.router.describe()}.")
         reason = state.reason or ""

@@ -1,8 +1,8 @@
 """One hook call, end to end, failing open.
 
-    read the event -> what to do (plan) -> open the recorder (settings, the file) ->
-    record what is new in the transcript (and start a worker if work is due and nobody
-    drains) -> print the context (SessionStart)
+    read the event (the host's adapter, `hosts/`) -> what to do (its plan) ->
+    open the recorder (`engine/recorder/`: settings, the file) -> record what is new
+    (and start a worker if work is due and nobody drains) -> print the context (SessionStart)
 
 Whatever goes wrong (bad JSON, a locked or damaged database, a missing
 transcript, a bad configuration) the agent sees nothing and the session goes
@@ -20,11 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from om_mcp.hosts.common import HookInputError, Project, find_project, hooks_disabled, session_start_output
-from om_mcp.hosts.events import HookEvent, plan, read_event
+from om_mcp.hosts import read_event
+from om_mcp.hosts.common import HookInputError, Project, find_project, hooks_disabled
+from om_mcp.trim import trim_rule
 
 if TYPE_CHECKING:
     from om_mcp.engine.recorder import Recorded, Recorder
+    from om_mcp.hosts.adapter import Host
+    from om_mcp.hosts.events import HookEvent
     from om_mcp.reading import Position
 
 LOG_MAX_BYTES = 1_000_000
@@ -50,15 +53,15 @@ def run_hook(options: HookOptions, stdin: bytes, env: Mapping[str, str] | None =
     started = time.perf_counter()
     event: HookEvent | None = None
     try:
-        event = read_event(options.host, stdin)
-        return _handle(options, event, env)
+        host, event = read_event(options.host, stdin)
+        return _handle(options, host, event, env)
     except Exception as error:  # noqa: BLE001 - fail open: one line in the log, nothing for the agent
         log_line(env, options.host, event, f"{type(error).__name__}: {_one_line(error)}", started)
         return ""
 
 
-def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> str:
-    todo = plan(options.host, event.name)
+def _handle(options: HookOptions, host: Host, event: HookEvent, env: Mapping[str, str]) -> str:
+    todo = host.plan(event.name)
     if not (todo.ingest or todo.print_context):
         return ""
     if not event.cwd:
@@ -70,6 +73,7 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
     with Recorder.open(options.db, options.config, env, worker_idle_exit=worker) as recorder:
         done = record_event(
             recorder,
+            host,
             event,
             find_project(event.cwd),
             final=todo.final,
@@ -80,11 +84,12 @@ def _handle(options: HookOptions, event: HookEvent, env: Mapping[str, str]) -> s
             log_line(env, options.host, event, problem)
         if not todo.print_context:
             return ""
-        return _output(event, recorder.context(event.session_id, done.resource_id, options.max_chars))
+        return host.context_output(recorder.context(event.session_id, done.resource_id, options.max_chars))
 
 
 def record_event(
     recorder: Recorder,
+    host: Host,
     event: HookEvent,
     project: Project,
     *,
@@ -92,27 +97,23 @@ def record_event(
     tool_output_chars: int = 2000,
     ingest: bool = True,
 ) -> Recorded:
-    """Record what is new in the event's session (the thread = the session id, in the project's resource)."""
+    """Record what is new in the event's session (the thread = the session id, in the project's resource):
+    the host's reader from where the last hook of the session stopped (kept as "<host>:<session id>")."""
     from om_mcp.engine.recorder import Session
-    from om_mcp.hook.ingest import read_transcript, source_of
     from om_mcp.reading import Reading
 
     def read(saved: Position) -> Reading:
-        return read_transcript(event, saved, final, tool_output_chars) if ingest else Reading([], saved)
+        if not ingest:
+            return Reading([], saved)
+        return host.read_hook(event, saved, final=final, trim=trim_rule(tool_output_chars))
 
     session = Session(
-        event.session_id, project.resource_id, {"host": event.host, "project": str(project.root)}, source_of(event)
+        event.session_id,
+        project.resource_id,
+        {"host": event.host, "project": str(project.root)},
+        source=f"{event.host}:{event.session_id}",
     )
     return recorder.record(session, read, ends_session=event.ends_session, starting=event.name == "SessionStart")
-
-
-def _output(event: HookEvent, context: str) -> str:
-    """SessionStart's stdout in the host's shape (Cursor: `additional_context`; the others: Claude Code's)."""
-    if event.host == "cursor":
-        from om_mcp.hosts.cursor import session_start_output as cursor_output
-
-        return cursor_output(context)
-    return session_start_output(context)
 
 
 def log_line(

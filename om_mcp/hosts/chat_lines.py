@@ -28,16 +28,17 @@ LineReader = Callable[[int, dict[str, Any], TrimRule], "dict[str, Any] | None"]
 
 
 def read_session(
-    event: HookEvent, state: JsonlState, trim: TrimRule, line_to_message: LineReader
+    transcript: str | None, event: HookEvent | None, state: JsonlState, trim: TrimRule, line_to_message: LineReader
 ) -> tuple[list[dict[str, Any]], JsonlState]:
-    """The session's new messages: from the transcript, else from this call's payload."""
+    """The session's new messages: from the transcript, else from this call's payload (`event`; None for
+    a file read outside a hook)."""
     source = state.extra.get("source")
-    if source != PAYLOAD and event.transcript_path and os.path.isfile(event.transcript_path):
-        lines, new = read_lines(event.transcript_path, state)
+    if source != PAYLOAD and transcript and os.path.isfile(transcript):
+        lines, new = read_lines(transcript, state)
         found = [m for number, line in lines if (m := line_to_message(number, line, trim)) is not None]
         if found or source == TRANSCRIPT:
             return found, replace(new, extra={"source": TRANSCRIPT})
-    found = payload_messages(event)
+    found = payload_messages(event) if event is not None else []
     if not found:
         return [], state
     return found, replace(state, extra={"source": PAYLOAD})

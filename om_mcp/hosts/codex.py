@@ -47,8 +47,9 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from om_mcp.hosts.events import CODEX as HOST
+from om_mcp.hosts.adapter import Host, Source
 from om_mcp.hosts.jsonl import JsonlState, read_lines
+from om_mcp.reading import Position, Reading
 from om_mcp.trim import TrimRule, trim_value
 
 # Text Codex puts in the user role for the model, not typed by the person.
@@ -63,6 +64,9 @@ INJECTED_PREFIXES = (
     "<hook_context>",
 )
 MAX_PENDING_TOOLS = 500
+HOST_NAME = "codex"
+# codex-rs/hooks: UserPromptSubmit, Stop (the turn is over), PreCompact, PostCompact.
+INGEST_EVENTS = ("UserPromptSubmit", "Stop", "PreCompact", "PostCompact", "SubagentStop")
 
 
 def read_messages(
@@ -150,10 +154,29 @@ def _arguments(item: dict[str, Any]) -> Any:
 def _message(
     number: int, role: str, parts: list[dict[str, Any]], line: dict[str, Any], trimmed: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"host": HOST}
+    metadata: dict[str, Any] = {"host": HOST_NAME}
     if trimmed:
         metadata["trimmed"] = trimmed
     out: dict[str, Any] = {"id": f"L{number}", "role": role, "content": parts, "metadata": metadata}
     if isinstance(line.get("timestamp"), str):
         out["created_at"] = line["timestamp"]
     return out
+
+
+class Codex(Host):
+    name = HOST_NAME
+    title = "Codex CLI"
+    ingest_events = INGEST_EVENTS
+    open_events = ("UserPromptSubmit",)
+
+    def read(self, source: Source, position: Position, *, final: bool, trim: TrimRule) -> Reading:
+        before = JsonlState.from_dict(position.state)
+        found, state = read_messages(source.transcript, before, trim) if source.transcript else ([], before)
+        last = found[-1]["id"] if found else position.last_id
+        return Reading(found, Position(state.offset, last, state.to_dict()), state.rescans > before.rescans)
+
+    def clean_prompt(self, text: str) -> str:
+        return prompt_text(text)
+
+
+HOST = Codex()

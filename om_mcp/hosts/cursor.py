@@ -38,22 +38,37 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from om_mcp.hosts.adapter import Host, Source
 from om_mcp.hosts.chat_lines import read_session, text_parts
-from om_mcp.hosts.events import CURSOR as HOST
-from om_mcp.hosts.events import HookEvent
+from om_mcp.hosts.events import HookEvent, either, stamp, text
 from om_mcp.hosts.jsonl import JsonlState
+from om_mcp.reading import Position, Reading
 from om_mcp.trim import TrimRule, trim_value
 
 _QUERY = re.compile(r"^\s*<user_query>\s*(.*?)\s*</user_query>\s*$", re.DOTALL)
+
+
+HOST_NAME = "cursor"
+# Cursor's lowerCamel event names, as the canonical names the plan uses.
+EVENTS = {
+    "sessionStart": "SessionStart",
+    "beforeSubmitPrompt": "UserPromptSubmit",
+    "afterAgentResponse": "AfterAgentResponse",
+    "stop": "Stop",
+    "preCompact": "PreCompact",
+    "sessionEnd": "SessionEnd",
+}
+INGEST_EVENTS = ("UserPromptSubmit", "AfterAgentResponse", "Stop", "PreCompact", "SessionEnd")
 
 
 def read_messages(
     event: HookEvent, state: JsonlState | None = None, trim: TrimRule | None = None
 ) -> tuple[list[dict[str, Any]], JsonlState]:
     """The session's new messages (transcript, else payload) and the state to keep."""
-    return read_session(event, state or JsonlState(), trim or TrimRule(), line_to_message)
+    return read_session(event.transcript_path, event, state or JsonlState(), trim or TrimRule(), line_to_message)
 
 
 def line_to_message(number: int, line: dict[str, Any], trim: TrimRule) -> dict[str, Any] | None:
@@ -70,7 +85,7 @@ def line_to_message(number: int, line: dict[str, Any], trim: TrimRule) -> dict[s
             parts.append({"type": "tool-call", "tool_name": str(block.get("name") or "unknown_tool"), "args": args})
     if not parts:
         return None
-    metadata: dict[str, Any] = {"host": HOST}
+    metadata: dict[str, Any] = {"host": HOST_NAME}
     if cuts:
         metadata["trimmed"] = cuts
     return {"id": f"L{number}", "role": role, "content": parts, "metadata": metadata}
@@ -84,3 +99,41 @@ def _strip_query(text: str) -> str:
 def session_start_output(context: str) -> str:
     """What Cursor's sessionStart hook prints: `{"additional_context": ...}`, or "" for nothing."""
     return json.dumps({"additional_context": context}, ensure_ascii=False) if context else ""
+
+
+class Cursor(Host):
+    name = HOST_NAME
+    title = "Cursor"
+    ingest_events = INGEST_EVENTS
+    open_events = ("UserPromptSubmit",)
+
+    def read_event(self, data: Mapping[str, Any]) -> HookEvent:
+        """The conversation is the session; the first workspace root is the working directory."""
+        raw = text(data, "hook_event_name", required=True)
+        roots = data.get("workspace_roots")
+        first_root = roots[0] if isinstance(roots, list) and roots and isinstance(roots[0], str) else None
+        return HookEvent(
+            host=HOST_NAME,
+            name=EVENTS.get(raw, raw),
+            session_id=either(data, "conversation_id", "session_id", required=True),
+            transcript_path=text(data, "transcript_path"),
+            cwd=text(data, "cwd") or first_root,
+            source=text(data, "source"),
+            reason=text(data, "reason"),
+            prompt=text(data, "prompt"),
+            reply=text(data, "text"),
+            turn_id=text(data, "generation_id"),
+            timestamp=stamp(data.get("timestamp")),
+        )
+
+    def read(self, source: Source, position: Position, *, final: bool, trim: TrimRule) -> Reading:
+        before = JsonlState.from_dict(position.state)
+        found, state = read_session(source.transcript, source.event, before, trim, line_to_message)
+        last = found[-1]["id"] if found else position.last_id
+        return Reading(found, Position(state.offset, last, state.to_dict()), state.rescans > before.rescans)
+
+    def context_output(self, context: str) -> str:
+        return session_start_output(context)
+
+
+HOST = Cursor()

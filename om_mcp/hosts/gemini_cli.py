@@ -39,40 +39,23 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from om_mcp.hosts import reader
-from om_mcp.hosts.events import GEMINI_CLI as HOST
-from om_mcp.hosts.events import GEMINI_FINAL_EVENTS as FINAL_EVENTS  # noqa: F401 - part of this module's API
-from om_mcp.hosts.events import GEMINI_INGEST_EVENTS as INGEST_EVENTS  # noqa: F401 - part of this module's API
+from om_mcp.hosts.adapter import Host, Source
+from om_mcp.hosts.common import HookPlan
+from om_mcp.hosts.reader import first_fields
+from om_mcp.reading import Position, Reading
 from om_mcp.trim import TrimRule, trim_value
 
+HOST_NAME = "gemini-cli"
+# BeforeAgent carries the prompt (`hosts.prompts`); AfterAgent and SessionEnd close a turn (its last reply is complete).
+INGEST_EVENTS = ("BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
+FINAL_EVENTS = ("AfterAgent", "SessionEnd")
+
 _HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
-
-
-# Hook input: the typed models live in gemini_hooks.py (pydantic), loaded on first use.
-_HOOK_NAMES = (
-    "EVENT_MODELS",
-    "GeminiAfterAgent",
-    "GeminiBeforeAgent",
-    "GeminiHookInput",
-    "GeminiNotification",
-    "GeminiPreCompress",
-    "GeminiSessionEnd",
-    "GeminiSessionStart",
-    "GeminiToolHook",
-    "parse_hook_input",
-    "plan_for",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOOK_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from om_mcp.hosts import gemini_hooks
-
-    return getattr(gemini_hooks, name)
 
 
 # --------------------------------------------------------------------------------------
@@ -180,11 +163,11 @@ def record_to_messages(record: dict[str, Any], options: GeminiOptions) -> list[d
     kind = record.get("type")
     if kind == "user":
         parts = _user_parts(record.get("content"), options)
-        return [_message(record["id"], "user", parts, record.get("timestamp"), {"host": HOST})] if parts else []
+        return [_message(record["id"], "user", parts, record.get("timestamp"), {"host": HOST_NAME})] if parts else []
     if kind != "gemini":
         return []  # info, error, warning: UI notices
     out: list[dict[str, Any]] = []
-    metadata: dict[str, Any] = {"host": HOST}
+    metadata: dict[str, Any] = {"host": HOST_NAME}
     if record.get("model"):
         metadata["model"] = record["model"]
     parts = [{"type": "text", "text": t} for t in _texts(record.get("content"))]
@@ -204,7 +187,7 @@ def record_to_messages(record: dict[str, Any], options: GeminiOptions) -> list[d
     if results:
         when = next((c.get("timestamp") for c in reversed(calls) if c.get("timestamp")), record.get("timestamp"))
         out.append(
-            _message(f"{record['id']}:tool-results", "tool", results, when, _with_trims({"host": HOST}, trimmed))
+            _message(f"{record['id']}:tool-results", "tool", results, when, _with_trims({"host": HOST_NAME}, trimmed))
         )
     return out
 
@@ -308,3 +291,44 @@ def _message(
 
 def _with_trims(metadata: dict[str, Any], trimmed: list[dict[str, Any]]) -> dict[str, Any]:
     return {**metadata, "trimmed": trimmed} if trimmed else metadata
+
+
+# --------------------------------------------------------------------------------------
+# The adapter
+# --------------------------------------------------------------------------------------
+
+
+class GeminiCli(Host):
+    name = HOST_NAME
+    title = "Gemini CLI"
+    ingest_events = INGEST_EVENTS
+
+    def plan(self, event_name: str) -> HookPlan:
+        """SessionStart: catch up and print the context; AfterAgent and SessionEnd: the finished turn;
+        BeforeAgent and PreCompress: what is there, holding back the open reply."""
+        if event_name == "SessionStart":
+            return HookPlan(ingest=True, final=False, print_context=True)
+        if event_name in INGEST_EVENTS:
+            return HookPlan(ingest=True, final=event_name in FINAL_EVENTS)
+        return HookPlan()
+
+    def read(self, source: Source, position: Position, *, final: bool, trim: TrimRule) -> Reading:
+        if not source.transcript:
+            return Reading([], position)
+        found, state = read_messages(
+            source.transcript, GeminiState.from_dict(position.state), final=final, options=GeminiOptions(trim=trim)
+        )
+        return Reading(found, Position(0, state.emitted_through, state.to_dict()))
+
+    def clean_prompt(self, text: str) -> str:
+        return prompt_text(text)
+
+    def recognises(self, entry: Mapping[str, Any]) -> bool:
+        return "projectHash" in entry or "$set" in entry or "$rewindTo" in entry
+
+    def session_of(self, path: str) -> tuple[str | None, str | None]:
+        """The chat file names its session, not its folder: the project is the current directory's."""
+        return first_fields(path, "sessionId")[0], os.getcwd()
+
+
+HOST = GeminiCli()

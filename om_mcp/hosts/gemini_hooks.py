@@ -11,8 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
-from om_mcp.hosts.events import GEMINI_CLI as HOST
-from om_mcp.hosts.events import plan
+from om_mcp.hosts.gemini_cli import HOST
 
 
 class GeminiHookInput(BaseModel):
@@ -85,4 +84,4 @@ def parse_hook_input(data: str | bytes | dict[str, Any]) -> GeminiHookInput:
 def plan_for(hook: GeminiHookInput) -> HookPlan:
     """SessionStart: catch up and print the context; AfterAgent and SessionEnd:
     ingest the finished turn; PreCompress: ingest, holding back the open reply."""
-    return plan(HOST, hook.hook_event_name)
+    return HOST.plan(hook.hook_event_name)

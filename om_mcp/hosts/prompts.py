@@ -29,39 +29,23 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from om_mcp.hosts.events import CLAUDE_CODE, CODEX, GEMINI_CLI, HookEvent
+from om_mcp.hosts.events import HookEvent
 
 PENDING = "payload_prompts"  # the key in the reader's saved state
 MAX_PENDING = 100
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 
 
-def _cleaner(host: str) -> Callable[[str], str]:
-    """The host's own rule for what of a typed prompt is the person's (as its transcript reader keeps it)."""
-    if host == CLAUDE_CODE:
-        from om_mcp.hosts.claude_code.convert import prompt_text
-
-        return prompt_text
-    if host == CODEX:
-        from om_mcp.hosts.codex import prompt_text as codex_prompt
-
-        return codex_prompt
-    if host == GEMINI_CLI:
-        from om_mcp.hosts.gemini_cli import prompt_text as gemini_prompt
-
-        return gemini_prompt
-    return str.strip
-
-
 def digest(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
 
 
-def payload_prompt(event: HookEvent) -> dict[str, Any] | None:
-    """The prompt a prompt event carries, as a message; None for another event or nothing to keep."""
+def payload_prompt(event: HookEvent, clean: Callable[[str], str] = str.strip) -> dict[str, Any] | None:
+    """The prompt a prompt event carries, as a message, cleaned by the host's own rule (its adapter's
+    `clean_prompt`: what of a typed prompt is the person's); None for another event or nothing to keep."""
     if event.name not in PROMPT_EVENTS or not event.prompt:
         return None
-    text = _cleaner(event.host)(event.prompt)
+    text = clean(event.prompt)
     if not text.strip():
         return None
     message: dict[str, Any] = {
@@ -79,7 +63,9 @@ def prompt_turn(event: HookEvent, text: str) -> str:
     return event.turn_id or hashlib.sha1(f"{event.timestamp}\0{text}".encode()).hexdigest()[:16]
 
 
-def settle(event: HookEvent, found: list[dict[str, Any]], pending: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+def settle(
+    event: HookEvent, found: list[dict[str, Any]], pending: list[str], clean: Callable[[str], str] = str.strip
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The messages to store from one hook call: the transcript's new ones without the copies of
     prompts stored already, then this call's own prompt unless the transcript had it; and the
     prompts still waiting for their copy."""
@@ -98,7 +84,7 @@ def settle(event: HookEvent, found: list[dict[str, Any]], pending: list[str]) ->
                     out.append({**message, "content": rest})
                 continue
         out.append(message)
-    prompt = payload_prompt(event)
+    prompt = payload_prompt(event, clean)
     if prompt is not None and (key := digest(_text(prompt))) not in seen:
         out.append(prompt)
         entry = f"{key} {prompt['id']}"

@@ -161,3 +161,26 @@ def read_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_RUN_BYTES) -> 
     if len(data) > max_bytes:
         raise NotReadable(f"{os.fspath(path)}: more than the {max_bytes:,} bytes read at most")
     return data
+
+
+def first_fields(path: str | os.PathLike[str], *names: str, lines: int = 200) -> tuple[str | None, ...]:
+    """The first string value of each field among the first `lines` lines of a JSONL file (one bounded run)."""
+    import json
+
+    found: dict[str, str] = {}
+    try:
+        got = read_lines(path, max_run=MAX_LINE_BYTES + 1)
+    except OSError:
+        return tuple(None for _ in names)
+    for _, raw in got.lines[:lines]:
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            for name in names:
+                if name not in found and isinstance(entry.get(name), str) and entry[name]:
+                    found[name] = entry[name]
+        if len(found) == len(names):
+            break
+    return tuple(found.get(n) for n in names)

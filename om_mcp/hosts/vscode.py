@@ -36,22 +36,27 @@ claude-code` are told apart by `sessionId`/`hookEventName` and read here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from om_mcp.hosts.adapter import Host, Source
 from om_mcp.hosts.chat_lines import read_session, text_parts
-from om_mcp.hosts.events import VSCODE as HOST
-from om_mcp.hosts.events import HookEvent
+from om_mcp.hosts.events import HookEvent, common, either
 from om_mcp.hosts.jsonl import JsonlState
+from om_mcp.reading import Position, Reading
 from om_mcp.trim import TrimRule
 
 ROLES = {"user.message": "user", "assistant.message": "assistant"}
+HOST_NAME = "vscode"
+# VS Code agent hooks (Claude-compatible names; Copilot CLI's lowerCamel ones are converted by VS Code).
+INGEST_EVENTS = ("UserPromptSubmit", "Stop", "SubagentStop", "PreCompact")
 
 
 def read_messages(
     event: HookEvent, state: JsonlState | None = None, trim: TrimRule | None = None
 ) -> tuple[list[dict[str, Any]], JsonlState]:
     """The session's new messages (transcript, else the prompts of the payloads) and the state to keep."""
-    return read_session(event, state or JsonlState(), trim or TrimRule(), line_to_message)
+    return read_session(event.transcript_path, event, state or JsonlState(), trim or TrimRule(), line_to_message)
 
 
 def line_to_message(number: int, line: dict[str, Any], trim: TrimRule) -> dict[str, Any] | None:
@@ -66,8 +71,32 @@ def line_to_message(number: int, line: dict[str, Any], trim: TrimRule) -> dict[s
         "id": str(line.get("id") or f"L{number}"),
         "role": role,
         "content": parts,
-        "metadata": {"host": HOST},
+        "metadata": {"host": HOST_NAME},
     }
     if isinstance(line.get("timestamp"), str):
         message["created_at"] = line["timestamp"]
     return message
+
+
+class VSCode(Host):
+    name = HOST_NAME
+    title = "VS Code"
+    ingest_events = INGEST_EVENTS
+    open_events = ("UserPromptSubmit",)
+
+    def read_event(self, data: Mapping[str, Any]) -> HookEvent:
+        return common(
+            HOST_NAME,
+            data,
+            name=either(data, "hookEventName", "hook_event_name", required=True),
+            session_id=either(data, "sessionId", "session_id", required=True),
+        )
+
+    def read(self, source: Source, position: Position, *, final: bool, trim: TrimRule) -> Reading:
+        before = JsonlState.from_dict(position.state)
+        found, state = read_session(source.transcript, source.event, before, trim, line_to_message)
+        last = found[-1]["id"] if found else position.last_id
+        return Reading(found, Position(state.offset, last, state.to_dict()), state.rescans > before.rescans)
+
+
+HOST = VSCode()

@@ -54,46 +54,76 @@ def read_openai_messages(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise ImportFormatError(f"{os.fspath(path)}: not UTF-8 text ({exc.reason})") from None
 
 
+def stream_openai_messages(path: str | os.PathLike[str], problems: list[str]) -> Iterator[dict[str, Any]]:
+    """The messages of a JSONL file one at a time, in bounded memory; a line that is not a message is
+    noted in `problems` (one line each, naming it) and skipped, and the rest go on."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        yield from openai_messages(_lines(handle, problems), problems)
+
+
 MAX_LINE_CHARS = 16 * 1024 * 1024  # one message: the largest one accepted is far smaller
 
 
-def _lines(handle: Any) -> Iterator[str]:
-    """The file's lines, each read only up to MAX_LINE_CHARS."""
+def _lines(handle: Any, problems: list[str] | None = None) -> Iterator[str]:
+    """The file's lines, each read only up to MAX_LINE_CHARS (a longer one raises, or is noted in
+    `problems` and skipped, its line number kept)."""
     number = 0
     while line := handle.readline(MAX_LINE_CHARS + 1):
         number += 1
         if len(line) > MAX_LINE_CHARS:
-            raise ImportFormatError(f"line {number}: longer than {MAX_LINE_CHARS:,} characters: not one message")
+            problem = f"line {number}: longer than {MAX_LINE_CHARS:,} characters: not one message"
+            if problems is None:
+                raise ImportFormatError(problem)
+            problems.append(problem)
+            while line and not line.endswith("\n"):  # the rest of that line, unread
+                line = handle.readline(MAX_LINE_CHARS + 1)
+            yield ""  # its number stays taken
+            continue
         yield line
 
 
 def parse_openai_messages(lines: Iterable[str]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
+    """Every line's message; the first line that is not one raises `ImportFormatError` naming it."""
+    return list(openai_messages(lines))
+
+
+def openai_messages(lines: Iterable[str], problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Each line's message, in order. A line that is not one raises `ImportFormatError` naming the line
+    and the field, or, given `problems`, is noted there and skipped."""
     tools: dict[str, str] = {}
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
-        except RecursionError:
-            raise ImportFormatError(f"line {number}: nested too deeply") from None
-        if not isinstance(data, dict):
-            raise ImportFormatError(f"line {number}: expected a JSON object, got {type(data).__name__}")
-        try:
-            message = _message(data, raw.strip(), number, tools)
-            MessageIn.model_validate(message)
-        except ImportFormatError:
-            raise
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise ImportFormatError(f"line {number}: {where}: {first['msg']}") from None
-        except (TypeError, ValueError) as exc:
-            raise ImportFormatError(f"line {number}: {exc}") from None
-        messages.append(message)
-    return messages
+            yield _checked(raw, number, tools)
+        except ImportFormatError as error:
+            if problems is None:
+                raise
+            problems.append(str(error))
+
+
+def _checked(raw: str, number: int, tools: dict[str, str]) -> dict[str, Any]:
+    """One line's message; ImportFormatError naming the line and the field."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ImportFormatError(f"line {number}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ImportFormatError(f"line {number}: expected a JSON object, got {type(data).__name__}")
+    try:
+        message = _message(data, raw.strip(), number, tools)
+        MessageIn.model_validate(message)
+    except ImportFormatError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ImportFormatError(f"line {number}: {where}: {first['msg']}") from None
+    except (TypeError, ValueError) as exc:
+        raise ImportFormatError(f"line {number}: {exc}") from None
+    return message
 
 
 def _message(data: dict[str, Any], raw: str, number: int, tools: dict[str, str]) -> dict[str, Any]:

@@ -52,5 +52,7 @@ CYCLE_END_TYPES = (
     "data-om-observation-failed",
     "data-om-buffering-end",
     "data-om-buffering-failed",
+    "data-om-observation-skipped",
+    "data-om-buffering-skipped",
     "data-om-activation",
 )

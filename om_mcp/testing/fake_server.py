@@ -44,7 +44,8 @@ class FakeReply:
     delay_seconds: float = 0.0
     status: int = 200
     usage: dict[str, int] | None = None  # overrides the rough usage numbers
-    tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...}}]: the model calls tools
+    # [{"name": ..., "arguments": {...}, "namespace": ...}]: the model calls tools (a namespace: Responses API only)
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 Responder = Callable[[dict[str, Any]], Any]  # -> str | (status, body) | FakeReply
@@ -269,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "call_id": f"call_{uuid.uuid4().hex[:12]}",
                     "name": call["name"],
                     "arguments": json.dumps(call.get("arguments", {})),
+                    # A tool of a namespace (Codex groups each MCP server's tools under `mcp__<server>`).
+                    **({"namespace": call["namespace"]} if call.get("namespace") else {}),
                 }
             )
         usage = _usage({"messages": request.get("input") or []}, reply)

@@ -15,6 +15,7 @@ from pathlib import Path
 from om_mcp.engine.recorder import Recorded, Recorder, RecorderSettings
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.hook.run import record_event
+from om_mcp.hosts import adapter_for
 from om_mcp.hosts.common import Project
 from om_mcp.hosts.events import HookEvent
 from om_mcp.store.sessions import WORKER_LEASE
@@ -37,7 +38,13 @@ def hook_ingest(
 ) -> Recorded:
     """What `om-mcp hook` records for `event`, in the project `root`, in this process (no worker started)."""
     recorder = Recorder(conn, settings, counter, worker_idle_exit=None)
-    return record_event(recorder, event, Project(Path(root), resource_id, True), **options)  # type: ignore[arg-type]
+    host = adapter_for(event.host)
+    return record_event(recorder, host, event, Project(Path(root), resource_id, True), **options)  # type: ignore[arg-type]
+
+
+def source_of(event: HookEvent) -> str:
+    """Where the hook keeps how far it read the event's session."""
+    return f"{event.host}:{event.session_id}"
 
 
 class Box:

@@ -42,7 +42,7 @@ class Served:
 
 
 @asynccontextmanager
-async def oauth_server(make_config, **oauth: Any) -> AsyncIterator[Served]:
+async def oauth_server(make_config, auth: dict[str, Any] | None = None, **oauth: Any) -> AsyncIterator[Served]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     # Off: a test makes more requests without a token in a minute than a person's logins do.
@@ -54,6 +54,7 @@ async def oauth_server(make_config, **oauth: Any) -> AsyncIterator[Served]:
             "public_url": base,
             "oauth": {"enabled": True, **oauth},
             "http": http,
+            **({"auth": auth} if auth else {}),
         }
     )
     server = build_server(config)

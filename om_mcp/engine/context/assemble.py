@@ -117,17 +117,18 @@ async def user_memory(store: Store, config: Config, resource_id: str, count: Cal
 
 
 def parse_as_of(value: Any) -> datetime:
-    """An `as_of` argument: an ISO date (the end of that day, UTC) or date-time (naive: UTC)."""
+    """An `as_of` argument: an ISO date (the end of that day, UTC) or date-time (naive: UTC). Anything
+    else, an empty or blank one included (it never means "now"), is refused naming the field."""
     if isinstance(value, datetime):
         when = value
-    elif isinstance(value, str) and value.strip():
+    elif isinstance(value, str):
         text = value.strip()
         try:
             if len(text) == 10:
                 day = date.fromisoformat(text)
                 when = datetime.combine(day, time.max)
             else:
-                when = datetime.fromisoformat(text)
+                when = datetime.fromisoformat(text)  # "" and blanks are refused here too
         except ValueError:
             raise InputError(
                 f"as_of: cannot read {value!r}; give an ISO date (2026-03-02) or date-time (2026-03-02T14:30)",

@@ -23,6 +23,8 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import anyio
 
+from om_mcp.config import BudgetConfig
+from om_mcp.engine.budget import rates
 from om_mcp.engine.observation.deps import CycleDeps
 from om_mcp.engine.observation.events import EventType, windows
 from om_mcp.engine.observation.observer import CycleFailed
@@ -198,12 +200,11 @@ async def run_cycle(
             "windows": windows(deps.limits, deps.om.share_token_budget),
             **({"redactions": redacted} if redacted else {}),
         }
+        priced(end, deps.om.budget)
         if not await step.commit(selection, produced, [end]):
             reason = await step.stale_reason(selection)
             deps.discarded(step.key, reason)
-            return await failed(
-                deps, step, {**base, "discarded": reason}, CycleFailed(f"discarded: {reason}"), tokens_in, started
-            )
+            return await skipped(deps, step, base, reason, tokens_in, started)
         deps.refusals.done(slot)
         extra = await step.after_commit(selection, produced, base)
         await deps.events.emit([end, *extra], persisted=True)
@@ -220,6 +221,18 @@ async def run_cycle(
         if take_lease:
             with anyio.CancelScope(shield=True):
                 await store.release_lease(step.key, step.lease_op, deps.owner)
+
+
+def priced(event: dict[str, Any], budget: BudgetConfig) -> None:
+    """The cycle's cost where its provider said none: its tokens at the price the spend meter uses
+    (litellm's offline map, else the configured one), so the status page's cost per cycle is there
+    whenever the spend is; a model nobody prices stays without one."""
+    usage, model = event.get("usage"), event.get("model")
+    if not isinstance(usage, dict) or usage.get("cost") is not None or not isinstance(model, str):
+        return
+    price = rates(budget, model)
+    if price is not None and (usage.get("input_tokens") or usage.get("output_tokens")):
+        usage["cost"] = usage.get("input_tokens", 0) * price[0] + usage.get("output_tokens", 0) * price[1]
 
 
 async def failed(
@@ -243,6 +256,28 @@ async def failed(
     log.debug("%s cycle %s failed", step.kind, base.get("cycle_id"), exc_info=error)
     await deps.events.emit([event])
     return CycleOutcome(step.kind, False, base.get("cycle_id"), error=text, tokens_in=tokens, events=[event])
+
+
+async def skipped(
+    deps: CycleDeps, step: Step[Any, Any], base: dict[str, Any], reason: str, tokens: int, started: float
+) -> CycleOutcome:
+    """A cycle whose result arrived after what it read had changed (another worker's cycle, the user's
+    edit): nothing failed and nothing is lost (the other side has the messages, or they are observed
+    again), so it is a skip, said with its reason; its model call is counted in the status's discards."""
+    event_type = EventType.BUFFERING_SKIPPED if step.buffered else EventType.OBSERVATION_SKIPPED
+    event = {
+        **base,
+        "type": event_type,
+        "operation_type": step.operation,
+        "skipped_at": now_iso(),
+        "duration_ms": elapsed_ms(started),
+        "tokens_attempted": tokens,
+        "discarded": reason,
+        "windows": windows(deps.limits, deps.om.share_token_budget),
+    }
+    log.info("%s skipped, its result not kept: %s", step.kind, reason)
+    await deps.events.emit([event])
+    return CycleOutcome(step.kind, False, base.get("cycle_id"), reason=f"skipped: {reason}", events=[event])
 
 
 class LeaseRenewal:

@@ -32,9 +32,12 @@ class EventType(StrEnum):
     OBSERVATION_START = "data-om-observation-start"
     OBSERVATION_END = "data-om-observation-end"
     OBSERVATION_FAILED = "data-om-observation-failed"
+    # A cycle whose result came after what it read changed (a lost race, the user's edit): not a failure.
+    OBSERVATION_SKIPPED = "data-om-observation-skipped"
     BUFFERING_START = "data-om-buffering-start"
     BUFFERING_END = "data-om-buffering-end"
     BUFFERING_FAILED = "data-om-buffering-failed"
+    BUFFERING_SKIPPED = "data-om-buffering-skipped"
     ACTIVATION = "data-om-activation"
     THREAD_UPDATE = "data-om-thread-update"
     WORKING_MEMORY_UPDATE = "data-om-working-memory-update"
@@ -145,6 +148,8 @@ class Events:
             EventType.BUFFERING_END,
             EventType.OBSERVATION_FAILED,
             EventType.BUFFERING_FAILED,
+            EventType.OBSERVATION_SKIPPED,
+            EventType.BUFFERING_SKIPPED,
         ) and not event.get("retrying"):
             await self.call(f"on_{role}_end", event)
         await self.call("on_debug_event", event)

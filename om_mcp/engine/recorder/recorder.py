@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from om_mcp.engine import append
 from om_mcp.engine.recorder.rows import to_rows
@@ -35,6 +35,9 @@ from om_mcp.paths import CONFIG_FILE_ENV, data_dir
 from om_mcp.privacy import redactor_for
 from om_mcp.reading import Position, Reading
 from om_mcp.store import IngestState, RecordState, Transaction, local, record_key
+
+if TYPE_CHECKING:  # pydantic: never on a prompt
+    from om_mcp.config import BudgetConfig
 
 Read = Callable[[Position], Reading]
 
@@ -208,6 +211,18 @@ class Recorder:
             idle_exit=self.worker_idle_exit or 60.0,
             log_file=self.log_file,
         )
+
+    def spend_paused(self, budget: BudgetConfig) -> str | None:
+        """Why observation waits for a spend cap (which cap, until when), or None: what every process's
+        status says, read from the file's spend (`engine/budget.py`)."""
+        if not budget.any:
+            return None
+        from om_mcp.engine.budget import Budget
+
+        async def state(store: Transaction) -> str | None:
+            return (await Budget(store, budget).state()).reason
+
+        return local.read(self.conn, state)
 
     def context(self, thread_id: str, resource_id: str, max_chars: int, now: datetime | None = None) -> str:
         """The text a session of this thread starts with: its memory, cut to `max_chars` ("": nothing)."""

@@ -5,32 +5,17 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from om_mcp.hosts.claude_code.adapter import INGEST_EVENTS, SESSION_START_SOURCES
 from om_mcp.hosts.claude_code.convert import ConvertOptions, entry_to_message, to_messages
 from om_mcp.hosts.claude_code.transcript import ReadResult, TranscriptState, read_new, read_transcript
 from om_mcp.hosts.common import HookInputError, HookPlan, session_start_output
 
 if TYPE_CHECKING:
-    from om_mcp.hosts.claude_code.hooks import (
-        EVENT_MODELS,
-        INGEST_EVENTS,
-        SESSION_START_SOURCES,
-        HookInput,
-        SessionStartInput,
-        parse_hook_input,
-        plan_for,
-    )
+    from om_mcp.hosts.claude_code.hooks import EVENT_MODELS, HookInput, SessionStartInput, parse_hook_input, plan_for
 
 # The typed hook input is pydantic; it loads on first use, so the hook command,
 # which reads the transcript through this package, does not pay for it.
-_HOOK_NAMES = (
-    "EVENT_MODELS",
-    "INGEST_EVENTS",
-    "SESSION_START_SOURCES",
-    "HookInput",
-    "SessionStartInput",
-    "parse_hook_input",
-    "plan_for",
-)
+_HOOK_NAMES = ("EVENT_MODELS", "HookInput", "SessionStartInput", "parse_hook_input", "plan_for")
 
 
 def __getattr__(name: str) -> Any:

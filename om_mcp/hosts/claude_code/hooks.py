@@ -15,13 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from om_mcp.hosts.claude_code.adapter import HOST
 from om_mcp.hosts.common import HookInputError, HookPlan, Project, find_project, parse_with
-from om_mcp.hosts.events import CLAUDE_CODE, CLAUDE_INGEST_EVENTS, CLAUDE_SESSION_START_SOURCES, plan
-
-# The events the om-mcp plugin registers, and the SessionStart sources it matches
-# (re-exported by `om_mcp.hosts.claude_code`).
-INGEST_EVENTS = CLAUDE_INGEST_EVENTS
-SESSION_START_SOURCES = CLAUDE_SESSION_START_SOURCES
 
 
 class HookInput(BaseModel):
@@ -120,4 +115,4 @@ def parse_hook_input(data: str | bytes | Mapping[str, Any]) -> HookInput:
 def plan_for(hook: HookInput) -> HookPlan:
     """SessionStart: catch up (a resumed or compacted session has turns on
     disk) and print the context; the ingest events: catch up; others: nothing."""
-    return plan(CLAUDE_CODE, hook.hook_event_name)
+    return HOST.plan(hook.hook_event_name)

@@ -80,9 +80,12 @@ def read_new(
     return result.entries, result.state
 
 
-def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None = None) -> ReadResult:
+def read_transcript(
+    path: str | os.PathLike[str], state: TranscriptState | None = None, max_bytes: int = reader.MAX_RUN_BYTES
+) -> ReadResult:
     """`read_new` with the details: whether the file was re-read from the top,
-    and which lines were not valid JSON (skipped, never retried)."""
+    and which lines were not valid JSON (skipped, never retried). At most `max_bytes` a read
+    (and at least one line's worth: `reader.scan`)."""
     state = state or TranscriptState()
     try:
         fd = reader.open_regular(path)
@@ -95,7 +98,7 @@ def read_transcript(path: str | os.PathLike[str], state: TranscriptState | None 
         if state.offset and not _still_valid(fd, state, size, head):
             state = TranscriptState(rescans=state.rescans + 1)
             rescanned = True
-        lines = reader.scan(fd, state.offset, state.skipping)
+        lines = reader.scan(fd, state.offset, state.skipping, max_run=max_bytes)
     finally:
         os.close(fd)
 

@@ -37,6 +37,9 @@ class Place:
 
 @dataclass(frozen=True)
 class HostSetup:
+    """One host's setup knowledge; what a host needs beyond its files is an optional step here, which
+    `om-mcp setup` (and `doctor`) runs for whichever host has it."""
+
     name: str  # `om-mcp setup NAME`
     title: str
     changes: Callable[[Place, list[str], bool], list[Change]]  # (where, the om-mcp command, uninstall)
@@ -44,6 +47,16 @@ class HostSetup:
     hook_event: Callable[[str], dict[str, Any]] | None = None  # a SessionStart payload for cwd; None: no hooks
     has_project: bool = True
     notes: tuple[str, ...] = ()  # said after a successful setup
+    # After the files are written: a step the host needs (Codex: trust the hooks), and its line as a dry run
+    # says it. The step answers (done: True, left to the user: None, failed: False; the line to print).
+    after_write: Callable[[Place, list[str]], tuple[bool | None, str]] | None = None
+    after_write_preview: str | None = None
+    before_uninstall: Callable[[Place, list[str]], str | None] | None = None  # undo that step; what was done
+    warnings: Callable[[Place], list[str]] = lambda place: []  # what keeps the setup from working here
+    # `om-mcp doctor`: is what setup wrote in effect (None: nothing of ours to check)? (ok, None: warn; the line)
+    doctor: Callable[[Place], tuple[bool | None, str] | None] | None = None
+    # `--plugin`: the host's other way in (Claude Code's plugin): (command, dry run, uninstall) -> (ok, lines)
+    plugin: Callable[[list[str], bool, bool], tuple[bool, list[str]]] | None = None
 
 
 def found(place: Place, command: str, *folders: Path) -> str | None:

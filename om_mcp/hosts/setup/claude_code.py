@@ -112,6 +112,41 @@ def lay_out_plugin(folder: Path) -> list[Path]:
     return written
 
 
+def plugin(command: list[str], dry_run: bool, uninstall: bool) -> tuple[bool, list[str]]:
+    """`setup claude-code --plugin`: record where om-mcp is for the plugin's launcher, and lay the plugin
+    out as a local marketplace (only the plugin's own files: Claude Code copies the folder it installs
+    from); or, uninstalling, remove both. (ok, the lines to print); ConfigProblem when it cannot."""
+    from om_mcp.hosts.setup.launch import record_command, recorded_files
+    from om_mcp.paths import data_dir
+
+    folder = data_dir() / "claude-code-plugin"
+    if dry_run:
+        verb = "remove" if uninstall else "record"
+        return True, [
+            f"would {verb} {command[0]} for the plugin's launcher in {recorded_files()[0]}",
+            f"would {'remove' if uninstall else 'lay out'} the plugin in {folder}",
+        ]
+    lines = []
+    if uninstall:
+        for path in recorded_files():
+            if path.exists():
+                path.unlink()
+                lines.append(f"{path}: removed")
+        if folder.exists():
+            shutil.rmtree(folder)
+            lines.append(
+                f"{folder}: removed the plugin (`claude plugin uninstall om-mcp@om-mcp` removes it from Claude Code)"
+            )
+        return True, lines
+    files = lay_out_plugin(folder)
+    return True, [
+        f"recorded {command[0]} for the plugin's launcher in {record_command(command)}",
+        f"{folder}: laid out the plugin ({len(files)} files, {sum(p.stat().st_size for p in files):,} bytes)",
+        f"next: claude plugin marketplace add {folder} && claude plugin install om-mcp@om-mcp",
+        "next: restart Claude Code; `claude plugin details om-mcp@om-mcp` lists 1 MCP server and 6 hooks",
+    ]
+
+
 SETUP = HostSetup(
     name="claude-code",
     title="Claude Code",
@@ -122,4 +157,5 @@ SETUP = HostSetup(
         "restart Claude Code; `claude mcp list` shows om-mcp connected, and each session is recorded",
         "with the om-mcp plugin installed too, the same hooks run twice (harmless, but use one of the two)",
     ),
+    plugin=plugin,
 )

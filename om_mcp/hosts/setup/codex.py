@@ -48,16 +48,16 @@ def changes(place: Place, command: list[str], uninstall: bool) -> list[Change]:
     ]
 
 
-def hooks_switched_off(place: Place) -> str | None:
+def hooks_switched_off(place: Place) -> list[str]:
     """A warning when config.toml turns hooks off (`[features] hooks = false`, or its old name)."""
     path = codex_home(place) / "config.toml"
     try:
         features = tomllib.loads(read_text(path) or "").get("features", {})
     except (tomllib.TOMLDecodeError, ConfigProblem):  # reported by the change itself
-        return None
+        return []
     if isinstance(features, dict) and (features.get("hooks") is False or features.get("codex_hooks") is False):
-        return f"{path} has hooks switched off under [features]: sessions are not recorded until it is on"
-    return None
+        return [f"{path} has hooks switched off under [features]: sessions are not recorded until it is on"]
+    return []
 
 
 def trust_hooks(place: Place, command: list[str]) -> tuple[bool | None, str]:
@@ -142,4 +142,9 @@ SETUP = HostSetup(
     detect=lambda place: found(place, "codex", codex_home(place)),
     hook_event=lambda cwd: session_start(cwd, model="gpt-5-codex", permission_mode="default"),
     notes=("restart Codex; `codex mcp list` shows om-mcp, and `/hooks` lists the hooks",),
+    after_write=trust_hooks,
+    after_write_preview="Codex would be asked to trust the hooks written (codex app-server)",
+    before_uninstall=forget_trust,
+    warnings=hooks_switched_off,
+    doctor=hook_trust,
 )

@@ -9,7 +9,8 @@ is, not the word `om-mcp`:
   (pipx's `~/.local/bin/om-mcp` link survives reinstalls; the venv's
   `bin/python` link is what makes it that venv);
 * run as `python -m om_mcp`: the console script beside that interpreter if the
-  install made one, else the interpreter itself with `-m om_mcp`.
+  install made one, else the interpreter itself with `-m om_mcp`;
+* run by `uvx om-mcp` (an environment in uv's cache, which uv may prune): `uvx om-mcp`.
 
 `setup claude-code --plugin` records the same command in
 `$XDG_CONFIG_HOME/om-mcp/om-mcp-command` (one line, an executable path) for the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +36,10 @@ def om_mcp_command(argv0: str | None = None, executable: str | None = None) -> l
     """[program, *leading args] that start this om-mcp."""
     argv0 = sys.argv[0] if argv0 is None else argv0
     executable = sys.executable if executable is None else executable
+    if is_ephemeral(executable):
+        # Run by `uvx om-mcp`: its environment lives in uv's cache, which uv may prune; the host runs
+        # `uvx om-mcp` itself instead (uvx's absolute path where it can be found: a GUI app has no PATH).
+        return [shutil.which("uvx") or "uvx", SCRIPT]
     name = Path(argv0).name
     if name.startswith(SCRIPT) and not name.endswith(".py") and os.path.isfile(argv0) and os.access(argv0, os.X_OK):
         return [os.path.abspath(argv0)]
@@ -41,6 +47,11 @@ def om_mcp_command(argv0: str | None = None, executable: str | None = None) -> l
     if beside.is_file() and os.access(beside, os.X_OK):
         return [str(beside)]
     return [os.path.abspath(executable), "-m", "om_mcp"]
+
+
+def is_ephemeral(executable: str) -> bool:
+    """Is this interpreter one of uvx's throwaway environments (uv's cache, `archive-v0/<hash>/`)?"""
+    return any(part.startswith("archive-v") for part in Path(executable).parts[:-1])
 
 
 def shell_command(command: list[str], *args: str) -> str:

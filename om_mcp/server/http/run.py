@@ -76,6 +76,18 @@ def describe(config: Config) -> str:
     )
 
 
+def status_page_url(config: Config) -> str:
+    """Where a browser opens the status page: the public URL's root when one is set, else the bind
+    address (a wildcard bind is reached on loopback from this machine)."""
+    server = config.server
+    if server.public_url:
+        parts = urlsplit(server.public_url)
+        return f"{parts.scheme}://{parts.netloc}/ui"
+    host = "127.0.0.1" if server.host in WILDCARDS else server.host
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{server.port}/ui"
+
+
 def uvicorn_config(app: Any, config: Config, **options: Any) -> Any:
     """uvicorn as om-mcp runs it: deadlines on what clients send, and the app's connection slots
     (`slots.py`, which keep max_connections fairly; uvicorn's own limit, which refuses every request
@@ -115,6 +127,8 @@ async def serve_http(server: MCPServer, config: Config) -> None:
     import uvicorn
 
     log.info("%s", describe(config))
+    token = "#token=<a bearer token> (a token bound to resources shows only theirs)"
+    log.info("status page: %s%s", status_page_url(config), token if config.server.auth.mode == "bearer" else "")
     if config.server.auth.mode != "bearer" and not is_loopback(config.server.host):
         log.warning("--insecure: anyone who can reach %s may read and change every memory", config.server.host)
     public = config.server.auth.resource_url or config.server.public_url

@@ -56,6 +56,7 @@ async function start() {
       [`${i.name} ${i.version}`, i.database, `scope ${i.scope}`].filter(Boolean).join(" · ");
     renderReadiness(i);
     await renderSidebar();
+    await renderGrants();
     const wanted = hash.get("thread");
     if (wanted) await openThread(wanted, hash.get("view"));
     else document.body.dataset.state = "ready";
@@ -94,6 +95,29 @@ async function renderSidebar() {
   }));
   nav.replaceChildren(...blocks.flat(2));
   if (!resources.length) nav.append(el("p", { class: "empty", text: "No memory yet." }));
+}
+
+// Remote clients' OAuth grants (an admin's view): who may use which resources, and a way to end it.
+async function renderGrants() {
+  let grants;
+  try { grants = await api("grants"); } catch (error) { return; }  // a tenant's token: not its to see
+  if (!grants.length) return;
+  const nav = document.getElementById("sidebar");
+  nav.append(el("h2", { class: "grants" }, el("span", { text: "Connected clients" }),
+    el("small", { text: "OAuth grants (om-mcp token list)" })));
+  for (const g of grants) {
+    const row = el("div", { class: "grant", "data-grant": g.id, "data-state": g.state },
+      el("span", { class: "title", text: g.client }),
+      el("small", { text: `${g.resources.join(", ")} · ${g.state} · ${g.last_used_at ? `used ${when(g.last_used_at)}` : `since ${when(g.created_at)}`}` }));
+    if (g.state !== "revoked") {
+      row.append(el("button", { type: "button", text: "Revoke", onclick: async () => {
+        if (!confirm(`Revoke ${g.client}'s access to ${g.resources.join(", ")}? Its tokens stop working now.`)) return;
+        try { await api(`grants/${ids(g.id)}`, { method: "DELETE" }); row.dataset.state = "revoked"; row.querySelector("button").remove(); }
+        catch (error) { showError(error); }
+      } }));
+    }
+    nav.append(row);
+  }
 }
 
 async function openThread(id, view = null) {
@@ -357,7 +381,12 @@ function cycleChart(title, cycles, value, label, tick) {
   const total = shown.reduce((s, c) => s + value(c), 0);
   box.append(el("h4", { text: `${title}${title.includes("Cost") ? ` · total ${label(total)}` : ""}` }),
     el("div", { class: "legend" }, kinds.map((k) => el("span", {}, el("i", { class: `k-${k}` }), KIND_LABEL[k] || k))));
-  if (!shown.length) { box.append(el("p", { class: "empty", text: "No model calls yet." })); return box; }
+  if (!shown.length) {
+    // cycles that called a model, whose price nobody knows: said, not taken for no calls at all
+    const called = cycles.filter((c) => c.kind !== "activation" && (c.tokens_in || c.duration_ms));
+    const text = called.length ? `${fmt(called.length)} model calls, none with a known price (no cost map entry for ${[...new Set(called.map((c) => c.model).filter(Boolean))].join(", ") || "the model"}).` : "No model calls yet.";
+    box.append(el("p", { class: "empty", text })); return box;
+  }
   const xs = shown.map((c) => Date.parse(c.at));
   const { svg, sx, sy } = frame(xs, Math.max(...shown.map(value)), tick);
   const width = Math.max(2, Math.min(10, (W - M.l - M.r) / shown.length - 1));
@@ -499,6 +528,7 @@ function summary(e) {
     case "data-om-redaction": return `kept ${fmt(p.total)} secrets out: ${Object.entries(p.redactions || {}).map(([k, n]) => `${k} ${n}`).join(", ")}`;
     default:
       if (e.type.endsWith("-failed")) return `failed${secs}: ${p.error || "unknown error"}`;
+      if (e.type.endsWith("-skipped")) return `skipped${secs}, its result not kept: ${p.discarded}`;
       if (e.type.endsWith("-start")) return `started on ${fmt(p.tokens_to_observe ?? p.tokens_to_buffer)} tokens`;
       return "";
   }

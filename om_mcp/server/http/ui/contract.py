@@ -16,10 +16,12 @@ Endpoints (all JSON; errors are {"error": "..."} with 400 or 404):
     DELETE /api/threads/{thread_id}/observations/{id}  ForgetDone             (a line or group; asks first)
     PUT    /api/threads/{thread_id}/observations/{id}  Corrected              body {"text": "..."}
     POST   /api/threads/{thread_id}/restore            Restored               body {"generation": N}
+    GET    /api/grants                                list[GrantView]         (an admin's: 403 for a tenant)
+    DELETE /api/grants/{grant_id}                     GrantView               (revoke a remote client's grant)
 
-The page changes nothing but through those five: forget a thread, forget or correct
-one line, restore an earlier generation, name a thread. PUT and POST take JSON only (a form posted
-from another site cannot reach them). Times are ISO-8601 strings with a time zone;
+The page changes nothing but through those six: forget a thread, forget or correct
+one line, restore an earlier generation, name a thread, revoke an OAuth grant. PUT and POST
+take JSON only (a form posted from another site cannot reach them). Times are ISO-8601 strings with a time zone;
 token counts are the engine's stored counts.
 
 What the plots are drawn from (see `series.build_series`): every cycle-ending
@@ -229,6 +231,18 @@ class MessagePage(_Out):
     words: list[str] = Field(default_factory=list, description="the search's words, for marking them")
 
 
+class GrantView(_Out):
+    """A remote client's OAuth grant (`om-mcp token list` shows the same)."""
+
+    id: str
+    client: str = Field(description="the name the client registered with, else its id")
+    redirect_uris: list[str]
+    resources: list[str] = Field(description="what the owner granted on the consent page: its tenant scope")
+    state: Literal["active", "idle", "revoked"] = Field(description="idle: its tokens expired unused")
+    created_at: str
+    last_used_at: str | None = None
+
+
 class Forgotten(_Out):
     thread_id: str
     messages: int = Field(description="how many messages were deleted")
@@ -299,6 +313,14 @@ class UiDataSource(Protocol):
 
     async def forget_thread(self, thread_id: str) -> Forgotten | None:
         """Delete the thread, its messages, its record (thread scope) and its events."""
+        ...
+
+    async def grants(self) -> list[GrantView]:
+        """Every OAuth grant, newest first. Raises Refused unless the caller is an admin."""
+        ...
+
+    async def revoke_grant(self, grant_id: str) -> GrantView | None:
+        """End a grant and every token it issued. Raises Refused unless the caller is an admin."""
         ...
 
     async def forget_observation(self, thread_id: str, observation_id: str) -> ForgetDone | None:

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from om_mcp.server.http.ui.routes import ui_routes
 from om_mcp.server.http.ui.source import MemorySource
 
-PUBLIC = frozenset({"/", "/ui", "/ui/", "/ui/app.js", "/ui/style.css"})
+PUBLIC = frozenset({"/", "/ui", "/ui/", "/ui/app.js", "/ui/style.css", "/ui/favicon.svg", "/favicon.ico"})
 
 
 def is_public(path: str) -> bool:

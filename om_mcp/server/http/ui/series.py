@@ -27,9 +27,11 @@ _END_KINDS = {
     "data-om-observation-failed": "observation",
     "data-om-buffering-end": "buffering",
     "data-om-buffering-failed": "buffering",
+    "data-om-observation-skipped": "observation",
+    "data-om-buffering-skipped": "buffering",
     "data-om-activation": "activation",
 }
-_TIME_FIELDS = ("at", "completed_at", "activated_at", "failed_at", "created_at")
+_TIME_FIELDS = ("at", "completed_at", "activated_at", "failed_at", "skipped_at", "created_at")
 MAX_POINTS = 2000  # message-only points beyond this are thinned; every cycle keeps its point
 
 

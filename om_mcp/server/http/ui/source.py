@@ -9,6 +9,7 @@ so the page cannot even learn that it exists.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
@@ -29,6 +30,7 @@ from om_mcp.server.http.ui.contract import (
     ForgetDone,
     Forgotten,
     Generation,
+    GrantView,
     Group,
     Hints,
     Line,
@@ -48,7 +50,7 @@ from om_mcp.server.http.ui.contract import (
 from om_mcp.server.http.ui.series import build_series
 
 if TYPE_CHECKING:
-    from om_mcp.engine import Memory, MessageRead, ThreadState
+    from om_mcp.engine import Grants, Memory, MessageRead, ThreadState
 
 
 class MemorySource:
@@ -63,7 +65,7 @@ class MemorySource:
         memory = self.memory
         om, limits = memory.config.observational_memory, memory.limits
         ready, why = memory.model_state()
-        readiness = memory.overview.readiness()
+        readiness = await memory.overview.readiness()
         return ServerInfo(
             model_ready=ready,
             model_reason=why,
@@ -262,6 +264,22 @@ class MemorySource:
         done = await self.memory.delete_thread(thread_id)
         return Forgotten(thread_id=thread_id, messages=done.deleted_messages)
 
+    async def grants(self) -> list[GrantView]:
+        return [_grant(g) for g in await self._grants().list()]
+
+    async def revoke_grant(self, grant_id: str) -> GrantView | None:
+        grants = self._grants()
+        await grants.revoke(grant_id)
+        found = [g for g in await grants.list() if g.id == grant_id]
+        return _grant(found[0]) if found else None
+
+    def _grants(self) -> Grants:
+        """The server's OAuth grants: what every tenant was given, so an admin's alone."""
+        memory = self.memory
+        if not memory.access.every_resource:
+            raise Refused(ADMIN_ONLY)
+        return memory.grants
+
     async def forget_observation(self, thread_id: str, observation_id: str) -> ForgetDone | None:
         state = await self._state(thread_id)
         if state is None:
@@ -299,6 +317,26 @@ class MemorySource:
         except InputError as error:
             raise Refused(str(error)) from None
         return Restored(restored=done.restored, generation=done.generation, groups=done.groups)
+
+
+ADMIN_ONLY = "OAuth grants are the owner's: open the page with an admin token (one for '*')"
+
+
+def _iso(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
+def _grant(grant: Any) -> GrantView:
+    state = "revoked" if grant.revoked else "active" if grant.live_tokens else "idle"
+    return GrantView(
+        id=grant.id,
+        client=grant.client_name or grant.client_id,
+        redirect_uris=grant.redirect_uris,
+        resources=grant.resources,
+        state=state,
+        created_at=_iso(grant.created_at) or "",
+        last_used_at=_iso(grant.used_at),
+    )
 
 
 def _spend_for_caller(memory: Memory, spend: dict[str, Any]) -> dict[str, Any]:
