@@ -796,7 +796,8 @@ async def test_a_phrase_is_scrubbed_from_what_the_models_derived():
         done = await store.apply_rewrite(
             Rewrite(expected={"thread:t": record.version}, scrub="secret plan", scrub_within=Access.to(["r"]))
         )
-        assert done and done.derived == 5  # the task, the metadata value, the title, a memory line, the event
+        # the task, the metadata value, the title, a memory line and its copy in the memory's history, the event
+        assert done and done.derived == 6
         thread = await store.get_thread("t")
         assert thread and thread.title is None and thread.metadata == {"om": {"values": {}, "keep": 1}}
         assert await store.get_working_memory("resource", "r") == "# Notes\n- tea"

@@ -25,13 +25,11 @@ that says what kind and how many, never the text.
 from __future__ import annotations
 
 import copy
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from om_mcp import privacy
 from om_mcp.config import Config
 from om_mcp.engine import forget_phrase, intake
 from om_mcp.engine.errors import InputError, NotFound, translated
@@ -144,7 +142,7 @@ class Control:
 
         async def plan() -> tuple[Rewrite, ForgetOut]:
             record, target, generations, hashes, whole = await self._locate(observation_id, thread_id, resource_id)
-            groups: dict[str, tuple[str, int] | None] = {}
+            texts: dict[str, str] = {}
             counts = {"lines": 0, "earlier_lines": 0, "groups": 0}
             for generation, members in generations:
                 for group in members:
@@ -156,10 +154,15 @@ class Control:
                         continue  # other groups of the chosen one's generation keep their own lines
                     if not n:
                         continue
-                    groups[group.id] = (text, self.counter.count_text(text)) if text.strip() else None
-                    counts["groups"] += not text.strip()
+                    texts[group.id] = text
                     chosen = group.id == target.id and generation == record.generation
                     counts["lines" if chosen else "earlier_lines"] += n
+            # the retired lines it took the place of (merged into it, superseded by it), and theirs
+            counts["earlier_lines"] += forget_phrase.without_sources(generations, record.generation, hashes, texts)
+            groups: dict[str, tuple[str, int] | None] = {
+                gid: ((text, self.counter.count_text(text)) if text.strip() else None) for gid, text in texts.items()
+            }
+            counts["groups"] = sum(1 for change in groups.values() if change is None)
             sources = await self._sources(record, target) if with_sources else {}
             counts["messages"] = sum(len(s) for s in sources.values())
             event = user_event(
@@ -209,8 +212,7 @@ class Control:
                 "give a line id (<group id>.<6 hex>), not a group id: a line is corrected at a time",
                 field="observation_id",
             )
-        redactor = privacy.redactor_for(self.config.privacy.settings())
-        said = redactor.text(text, Counter())  # a correction keeps secrets out too
+        said = intake.scrubbed(self.config, text)  # a correction keeps secrets out too (the gate's scan)
         for _ in range(RETRIES):
             record, named, _, hashes, _whole = await self._locate(observation_id, thread_id, resource_id)
             (line_hash,) = hashes

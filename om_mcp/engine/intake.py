@@ -20,8 +20,8 @@ from om_mcp.engine.errors import InputError, NotFound
 from om_mcp.engine.prompts.agent import temporal_gap_text
 from om_mcp.engine.text import index_text
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.privacy import HookFailed, redaction_event, redactor_for, scrub
-from om_mcp.store import Access, Message, NewMessage, Store, Thread
+from om_mcp.privacy import HookFailed, redaction_event
+from om_mcp.store import Access, Message, NewMessage, Store, Thread, gate_for
 from om_mcp.store.resends import GAP_KIND as TEMPORAL_GAP_KIND  # the store's name for it (no zoneinfo to load)
 
 if TYPE_CHECKING:
@@ -150,9 +150,11 @@ def check_thread_metadata(value: Any) -> dict[str, Any]:
 
 
 def scrubbed(config: Config, value: T) -> T:
-    """A stored value that is not a message (a title, thread metadata, working memory, what an
-    import brings besides messages), with the privacy rules applied as to a message's parts."""
-    return scrub(config.privacy.settings(), value)[0]
+    """A value that is not a message (a title, thread metadata, working memory, a line to remember, an
+    instruction for a model, what an import brings besides messages), as the gate's scan leaves it
+    (`store/gate.py`): scanned here, before it is echoed back or sent to a model, and again on its
+    way into a column."""
+    return gate_for(config.privacy.settings()).value(value)[0]
 
 
 @cache
@@ -191,13 +193,13 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
         raise InputError(f"{where}: {first['msg']}", field=where) from None
     now = datetime.now(UTC)
     seen: Counter[str] = Counter()
-    redactor = redactor_for(config.privacy.settings())
+    gate = gate_for(config.privacy.settings())
     out = []
     for index, message in enumerate(parsed):
         metadata = check_metadata(message.metadata, f"messages[{index}].metadata")
         # Before anything is derived from the text (its id, its size, its index): secrets never get in.
         try:
-            clean = redactor.message(message.role, message.parts(), metadata)
+            clean, receipt = gate.message(message.role, message.parts(), metadata)
         except HookFailed as error:
             raise InputError(str(error), field=f"messages[{index}]") from None
         parts, metadata = clean.parts, clean.metadata
@@ -225,6 +227,7 @@ def prepare(config: Config, counter: TokenCounter, messages: list[Any]) -> list[
                 now,
                 id_given=given,
                 redactions=clean.counts,
+                receipt=receipt,
             )
         )
     return out
@@ -241,6 +244,7 @@ def message_row(
     *,
     id_given: bool,
     redactions: dict[str, int] | None = None,
+    receipt: Any = None,
 ) -> NewMessage:
     """The row stored for a valid message: its time (`now` when it has none), its searchable
     body, its token counts (whole and per part)."""
@@ -258,6 +262,7 @@ def message_row(
         created_at_given=created_at is not None,
         id_given=id_given,
         redactions=dict(redactions or {}),
+        receipt=receipt,  # the gate's, when `parts` and `metadata` are what its scan left
     )
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from om_mcp.store.access import EVERY_RESOURCE, NO_RESOURCE, Access
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
+from om_mcp.store.gate import Gate, GateError, gate_for
 from om_mcp.store.interface import Store
 from om_mcp.store.keys import parse_key, record_key, resource_key, thread_key
 from om_mcp.store.location import is_postgres, open_store
@@ -82,6 +83,8 @@ __all__ = [
     "DatabaseRefused",
     "DueWork",
     "Event",
+    "Gate",
+    "GateError",
     "Group",
     "GroupHit",
     "Hints",
@@ -116,6 +119,7 @@ __all__ = [
     "Transaction",
     "WORKER_LEASE",
     "copy_memory",
+    "gate_for",
     "is_postgres",
     "open_store",
     "parse_key",

@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from om_mcp.store import coordination, scrub, tombstones
+from om_mcp.store import coordination, registry, scrub, tombstones
 from om_mcp.store.access import Access
 from om_mcp.store.decode import CHUNK_COLUMNS, GROUP_COLUMNS, MESSAGE_COLUMNS, chunk, group, message, now_iso
 from om_mcp.store.rows import Found, Group, Message, Rewrite, Rewritten
@@ -54,11 +54,27 @@ def _where(tx: Tx, column: str, needle: str | None, param: str) -> str:
     return tx.contains(column, param) if needle is not None else f"({param}::text IS NOT NULL)"  # every row
 
 
+# A message's said columns (the registry's, forgotten with the message) and where MESSAGE_COLUMNS reads them.
+_MESSAGE_SAID = [c for c in registry.said_columns() if c.table == "messages"]
+_AT = {name.strip().removeprefix("m."): i for i, name in enumerate(MESSAGE_COLUMNS.split(","))}
+assert all(c.forget == "message" and c.column in _AT for c in _MESSAGE_SAID)
+# The log's text columns: the engine plans which lines go (`engine/forget_phrase.py`), read below.
+assert {(c.table, c.column) for c in registry.said_columns() if c.forget == "lines"} == {
+    ("om_groups", "text"),
+    ("om_chunks", "text"),
+}
+
+
 def _message_holds(row: Sequence[Any], found: str) -> bool:
     """Does a message row hold the folded phrase in any field it stores: its text, any string of its
     parts at any depth (tool arguments and results, names, a file's decoded data), its metadata?"""
-    body, parts, metadata = row[5], row[6], row[8]
-    return found in scrub.fold(body or "") or scrub.holds_json(parts, found) or scrub.holds_json(metadata, found)
+    for column in _MESSAGE_SAID:
+        value = row[_AT[column.column]]
+        if column.form == "text" and found in scrub.fold(value or ""):
+            return True
+        if column.form != "text" and scrub.holds_json(value, found):
+            return True
+    return False
 
 
 async def find_text(tx: Tx, phrase: str, access: Access, limit: int = 500) -> Found:
@@ -75,11 +91,15 @@ async def find_text(tx: Tx, phrase: str, access: Access, limit: int = 500) -> Fo
             messages.append(message(row))
         return len(messages) > limit
 
-    # A file part's base64 data hides its text from the SQL: messages with one are checked here.
+    # Every said column of a message (the registry's); a file part's base64 data hides its text from the
+    # SQL, so messages with one are checked here.
+    holding = " OR ".join(
+        _where(tx, f"m.{c.column}", plain if c.form == "text" else in_json, "$1" if c.form == "text" else "$2")
+        for c in _MESSAGE_SAID
+    )
     in_messages, granted = access.sql_filter("m.resource_id", 3)
     await tx.scan(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE ({_where(tx, 'm.body', plain, '$1')}"
-        f" OR {_where(tx, 'm.parts', in_json, '$2')} OR {_where(tx, 'm.metadata', in_json, '$2')}"
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE ({holding}"
         f""" OR m.parts LIKE '%"data":%') AND {in_messages} ORDER BY m.seq""",
         plain or "",
         in_json or "",
@@ -157,6 +177,9 @@ async def apply_rewrite(tx: Tx, plan: Rewrite) -> Rewritten | None:
             await tx.execute("UPDATE om_chunks SET text = $1, tokens = $2 WHERE id = $3", *change, chunk_id)
             done.chunks += 1
     if plan.scrub:
+        # Forgotten for good: no message holding it is stored again, and any other text gets a marker in its
+        # place (store/phrases.py, checked by store/gate.py); written first, so nothing below brings it back.
+        await tombstones.bury_phrase(tx, plan.scrub, plan.scrub_within)
         done.derived += await _scrub(tx, plan.scrub, plan.scrub_within)
     for key in sorted(touched):
         await tx.execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
@@ -281,106 +304,107 @@ async def _nearest(tx: Tx, thread_id: str, low: int, high: int, order: str) -> s
     )
 
 
+# How each kind of said column loses a phrase (registry.Forget); `message` and `lines` are the
+# engine's plan (whole messages; lines of the log in every generation), applied above.
+PLANNED = frozenset({"message", "lines"})
+
+
+def _scope(table: registry.Table, access: Access) -> tuple[str, tuple[bool, list[str]]]:
+    """SQL keeping the rows of `table` within `access` (its parameters are $2 and $3), and those two."""
+    resource, granted = access.sql_filter("resource_id", 2)
+    threads = f"SELECT id FROM threads WHERE {resource}"
+    records = f"SELECT key FROM om_records WHERE {resource}"
+    if table.owner == "resource":
+        return access.sql_filter(table.owner_columns[0], 2)
+    if table.owner == "record":
+        return f"{table.owner_columns[0]} IN ({records})", granted
+    if table.owner == "history":
+        owner, _ = access.sql_filter("owner", 2)
+        return f"((scope = 'resource' AND {owner}) OR (scope = 'thread' AND owner IN ({threads})))", granted
+    if table.owner == "event":
+        return f"({resource} OR record_key IN ({records}) OR thread_id IN ({threads}))", granted
+    return "($2::boolean OR $3::text[] IS NOT NULL)", granted  # the server's own: every row (model health)
+
+
 async def _scrub(tx: Tx, phrase: str, access: Access, *, write: bool = True) -> int:
-    """Remove the phrase from what the models derived (see store/scrub.py) within the resources
-    `access` grants; how many values went. `write=False`: only count them (what a forget would scrub)."""
+    """Remove the phrase from every said column of the registry the engine's plan does not handle
+    (titles, metadata, working memory and every earlier value of it, tasks, extracted values, events,
+    buffered work, model-health excerpts), value by value, within the resources `access` grants; how
+    many values went. `write=False`: only count them (what a forget would take).
+
+    The server's own text (the breaker's excerpt of an unusable answer, which can quote a phrase of any
+    resource) is scrubbed by every forget but counted only for every resource's access, so what the count
+    says never depends on text outside the caller's resources."""
     found = scrub.needle(phrase)
-    in_json = scrub.preselect(found, exact=tx.folds_exactly, json_column=True)
-
-    async def execute(sql: str, *args: Any) -> int:
-        return await tx.execute(sql, *args) if write else 1
-
-    def quotes(*values: str | None) -> bool:
-        return any(scrub.holds_json(v, found) for v in values if v)
-
-    records, granted = access.sql_filter("resource_id", 1)
-    keys = [r[0] for r in await tx.fetch(f"SELECT key FROM om_records WHERE {records} ORDER BY key", *granted)]
     removed = 0
-    for key in keys:
-        for thread_id, task, response in await tx.fetch(
-            "SELECT thread_id, current_task, suggested_response FROM om_cursors WHERE record_key = $1", key
-        ):
-            for name, value in (("current_task", task), ("suggested_response", response)):
-                if scrub.holds(value, found):
-                    await execute(
-                        f"UPDATE om_cursors SET {name} = NULL WHERE record_key = $1 AND thread_id = $2", key, thread_id
-                    )
-                    removed += 1
-        extracted = await tx.fetchval("SELECT extracted FROM om_records WHERE key = $1", key)
-        cleaned, n = scrub.without(json.loads(extracted or "{}"), found)
-        if n:
-            await execute(
-                "UPDATE om_records SET extracted = $1 WHERE key = $2", json.dumps(cleaned, ensure_ascii=False), key
-            )
-            removed += n
-        reflection = await tx.fetchrow("SELECT text, hints FROM om_buffered_reflections WHERE record_key = $1", key)
-        if reflection is not None and quotes(*reflection):
-            removed += await execute("DELETE FROM om_buffered_reflections WHERE record_key = $1", key)
-        # A buffered chunk's hints (its task, its suggested response) may quote it: the chunk goes,
-        # and its messages are buffered again.
-        quoting: dict[str, int] = {}
-        for thread_id, first, hints in await tx.fetch(
-            "SELECT thread_id, first_seq, hints FROM om_chunks WHERE record_key = $1 ORDER BY first_seq", key
-        ):
-            if thread_id not in quoting and quotes(hints):
-                quoting[thread_id] = first
-        for thread_id, first in sorted(quoting.items()):
-            removed += await _drop_chunks_from(tx, key, thread_id, first) if write else 1
-    owned, granted = access.sql_filter("resource_id", 1)
-    events = await tx.fetch(
-        "SELECT id, payload FROM om_events"
-        f" WHERE ({owned} OR record_key = ANY ($3::text[])) AND {_where(tx, 'payload', in_json, '$4')}",
-        *granted,
-        keys,
-        in_json or "",
-    )
-    doomed = [r[0] for r in events if quotes(r[1])]
-    if doomed:
-        delete = "DELETE FROM om_events WHERE id = ANY ($1::bigint[])"
-        removed += await tx.execute(delete, doomed) if write else len(doomed)
-    # The breaker's excerpt of an unusable answer may quote it (a model's status, for every resource). It is
-    # the server's, which only every resource's access sees: a tenant's forget scrubs it uncounted, so what
-    # the count says never depends on text outside the tenant's resources.
-    for model, error in await tx.fetch("SELECT model, last_error FROM model_health WHERE last_error IS NOT NULL"):
-        if found in scrub.fold(error):
-            cleaned_error = scrub.without_excerpt(error)
-            if write:
-                await tx.execute("UPDATE model_health SET last_error = $1 WHERE model = $2", cleaned_error, model)
-            removed += 1 if access.every_resource else 0
-    owned, granted = access.sql_filter("resource_id", 1)
-    for thread_id, title, metadata, memory in await tx.fetch(
-        f"SELECT id, title, metadata, working_memory FROM threads WHERE {owned}", *granted
-    ):
-        if scrub.holds(title, found):
-            await execute("UPDATE threads SET title = NULL, title_pinned = false WHERE id = $1", thread_id)
-            removed += 1
-        cleaned, n = scrub.without(json.loads(metadata or "{}"), found)
-        if n:
-            await execute(
-                "UPDATE threads SET metadata = $1 WHERE id = $2", json.dumps(cleaned, ensure_ascii=False), thread_id
-            )
-            removed += n
-        removed += await _scrub_memory(tx, "threads", thread_id, memory, found, write)
-    owned, granted = access.sql_filter("id", 1)
-    for rid, memory in await tx.fetch(f"SELECT id, working_memory FROM resources WHERE {owned}", *granted):
-        removed += await _scrub_memory(tx, "resources", rid, memory, found, write)
+    for column in registry.said_columns():
+        if column.forget in PLANNED:
+            continue
+        table = registry.TABLES[column.table]
+        needle = scrub.preselect(found, exact=tx.folds_exactly, json_column=column.form != "text")
+        within, granted = _scope(table, access)
+        keys = ", ".join(table.key)
+        extra = ", record_key, thread_id, first_seq" if column.forget == "drop-chunks" else ""
+        rows = await tx.fetch(
+            f"SELECT {keys}, {column.column}{extra} FROM {column.table}"
+            f" WHERE {_where(tx, column.column, needle, '$1')} AND {within} ORDER BY {keys}",
+            needle or "",
+            *granted,
+        )
+        counted = table.owner != "server" or access.every_resource
+        for row in rows:
+            key, value = row[: len(table.key)], row[len(table.key)]
+            holds = scrub.holds_json(value, found) if column.form != "text" else found in scrub.fold(value or "")
+            if holds:
+                taken = await _take_out(tx, column, table, key, value, row, found, write)
+                removed += taken if counted else 0
     return removed
 
 
-async def _scrub_memory(tx: Tx, table: str, owner: str, memory: str | None, found: str, write: bool) -> int:
-    """A working memory without the entries or lines holding the phrase, and its earlier
-    values too (store/history.py); how many went."""
-    text, n = scrub.text_without(memory, found) if memory else ("", 0)
-    if n and write:
-        await tx.execute(f"UPDATE {table} SET working_memory = $1 WHERE id = $2", text, owner)
-    scope = "thread" if table == "threads" else "resource"
-    for row_id, earlier in await tx.fetch(
-        "SELECT id, text FROM om_working_memory_history WHERE scope = $1 AND owner = $2", scope, owner
-    ):
-        cleaned, m = scrub.text_without(earlier, found) if earlier else ("", 0)
-        if m and write:
-            await tx.execute("UPDATE om_working_memory_history SET text = $1 WHERE id = $2", cleaned, row_id)
-    return n
+async def _take_out(
+    tx: Tx,
+    column: registry.SaidColumn,
+    table: registry.Table,
+    key: Sequence[Any],
+    value: str,
+    row: Sequence[Any],
+    found: str,
+    write: bool,
+) -> int:
+    """Take the phrase out of one value the way its column says (registry.Forget); how many values
+    (or entries, or lines) went."""
+    match = " AND ".join(f"{k} = ${i + 2}" for i, k in enumerate(table.key))
+    target = f"{column.table} SET {column.column}"
+    how = column.forget
+    if how in ("null", "untitle"):
+        pinned = ", title_pinned = false" if how == "untitle" else ""
+        if write:
+            await tx.execute(f"UPDATE {target} = $1{pinned} WHERE {match}", None, *key)
+        return 1
+    if how == "delete":
+        if write:
+            where = " AND ".join(f"{k} = ${i + 1}" for i, k in enumerate(table.key))
+            await tx.execute(f"DELETE FROM {column.table} WHERE {where}", *key)
+        return 1
+    if how == "drop-chunks":  # a buffered chunk quoting it, with the thread's later ones (buffered again)
+        record_key, thread_id, first = row[-3], row[-2], row[-1]
+        return await _drop_chunks_from(tx, record_key, thread_id, first) if write else 1
+    if how == "excerpt":
+        if write:
+            await tx.execute(f"UPDATE {target} = $1 WHERE {match}", scrub.without_excerpt(value), *key)
+        return 1
+    if how == "entries":
+        parsed = json.loads(value or "{}")
+        cleaned, n = scrub.without(parsed, found) if isinstance(parsed, dict) else ({}, 1)
+        if write and n:
+            await tx.execute(f"UPDATE {target} = $1 WHERE {match}", json.dumps(cleaned, ensure_ascii=False), *key)
+        return n
+    if how == "memory":
+        text, n = scrub.text_without(value, found)
+        if write and n:
+            await tx.execute(f"UPDATE {target} = $1 WHERE {match}", text, *key)
+        return n
+    raise AssertionError(f"{column.table}.{column.column}: no way to forget {how!r}")
 
 
 # -- an erase the file could not finish yet (SQLite: a reader held an older snapshot) --------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, ParamSpec, TypeVar
 
+from om_mcp.store.gate import Gate
 from om_mcp.store.operations import Operations, Work, within
 from om_mcp.store.rows import GroupHit, Listener, Stats
 from om_mcp.store.search import SearchPlan, TermStats, TextHit
@@ -28,6 +29,9 @@ class Store(Operations):
 
     backend: Literal["sqlite", "postgres"]
     location: str  # the file path, or the URL without its password
+    # What every write passes (store/gate.py): the scan with these privacy settings, the tombstones.
+    # None: the built-in rules. `Memory` sets it from its configuration.
+    gate: Gate | None = None
 
     async def transaction(self, work: Work[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """`await work(transaction, *args, **kwargs)` in one write transaction: every operation the

@@ -17,6 +17,7 @@ import importlib
 import sqlite3
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from om_mcp.store.gate import Gate
 from om_mcp.store.operations import Work, within
 from om_mcp.store.sqlite import direct
 from om_mcp.store.sqlite.driver import on_connection
@@ -29,7 +30,7 @@ _LATER = {
     "connect": "om_mcp.store.sqlite.database",
     "on_read_only_filesystem": "om_mcp.store.sqlite.database",
 }
-__all__ = ["admin", "connect", "direct", "on_read_only_filesystem", "read", "write"]
+__all__ = ["admin", "connect", "direct", "on_read_only_filesystem", "read", "write", "write_gated"]
 
 if TYPE_CHECKING:
     from om_mcp.store.sqlite import admin
@@ -42,8 +43,14 @@ def read(conn: sqlite3.Connection, work: Work[P, R], *args: P.args, **kwargs: P.
 
 
 def write(conn: sqlite3.Connection, work: Work[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """`work(store, *args, **kwargs)` in one write transaction (BEGIN IMMEDIATE ... COMMIT), all or nothing."""
+    """`work(store, *args, **kwargs)` in one write transaction (BEGIN IMMEDIATE ... COMMIT), all or nothing,
+    through the gate of the built-in privacy rules (`write_gated` for the configured ones)."""
     return direct.write(conn, on_connection(within(work, *args, **kwargs)))
+
+
+def write_gated(conn: sqlite3.Connection, gate: Gate | None, work: Work[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`write`, with what is written scanned by `gate` (`om_mcp.store.gate_for(privacy settings)`)."""
+    return direct.write(conn, on_connection(within(work, *args, **kwargs), gate))
 
 
 def __getattr__(name: str) -> Any:

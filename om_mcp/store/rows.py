@@ -79,6 +79,9 @@ class NewMessage:
     created_at_given: bool = True  # a re-send without a time still counts as the same message
     id_given: bool = True  # False: the id is provisional; see om_mcp.store.resends
     redactions: dict[str, int] = field(default_factory=dict)  # matches replaced per privacy rule (never the text)
+    # The gate's `Receipt` (store/gate.py) when the intake scanned this row: not scanned again on its way in.
+    receipt: Any = None
+    checked: bool = False  # seen by the tombstone check of the append rule (store/tombstones.py: keep)
 
 
 @dataclass(slots=True)

@@ -80,7 +80,7 @@ def strings(value: Any) -> Iterator[str]:
             yield key
             yield from strings(item)
             if key == "data" and isinstance(item, str):
-                decoded = _decoded(item)
+                decoded = decoded_text(item)
                 if decoded is not None:
                     yield decoded
     elif isinstance(value, list):
@@ -88,7 +88,7 @@ def strings(value: Any) -> Iterator[str]:
             yield from strings(item)
 
 
-def _decoded(data: str) -> str | None:
+def decoded_text(data: str) -> str | None:
     """The UTF-8 text a base64 payload (or a data: URL) holds, else None (an image, not base64)."""
     payload = data.split(",", 1)[1] if data.startswith("data:") and "," in data else data
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
+from om_mcp.store.gate import Gate, GateError, gate_for
 from om_mcp.store.rows import NewMessage
 
 T = TypeVar("T")
@@ -34,29 +35,87 @@ Row = Sequence[Any]
 
 
 class Tx:
-    """The statements of one transaction; see the module docstring."""
+    """The statements of one transaction; see the module docstring.
+
+    Every statement passes the gate (`store/gate.py`) before its driver runs it: a value bound for
+    a column the registry classifies as said is scanned and checked against the tombstones there.
+    A driver implements the underscored methods; the rules call the public ones."""
 
     backend: str
+    gate: Gate | None = None  # the store's gate (its privacy settings); None: the built-in rules
+    forgotten_phrases: Any = False  # this transaction's forgotten phrases once read (store/gate.py)
+
+    @property
+    def _gate(self) -> Gate:
+        return self.gate if self.gate is not None else gate_for(None)
+
+    def gate_of(self) -> Gate:
+        """The gate this transaction's writes pass."""
+        return self._gate
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        raise NotImplementedError
+        return await self._fetch(sql, *await self._gate.admit(self, sql, args))
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        raise NotImplementedError
+        return await self._fetchrow(sql, *await self._gate.admit(self, sql, args))
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
-        raise NotImplementedError
+        return await self._fetchval(sql, *await self._gate.admit(self, sql, args))
 
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a statement; the number of rows it changed."""
-        raise NotImplementedError
+        return await self._execute(sql, *await self._gate.admit(self, sql, args))
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._executemany(sql, await self._gate.admit_many(self, sql, rows))
+
+    async def insert_messages(
+        self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
+    ) -> list[int]:
+        """Insert and index new messages, in order; their seqs. Each row was scanned (by the intake,
+        else here) and seen by the tombstone check of the append rule (`tombstones.keep`)."""
+        unchecked = [m.id for m in fresh if not m.checked]
+        if unchecked:
+            raise GateError(f"messages {unchecked[:3]} were not checked against the tombstones (tombstones.keep)")
+        rows = [self._gate.message_row(m) for m in fresh]
+        return await self._insert_messages(thread_id, resource_id, counted_by, rows)
+
+    async def index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
+        """Make new observation groups, (id, text), searchable: their text as the gate stored it."""
+        gated = [(gid, await self._gate.text_of(self, "om_groups", "text", key, text)) for gid, text in groups]
+        await self._index_groups(key, gated)
+
+    # -- what each driver implements --------------------------------------------------------------
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Row]:
+        raise NotImplementedError
+
+    async def _fetchrow(self, sql: str, *args: Any) -> Row | None:
+        raise NotImplementedError
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def _execute(self, sql: str, *args: Any) -> int:
+        raise NotImplementedError
+
+    async def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    async def _insert_messages(
+        self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
+    ) -> list[int]:
+        raise NotImplementedError
+
+    async def _index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
         raise NotImplementedError
 
     async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
         """Read rows one at a time until `until(row)` says enough: a bounded read of a long range
         (a window found newest first) costs what it reads, not the whole range."""
+        await self._scan(sql, *await self._gate.admit(self, sql, args), until=until)
+
+    async def _scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
         raise NotImplementedError
 
     # -- what truly differs between the backends --------------------------------------------------
@@ -67,16 +126,6 @@ class Tx:
 
     async def lock_key(self, key: str) -> None:
         """Hold `key` until the transaction ends, so writers that look before they write queue on it."""
-        raise NotImplementedError
-
-    async def insert_messages(
-        self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
-    ) -> list[int]:
-        """Insert and index new messages, in order; their seqs."""
-        raise NotImplementedError
-
-    async def index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
-        """Make new observation groups, (id, text), searchable."""
         raise NotImplementedError
 
     async def forget_index(self, thread_ids: list[str], group_ids: list[str]) -> None:

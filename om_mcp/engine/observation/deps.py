@@ -22,8 +22,7 @@ from om_mcp.engine.observation.refusals import Refusals
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.limits import Limits
 from om_mcp.logs import one_line
-from om_mcp.privacy import scrub
-from om_mcp.store import Store, record_key
+from om_mcp.store import Store, gate_for, record_key
 
 
 class ModelAvailable(Protocol):
@@ -81,7 +80,7 @@ class CycleDeps:
         """What a model wrote (and every string it was parsed into), with the privacy rules applied
         before anything of it is stored: a model can decode a token the detectors could not see in
         its input (base64, say) into one they can."""
-        clean, counts = scrub(self.config.privacy.settings(), value)
+        clean, counts = gate_for(self.config.privacy.settings()).value(value)
         return clean, dict(counts)
 
     def discarded(self, key: str, reason: str) -> None:

@@ -84,8 +84,9 @@ async def retired_group(store: Store, group_id: str, resource_id: str) -> Group 
 def read_retired(group: Group, budget: int, count: Callable[[str], int]) -> RecallOut:
     """An archived day (or a retired line), whole, marked as out of the log."""
     head = (
-        f"Retired observations ({group.retired_reason} by generation {group.retired_by}), range {group.range};"
-        " they are no longer in the log, so a newer fact may replace them:"
+        f"Retired observations ({group.retired_reason} by generation {group.retired_by})"
+        + (f", range {group.range}" if group.first_message_id else "")
+        + "; they are no longer in the log, so a newer fact may replace them:"
     )
     kept, truncated, _ = fit_to_budget([head, neutralise(group.text.strip())], budget, count)
     return RecallOut(mode="messages", text="\n".join(kept), count=1, truncated=truncated)

@@ -32,9 +32,8 @@ from om_mcp.engine.recorder.rows import to_rows
 from om_mcp.engine.recorder.settings import RecorderSettings, load_settings
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.paths import CONFIG_FILE_ENV, data_dir
-from om_mcp.privacy import redactor_for
 from om_mcp.reading import Position, Reading
-from om_mcp.store import IngestState, RecordState, Transaction, local, record_key
+from om_mcp.store import IngestState, RecordState, Transaction, gate_for, local, record_key
 
 if TYPE_CHECKING:  # pydantic: never on a prompt
     from om_mcp.config import BudgetConfig
@@ -91,7 +90,7 @@ class Recorder:
         self.config_file = config_file
         self.worker_idle_exit = worker_idle_exit  # None: never start a worker
         self.log_file = log_file or data_dir() / "worker.log"
-        self._redactor = redactor_for(settings.privacy)
+        self._gate = gate_for(settings.privacy)  # what the recorder writes passes it (store/gate.py)
 
     @classmethod
     def open(
@@ -187,7 +186,7 @@ class Recorder:
                 problems=[*reading.problems, *done.refused],
             )
 
-        done = local.write(self.conn, write)
+        done = local.write_gated(self.conn, self._gate, write)
         if start_worker and self.worker_idle_exit is not None:
             try:
                 done.worker = self.start_worker_if_due(done, ends_session=ends_session, starting=starting)
@@ -236,7 +235,7 @@ class Recorder:
         return local.read(self.conn, Transaction.ingest_state, source)
 
     def _rows(self, reading: Reading) -> list:
-        return to_rows(reading.messages, self.counter, self.settings.max_message_chars, self._redactor)
+        return to_rows(reading.messages, self.counter, self.settings.max_message_chars, self._gate)
 
 
 def _position(saved: IngestState) -> Position:

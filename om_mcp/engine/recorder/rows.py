@@ -5,7 +5,7 @@ messages come from our own readers (`hosts/`), so the validation is already done
 construction (`intake.normalise_parts`). The recorder is lenient where an MCP call is
 strict, because a hook never fails its host: a message over the size limit is
 trimmed, lone surrogates are replaced, a bad time becomes the time of the record.
-Secrets are redacted as on every way in (`om_mcp.privacy`). The tests check each row
+Secrets are redacted as on every way in, by the gate's scan (`store/gate.py`). The tests check each row
 against `prepare` on the real transcripts.
 """
 
@@ -18,24 +18,23 @@ from typing import Any
 
 from om_mcp.engine.intake import message_row, normalise_parts
 from om_mcp.engine.tokens import TokenCounter
-from om_mcp.privacy import Redactor, redactor_for
-from om_mcp.store import NewMessage
+from om_mcp.store import Gate, NewMessage, gate_for
 from om_mcp.trim import TrimRule, trim_value
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def to_rows(
-    messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, redactor: Redactor | None = None
+    messages: list[dict[str, Any]], counter: TokenCounter, max_chars: int, gate: Gate | None = None
 ) -> list[NewMessage]:
     """Rows ready for the append pipeline (`engine/append.py`); a message over `max_chars` is trimmed, not dropped.
-    Secrets are redacted first (the default rules unless `redactor` is given); a failing
+    Secrets are redacted first, by the gate's scan (the default rules unless `gate` is given); a failing
     `before_observation` hook raises `om_mcp.privacy.HookFailed`."""
     now = datetime.now(UTC)
-    redactor = redactor or redactor_for(None)
+    gate = gate or gate_for(None)
     rows = []
     for message in messages:
-        clean = redactor.message(
+        clean, receipt = gate.message(
             message["role"], _clean(normalise_parts(message["content"])), _clean(dict(message.get("metadata") or {}))
         )
         parts, metadata = clean.parts, clean.metadata
@@ -55,6 +54,7 @@ def to_rows(
                 now,
                 id_given=True,
                 redactions=clean.counts,
+                receipt=receipt,
             )
         )
     return rows

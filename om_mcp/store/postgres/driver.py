@@ -12,6 +12,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from om_mcp.store.decode import dumps, stored_parts
+from om_mcp.store.gate import Gate
 from om_mcp.store.postgres import search
 from om_mcp.store.rows import NewMessage
 from om_mcp.store.tx import Row, Tx
@@ -49,30 +50,31 @@ INSERT_MESSAGES = (
 class PgTx(Tx):
     backend = "postgres"
 
-    def __init__(self, conn: Any, pgvector: bool = False):
+    def __init__(self, conn: Any, pgvector: bool = False, gate: Gate | None = None):
         self.conn = conn
+        self.gate = gate
         self.pgvector = pgvector  # the embeddings column is pgvector's `vector`
 
-    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+    async def _fetch(self, sql: str, *args: Any) -> list[Row]:
         return [tuple(r) for r in await self.conn.fetch(sql, *args)]
 
-    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+    async def _fetchrow(self, sql: str, *args: Any) -> Row | None:
         row = await self.conn.fetchrow(sql, *args)
         return tuple(row) if row is not None else None
 
-    async def fetchval(self, sql: str, *args: Any) -> Any:
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
         return await self.conn.fetchval(sql, *args)
 
-    async def execute(self, sql: str, *args: Any) -> int:
+    async def _execute(self, sql: str, *args: Any) -> int:
         status = await self.conn.execute(sql, *args)  # "UPDATE 3", "INSERT 0 1"
         last = status.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    async def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             await self.conn.executemany(sql, rows)
 
-    async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
+    async def _scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
         async for row in self.conn.cursor(sql, *args, prefetch=100):  # a server-side cursor, 100 rows a trip
             if until(tuple(row)):
                 return
@@ -83,7 +85,7 @@ class PgTx(Tx):
     async def lock_key(self, key: str) -> None:
         await self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
 
-    async def insert_messages(
+    async def _insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
         # PostgreSQL text cannot hold NUL: such a message keeps its exact parts as JSON (which escapes
@@ -110,7 +112,7 @@ class PgTx(Tx):
         await search.index_messages(self.conn, thread_id, resource_id, list(zip(seqs, bodies)))
         return seqs
 
-    async def index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
+    async def _index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
         # Their words are a generated tsvector column; ranking needs each group's length.
         await self.executemany(
             "UPDATE om_groups SET doclen = $2 WHERE id = $1", [(gid, search.doclen(text)) for gid, text in groups]

@@ -14,6 +14,7 @@ from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from om_mcp.store import observations
 from om_mcp.store.errors import StoreError
+from om_mcp.store.gate import Gate
 from om_mcp.store.interface import Store
 from om_mcp.store.migrations import MIGRATIONS
 from om_mcp.store.operations import Op, writes
@@ -38,9 +39,9 @@ def _reads(op: Callable[Concatenate[Any, P], Awaitable[R]]) -> Callable[Concaten
     return method
 
 
-def _on_tx(op: Op[P, R], pgvector: bool) -> Callable[Concatenate[Any, P], Awaitable[R]]:
+def _on_tx(op: Op[P, R], pgvector: bool, gate: Gate | None = None) -> Callable[Concatenate[Any, P], Awaitable[R]]:
     async def run(conn: Any, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await op(PgTx(conn, pgvector), *args, **kwargs)
+        return await op(PgTx(conn, pgvector, gate), *args, **kwargs)
 
     run.__name__ = op.__name__  # named in the retry log
     return run
@@ -78,10 +79,10 @@ class PostgresStore(Store):
         await self.db.close()
 
     async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.read(_on_tx(op, self.pgvector is not None), *args, **kwargs)
+        return await self.db.read(_on_tx(op, self.pgvector is not None, self.gate), *args, **kwargs)
 
     async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(_on_tx(op, self.pgvector is not None), *args, **kwargs)
+        return await self.db.write(_on_tx(op, self.pgvector is not None, self.gate), *args, **kwargs)
 
     due_work = writes(observations.due)  # skips rows locked by commits: FOR UPDATE SKIP LOCKED
 

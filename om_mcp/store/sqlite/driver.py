@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from om_mcp.store.decode import dumps, stored_parts
+from om_mcp.store.gate import Gate
 from om_mcp.store.rows import NewMessage
 from om_mcp.store.sqlite import fts
 from om_mcp.store.tx import Row, Tx, iterate_sync, run_sync
@@ -47,6 +48,12 @@ DUE = (
 )
 
 
+INSERT_MESSAGE = (
+    "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
+    " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 @lru_cache(maxsize=2048)
 def translate(sql: str) -> str:
     """A statement of the shared rules in SQLite's dialect (see the module docstring)."""
@@ -64,26 +71,27 @@ def _params(args: Sequence[Any]) -> tuple[Any, ...]:
 class SQLiteTx(Tx):
     backend = "sqlite"
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, gate: Gate | None = None):
         self.conn = conn
+        self.gate = gate
 
-    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+    async def _fetch(self, sql: str, *args: Any) -> list[Row]:
         return self.conn.execute(translate(sql), _params(args)).fetchall()
 
-    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+    async def _fetchrow(self, sql: str, *args: Any) -> Row | None:
         return self.conn.execute(translate(sql), _params(args)).fetchone()
 
-    async def fetchval(self, sql: str, *args: Any) -> Any:
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
         row = self.conn.execute(translate(sql), _params(args)).fetchone()
         return row[0] if row else None
 
-    async def execute(self, sql: str, *args: Any) -> int:
+    async def _execute(self, sql: str, *args: Any) -> int:
         return self.conn.execute(translate(sql), _params(args)).rowcount
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    async def _executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self.conn.executemany(translate(sql), [_params(r) for r in rows])
 
-    async def scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
+    async def _scan(self, sql: str, *args: Any, until: Callable[[Row], bool]) -> None:
         cursor = self.conn.execute(translate(sql), _params(args))
         try:
             for row in cursor:  # stepped lazily: SQLite reads no further than asked
@@ -99,44 +107,46 @@ class SQLiteTx(Tx):
     async def lock_key(self, key: str) -> None:
         """A write transaction already holds the file's write lock (BEGIN IMMEDIATE)."""
 
-    async def insert_messages(
+    async def _insert_messages(
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
         conn = self.conn
-        base = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
-        base = base[0] if base else 0
-        conn.executemany(
-            "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
-            " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    m.id,
-                    thread_id,
-                    resource_id,
-                    m.role,
-                    m.body,
-                    stored_parts(m.parts, m.body),
-                    m.created_at,
-                    dumps(m.metadata) if m.metadata else None,
-                    m.tokens,
-                    dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
-                    counted_by,
-                    int(m.observable),
-                )
-                for m in fresh
-            ],
-        )
-        # One writer: the rows took the next seqs, unless an earlier batch's seqs were deleted and reused.
-        seqs = list(range(base + 1, base + len(fresh) + 1))
-        if conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()[0] != seqs[-1]:
-            seqs = [
-                conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id)).fetchone()[0]
-                for m in fresh
-            ]
-        fts.index_messages(conn, seqs)
+        rows = [
+            (
+                m.id,
+                thread_id,
+                resource_id,
+                m.role,
+                m.body,
+                stored_parts(m.parts, m.body),
+                m.created_at,
+                dumps(m.metadata) if m.metadata else None,
+                m.tokens,
+                dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
+                counted_by,
+                int(m.observable),
+            )
+            for m in fresh
+        ]
+        if len(rows) == 1:  # the common append: its seq from the insert itself
+            seqs = [int(conn.execute(INSERT_MESSAGE, rows[0]).lastrowid or 0)]
+        else:
+            base = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+            base = base[0] if base else 0
+            conn.executemany(INSERT_MESSAGE, rows)
+            # One writer: the rows took the next seqs, unless an earlier batch's seqs were deleted and reused.
+            seqs = list(range(base + 1, base + len(fresh) + 1))
+            if conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()[0] != seqs[-1]:
+                seqs = [
+                    conn.execute(
+                        "SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id)
+                    ).fetchone()[0]
+                    for m in fresh
+                ]
+        fts.index_rows(conn, [(seq, resource_id, m.body) for seq, m in zip(seqs, fresh)])
         return seqs
 
-    async def index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
+    async def _index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:
         self.conn.executemany(
             "INSERT INTO om_groups_fts (group_id, record_key, text) VALUES (?, ?, ?)",
             [(gid, key, text) for gid, text in groups],
@@ -191,12 +201,13 @@ class SQLiteTx(Tx):
 
 
 def on_connection(
-    op: Callable[Concatenate[Tx, P], Coroutine[Any, Any, R]],
+    op: Callable[Concatenate[Tx, P], Coroutine[Any, Any, R]], gate: Gate | None = None
 ) -> Callable[Concatenate[sqlite3.Connection, P], R]:
-    """A shared operation as a plain function of a connection (what `Database.read`/`write` run)."""
+    """A shared operation as a plain function of a connection (what `Database.read`/`write` run);
+    `gate`: the store's (its privacy settings), else the built-in rules."""
 
     def on(conn: sqlite3.Connection, *args: P.args, **kwargs: P.kwargs) -> R:
-        return run_sync(op(SQLiteTx(conn), *args, **kwargs))
+        return run_sync(op(SQLiteTx(conn, gate), *args, **kwargs))
 
     on.__name__, on.__doc__ = op.__name__, op.__doc__
     return on

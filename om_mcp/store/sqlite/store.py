@@ -52,10 +52,10 @@ class SQLiteStore(Store):
         await self.db.close()
 
     async def _read(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.read(on_connection(op), *args, **kwargs)
+        return await self.db.read(on_connection(op, self.gate), *args, **kwargs)
 
     async def _write(self, op: Op[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self.db.write(on_connection(op), *args, **kwargs)
+        return await self.db.write(on_connection(op, self.gate), *args, **kwargs)
 
     # After a deletion the WAL is folded into the file, so the deleted pages' old images leave the file
     # and the -wal. A connection reading an older snapshot (an export in progress) keeps them there: then
