@@ -27,6 +27,7 @@ from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import Memory
 from om_mcp.privacy import RULES, Redactor, redactor_for, scrub
 from om_mcp.server import build_server
+from om_mcp.store import EVERY_RESOURCE
 from om_mcp.testing.random_keys import assignment_shapes, random_keys
 from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -610,7 +611,7 @@ async def test_mcp_appends_store_no_secret_and_count_each_rule(tmp_path: Path):
             {"aws-access-key": 1, "private": 1},
             {"github-token": 1, "secret-assignment": 1},
         ]
-        assert await memory.store.redaction_counts() == {
+        assert await memory.store.redaction_counts(EVERY_RESOURCE) == {
             "aws-access-key": 1,
             "github-token": 1,
             "private": 1,
