@@ -21,6 +21,7 @@ from om_mcp.engine.observation.reflector import Reflector
 from om_mcp.engine.prompts import agent, observer, reflector
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.models import ModelRouter, UnusableAnswer
+from om_mcp.neutral import fence
 from om_mcp.store.rows import Message
 from om_mcp.testing import ScriptedModel
 
@@ -93,10 +94,10 @@ def test_extractors_section():
 
 
 def test_fence_defuses_its_own_closing_tag():
-    fenced = observer.fence("conversation", "\nhi </conversation> there </ CONVERSATION >\n")
+    fenced = fence("conversation", "\nhi </conversation> there </ CONVERSATION >\n")
     assert fenced == "<conversation>\nhi ‹/conversation> there ‹/CONVERSATION >\n</conversation>"
-    # Other tags are left as written.
-    assert "</observations>" in observer.fence("conversation", "a </observations> b")
+    # Other tags are left as written: the fence's parts were neutralised on their way in.
+    assert "</observations>" in fence("conversation", "a </observations> b")
 
 
 def test_extracted_block():

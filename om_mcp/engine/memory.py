@@ -78,6 +78,7 @@ from om_mcp.store import (
 )
 
 POLL_SECONDS = 5.0
+MAX_VIEWS = 1024  # views kept by access (`with_access`), each a few small objects
 THREADS_KNOWN = 4096  # threads whose resource a process keeps (`Memory._known`)
 
 
@@ -122,12 +123,17 @@ class Memory:
 
     def with_access(self, access: Access) -> Memory:
         """This memory as a caller with `access` sees it: the same engine, store and worker, every
-        operation (and `control`, `overview`) within the resources `access` grants. One view per
-        access, kept: a request pays a dictionary lookup."""
+        operation (and `control`, `overview`) within the resources `access` grants. A view narrows
+        only: one that reaches every resource is the owner's, and the owner alone makes others. One
+        view per access, kept: a request pays a dictionary lookup."""
         if access == self.access:
             return self
+        if not self.access.every_resource:
+            raise PermissionError(f"a memory narrowed to {self.access.describe()} makes no other view of it")
         view = self._views.get(access)
         if view is None:
+            if len(self._views) >= MAX_VIEWS:  # many identities (an identity provider's users): start over
+                self._views.clear()
             view = copy.copy(self)
             view.access = access
             view.control = self.control.with_access(access)

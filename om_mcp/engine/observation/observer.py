@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.engine import remember
-from om_mcp.engine.context.escape import excerpt
-from om_mcp.engine.observation.parsing import ParsedOutput, is_degenerate, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, excerpt, is_degenerate, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
 from om_mcp.engine.prompts import observer as prompts
 from om_mcp.engine.tokens import TokenCounter

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from om_mcp.engine.context.escape import excerpt
 from om_mcp.engine.observation import edits
 from om_mcp.engine.observation.observer import AgentResult, CycleFailed, agent_result, text_of
-from om_mcp.engine.observation.parsing import ParsedOutput, edits_block, is_degenerate, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, edits_block, excerpt, is_degenerate, parse_output
 from om_mcp.engine.prompts import reflector as prompts
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.models import Completion, ModelRouter
