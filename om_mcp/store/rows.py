@@ -322,7 +322,7 @@ class GroupHit:
 
 @dataclass(slots=True)
 class ModelHealth:
-    """A model's circuit breaker, shared by every process on the database."""
+    """A model's circuit breaker, shared by every process on the database (its rules: `models/health.py`)."""
 
     model: str
     state: Literal["ok", "backoff", "paused"] = "ok"
