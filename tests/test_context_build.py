@@ -199,7 +199,7 @@ def test_blocks_come_in_a_cache_stable_order():
     )
     text = blocks.system_text()
     order = [
-        agent.CONTEXT_PREAMBLE,
+        agent.CONTEXT_PREAMBLE.format(holds=agent.CONTEXT_HOLDS["resource"]),
         agent.OTHER_CONVERSATIONS_INTRO,
         "<observations>",
         "<current-task>",
@@ -230,8 +230,17 @@ def test_recall_guidance_and_ranges_follow_the_retrieval_setting():
     assert thread_scope.preamble.endswith("Prefer recall.")
 
     without, _ = build(config(retrieval=False), groups=[group(1)])
-    assert without.preamble == agent.CONTEXT_PREAMBLE
+    assert without.preamble == agent.CONTEXT_PREAMBLE.format(holds=agent.CONTEXT_HOLDS["resource"])
     assert "_range:" not in without.observations and "## Group" not in without.observations
+
+
+def test_the_preamble_says_what_the_observations_hold():
+    """Thread scope: this conversation only; resource scope: the user's other conversations too."""
+    one, _ = build(config(scope="thread"), groups=[group(1)])
+    holds = one.preamble.split("\n\n")[0]  # (recall's guidance after it may name other conversations to search)
+    assert "memory of earlier parts of this conversation." in holds and "other conversation" not in holds
+    shared, _ = build(config(scope="resource"), groups=[group(1)])
+    assert "and of your other conversations with this user." in shared.preamble
 
 
 def test_older_groups_are_dropped_to_fit_and_the_agent_is_told():

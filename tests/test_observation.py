@@ -947,7 +947,7 @@ async def test_get_context_prepares_the_observation_block():
     assert re.search(r"Date: Jan 5, 2026 \(.*ago\)", obs), obs
     assert ctx.current_task == "plan the Lisbon day" and ctx.suggested_response == "ask about museums"
     assert [m.id for m in ctx.messages] == ["m2"]
-    assert ctx.system_text.startswith(prompts.CONTEXT_PREAMBLE)
+    assert ctx.system_text.startswith(prompts.CONTEXT_PREAMBLE.format(holds=prompts.CONTEXT_HOLDS["thread"]))
     assert prompts.CONTINUATION_HINT in ctx.system_text
     status = ctx.status.model_dump()
     assert set(status["windows"]) == {"active", "buffered"}

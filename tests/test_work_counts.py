@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 from pydantic import BaseModel
 from support.engine import Script, config
 from support.processes import clean_env
 
 from om_mcp.engine import Memory
+from om_mcp.engine.tokens import get_token_counter
 from om_mcp.store import Message
 
 # A window of about 300 messages: what a long unobserved stretch shows every turn.
@@ -204,3 +206,16 @@ def test_a_stored_message_changes_in_place_only_in_its_token_count():
     for name, assignments in updates:
         columns = {part.split("=")[0].strip() for part in assignments.split(",")}
         assert columns <= {"tokens", "part_tokens", "counted_by"}, f"{name} updates messages' {sorted(columns)}"
+
+
+# -- what the model reads ----------------------------------------------------------------------------------
+
+TOOLS_LIST_TOKENS = 1900  # o200k tokens of tools/list as the client receives it (before: 2,308)
+
+
+@pytest.mark.anyio
+async def test_the_tool_list_costs_the_model_at_most_its_budget(server):
+    async with Client(server, raise_exceptions=True) as client:
+        tools = [t.model_dump(mode="json", exclude_none=True, by_alias=True) for t in (await client.list_tools()).tools]
+    tokens = get_token_counter().count_text(json.dumps(tools, separators=(",", ":")))
+    assert tokens <= TOOLS_LIST_TOKENS, f"tools/list is {tokens} o200k tokens"

@@ -129,7 +129,7 @@ def compose(
         )
     if not groups:
         return blocks, 0
-    blocks.preamble = prompts.CONTEXT_PREAMBLE
+    blocks.preamble = prompts.CONTEXT_PREAMBLE.format(holds=prompts.CONTEXT_HOLDS[om.scope])
     if retrieval is not None:
         guidance = (
             prompts.RECALL_INSTRUCTIONS if retrieval.scope == "resource" else prompts.RECALL_INSTRUCTIONS_THREAD_SCOPE
