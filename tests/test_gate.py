@@ -286,3 +286,38 @@ async def test_no_way_to_remember_stores_or_sends_a_secret(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM om_groups WHERE text LIKE '%[redacted:%'").fetchone()[0] >= 3 * 10
     conn.close()
+
+
+@pytest.mark.slow
+def test_the_commands_store_and_send_no_secret(tmp_path):
+    """`om-mcp remember` (--thread, --resource, --user, --user --working-memory), a `<remember>` span
+    through `om-mcp ingest`, and `om-mcp observe --instruction`, as a user runs them: the file holds none
+    of the secrets, nor does any request the model (a fake one on loopback) received."""
+    from support.processes import run_om
+
+    from om_mcp.testing.fake_server import FakeLLMServer
+    from om_mcp.testing.transcripts import ClaudeTranscript
+
+    text = " and ".join(p[1] for p in ONE_LINE[:4])
+    secrets = [p[2] for p in ONE_LINE[:4]]
+    db = tmp_path / "m.db"
+    reply = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user talked about a garden\n</observations>"
+    with FakeLLMServer(lambda request: reply) as llm:
+        env = {
+            "OM_DB_PATH": str(db),
+            "OM_MODEL": json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
+            "OM_OBSERVATIONAL_MEMORY__SCOPE": "resource",
+            "OM_OBSERVATIONAL_MEMORY__USER__ENABLED": "true",
+            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
+        }
+        transcript = ClaudeTranscript(tmp_path / "s.jsonl", "s", str(tmp_path))
+        transcript.turn(f"<remember>{text}</remember>", "noted")
+        done = [run_om("ingest", str(transcript.path), "--no-worker", "--resource", "r", home=tmp_path, **env)]
+        for where in (["--thread", "s"], ["--resource", "r"], ["--user"], ["--user", "--working-memory"]):
+            done.append(run_om("remember", text, *where, home=tmp_path, **env))
+        done.append(run_om("observe", "s", "--instruction", text, home=tmp_path, **env))
+        requests = json.dumps(llm.requests)
+    assert [d.returncode for d in done] == [0] * 6, [d.stderr for d in done]
+    assert [s for s in secrets if any(s in d.stdout for d in done)] == []
+    assert llm.requests and [s for s in secrets if s in requests] == []
+    assert stored(raw_bytes(db), secrets) == []
