@@ -37,6 +37,8 @@ values through every tool, resource, prompt and status-page route the server lis
 benchmarks/attacks_tenancy.py): reads, changes and answers that differ from nobody's.
 `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
 `spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
+`random_keys` (random keys kept under each documented assignment shape) and `injection` (injection shapes
+that pass the neutralising step), benchmarks/attacks_text.py.
 `secrets`: one secret of each class (cloud, VCS, chat, payment and AI keys, private keys, JWTs,
 passwords in URLs, connection strings, env-file lines, command-line flags, an unclosed `<private>`)
 planted on every surface (messages, tool arguments and results under any key, metadata, titles,
@@ -71,6 +73,7 @@ import anyio
 import attacks_forget  # benchmarks/ is the script's folder, first on sys.path
 import attacks_spend
 import attacks_tenancy
+import attacks_text
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -1147,6 +1150,8 @@ ATTACKS: dict[str, Callable[[], object]] = {
     "forget": attacks_forget.forgotten_text_back,
     "spend": attacks_spend.spend_over_cap,
     "secrets": secrets,
+    "random_keys": attacks_text.random_keys,
+    "injection": attacks_text.injection,
 }
 
 

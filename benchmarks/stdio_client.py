@@ -47,13 +47,15 @@ class StdioServer:
         stderr: Path | None = None,
         timeout: float = 120.0,
         command: list[str] | None = None,
+        cwd: Path = REPO,
     ):
-        """`command`: another server to speak to (a bare SDK server, for a reference)."""
+        """`command`: another server to speak to (a bare SDK server, for a reference); `cwd`: where it
+        starts (`python -m om_mcp` runs the om_mcp found there first, before PYTHONPATH's)."""
         self.timeout = timeout  # for each request
         self._stderr = open(stderr, "wb") if stderr is not None else None
         self.proc = subprocess.Popen(
             command or [sys.executable, "-m", "om_mcp", "serve", "--db", str(db)],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

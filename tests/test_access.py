@@ -10,7 +10,9 @@ in test_tenant_matrix.py.
 
 from __future__ import annotations
 
+import json
 import re
+from collections import defaultdict
 
 import pytest
 from support.backends import location
@@ -122,8 +124,57 @@ async def test_what_spans_every_resource_is_the_owners_alone():
         with pytest.raises(InputError):
             await call
     assert mem.with_access(EVERY_RESOURCE) is mem and mem.with_access(Access.to(["bob"])) is bob
+    with pytest.raises(PermissionError):  # a view never widens itself
+        bob.with_access(EVERY_RESOURCE)
     nothing = mem.with_access(NO_RESOURCE)
     assert await answer(nothing.get_context("new")) == (
         "InputError(resource_id): resource 'default' is not allowed for this token (it may use: nothing)"
     )
     await mem.close()
+
+
+async def test_a_tenants_client_is_never_asked_to_observe_anyones_conversation(make_config):
+    """The `sampling` model runs a cycle's prompt on a connected client that offers sampling: any
+    record's, any tenant's. Only a caller that reaches every resource lends its client; before, bob's
+    client was shown alice's conversation when her thread was observed."""
+    from contextlib import asynccontextmanager
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import CreateMessageResult, TextContent
+    from support.mcp import ok
+    from test_http_security import ADMIN, ALICE, BOB, bearer, serving
+
+    seen: dict[str, list[str]] = defaultdict(list)
+
+    def sampler(who: str):
+        async def answer(context, params):
+            seen[who].append(" ".join(getattr(m.content, "text", "") for m in params.messages))
+            text = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) heard it\n</observations>"
+            return CreateMessageResult(role="assistant", model="host", content=TextContent(type="text", text=text))
+
+        return answer
+
+    @asynccontextmanager
+    async def legacy(url: str, token: str, who: str):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+            async with Client(
+                streamable_http_client(url, http_client=http), mode="legacy", sampling_callback=sampler(who)
+            ) as client:
+                yield client
+
+    def sampling(**options):
+        return make_config(observational_memory={"enabled": True, "model": "sampling"}, **options)
+
+    async with serving(sampling, **bearer()) as url:
+        async with legacy(url, BOB, "bob") as bob, legacy(url, ALICE, "alice") as alice:
+            await ok(bob, "append_messages", thread_id="tb", user="bob's own words")
+            await ok(alice, "append_messages", thread_id="ta", user="alice's launch code is quokka-19")
+            refused = await ok(alice, "observe", thread_id="ta")
+            assert not refused["ran"] and "no connected client offers sampling" in json.dumps(refused), refused
+            assert seen["bob"] == [] and seen["alice"] == []
+            async with legacy(url, ADMIN, "admin") as admin:
+                await ok(admin, "get_context", thread_id="ta")  # the owner's client may be asked
+                assert (await ok(alice, "observe", thread_id="ta"))["ran"]
+            assert any("quokka-19" in text for text in seen["admin"]) and seen["bob"] == []

@@ -114,7 +114,8 @@ def test_status_threads_show_and_search_read_the_memory(filled):
     assert "observation log, generation" in text and "working memory (resource alice)" in text
 
     found = data(om("search", "Sintra Pena", "--json", db=db, config=config))
-    assert found and all(r["thread_id"].startswith("t-") for r in found)
+    assert found and all(r["thread_id"].startswith("t-") for r in found if r["source"] == "message")
+    assert {r["source"] for r in found} == {"message", "observation"}  # both kinds in the default view
     assert data(om("search", "deploy", "--resource", "team-infra", "--json", db=db, config=config)) is not None
 
 

@@ -11,6 +11,7 @@ open connection (what a filesystem gone read-only does to it).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,22 @@ async def test_a_file_that_turns_read_only_under_the_server_gets_a_clear_error(t
             await ok(client, "append_messages", thread_id="t", user="after")  # the cause gone, it works again
             context = await ok(client, "get_context", thread_id="t")
             assert [m["content"] for m in context["messages"]] == ["hello", "after"]
+
+
+@pytest.mark.slow
+async def test_opening_the_file_a_second_time_in_one_process_keeps_the_first_connection_s_locks(tmp_path: Path):
+    """POSIX locks belong to the process: a second open's header read used to close a descriptor of the
+    file and so drop the first connection's WAL lock, and the next process to close its connection took
+    itself for the last one and deleted the -wal under the server."""
+    path = str(tmp_path / "om.db")
+    config = Config.model_validate({"db_path": path})
+    first = await Memory.open(config)
+    try:
+        await first.append_messages("t", [{"role": "user", "content": "kept in the WAL"}])
+        await (await Memory.open(config)).close()
+        reader = f"import sqlite3; c = sqlite3.connect({path!r}); c.execute('select count(*) from messages'); c.close()"
+        await anyio.run_process([sys.executable, "-c", reader], check=True)
+        assert Path(f"{path}-wal").exists(), "another process deleted the WAL of a database this one holds open"
+        assert "kept in the WAL" in str(await first.get_context("t"))
+    finally:
+        await first.close()

@@ -88,3 +88,16 @@ def test_hook_input_is_read_only_up_to_a_bound(tmp_path):
     done = box.hook(event, "--no-worker")
     assert done.returncode == 0 and done.stdout == b""
     assert "more than 16,777,216 bytes on stdin" in box.log_lines()[-1]
+
+
+def test_a_run_reads_its_bound_then_the_line_that_straddles_it(tmp_path):
+    """`om-mcp ingest` reads a long file a small piece at a time: a run stops at its bound unless a line
+    is open there, which it reads to its end (and no further), so the next run starts on a line."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(b"%03d" % n + b"x" * 97 + b"\n" for n in range(10)))  # 101 bytes a line
+    got = reader.read_lines(path, max_run=150)
+    assert [line[:3] for _, line in got.lines] == [b"000", b"001"] and (got.end, got.more) == (202, True)
+    rest = reader.read_lines(path, got.end, max_run=150)
+    assert [line[:3] for _, line in rest.lines] == [b"002", b"003"] and rest.end == 404
+    whole = reader.read_lines(path, max_run=101)  # a bound on a line's end: nothing left open
+    assert len(whole.lines) == 1 and whole.end == 101

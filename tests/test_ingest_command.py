@@ -127,8 +127,8 @@ def test_what_cannot_be_read_is_said_in_one_line(tmp_path: Path, env) -> None:
     odd.write_text('{"hello": "world"}\n')
     done = ingest(env, str(odd))
     assert done.returncode == 1 and done.stderr.strip().endswith(
-        "format not recognised: give --format claude-code|gemini-cli|openai-messages"
-    )
+        "format not recognised: give --format claude-code|gemini-cli|copilot-cli|openai-messages"
+    )  # each host whose adapter reads a transcript file, and the OpenAI-style messages
     missing = ingest(env, str(tmp_path / "nope.jsonl"), "--format", "claude-code")
     assert missing.returncode == 1 and "no such file" in missing.stderr
 

@@ -517,13 +517,34 @@ async def test_an_empty_or_degenerate_reflection_is_never_committed(reply):
     before = await mem.observations("t")
     outcome = await mem.reflect("t")
     assert not outcome.ran and outcome.error
-    # An unusable answer fails the call (the breaker counts it); more compression would not help.
-    assert len(script.reflector_calls) == 1
+    # Each unusable answer is a failed attempt at its level (the seed's ladder): levels 0 to 3 asked, then
+    # the call fails (the breaker counts it) and nothing is committed.
+    assert len(script.reflector_calls) == 4
     after = await mem.observations("t")
     assert after["generation"] == 0 and after["text"] == before["text"]
     assert len((await mem.observations("t", history=True))["generations"]) == 1
-    failed = [e for e in await events(mem, type_="data-om-observation-failed") if not e.get("retrying")]
-    assert len(failed) == 1 and failed[0]["operation_type"] == "reflection"
+    reflection = [
+        e for e in await events(mem, type_="data-om-observation-failed") if e["operation_type"] == "reflection"
+    ]
+    assert [bool(e.get("retrying")) for e in reflection] == [True, True, True, False]
+    assert [e["error"].split(":")[0] for e in reflection[:3]] == [f"compression level {n}" for n in range(3)]
+    await mem.close()
+
+
+async def test_a_looping_reflection_is_asked_again_at_the_next_level_and_every_attempt_is_metered():
+    answers = iter(
+        [DEGENERATE, "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) condensed at the next level\n</observations>"]
+    )
+    script = Script(observer=wordy_observer, reflector=lambda messages: next(answers))
+    mem = await open_memory(script, reflection__observation_tokens=60)
+    await mem.append_messages("t", [msg(0), msg(1)])
+    await mem.observe("t")
+    outcome = await mem.reflect("t")
+    assert outcome.ran and outcome.events[0]["compression_level"] == 1 and outcome.events[0]["attempts"] == 2
+    assert "condensed at the next level" in (await mem.observations("t"))["text"]
+    spend = await mem.store.spend_since("2000-01-01")
+    made = len(script.observer_calls) + len(script.reflector_calls)
+    assert made == 3 and sum(day.calls for day in spend) == made  # the retry is counted like any call
     await mem.close()
 
 
@@ -926,7 +947,7 @@ async def test_get_context_prepares_the_observation_block():
     assert re.search(r"Date: Jan 5, 2026 \(.*ago\)", obs), obs
     assert ctx.current_task == "plan the Lisbon day" and ctx.suggested_response == "ask about museums"
     assert [m.id for m in ctx.messages] == ["m2"]
-    assert ctx.system_text.startswith(prompts.CONTEXT_PREAMBLE)
+    assert ctx.system_text.startswith(prompts.CONTEXT_PREAMBLE.format(holds=prompts.CONTEXT_HOLDS["thread"]))
     assert prompts.CONTINUATION_HINT in ctx.system_text
     status = ctx.status.model_dump()
     assert set(status["windows"]) == {"active", "buffered"}

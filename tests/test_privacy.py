@@ -27,6 +27,8 @@ from om_mcp.config import ConfigError, load_config
 from om_mcp.engine import Memory
 from om_mcp.privacy import RULES, Redactor, redactor_for, scrub
 from om_mcp.server import build_server
+from om_mcp.store import EVERY_RESOURCE
+from om_mcp.testing.random_keys import assignment_shapes, random_keys
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 AWS = "AKIA" + "QWERTYUIOPASDFGH"
@@ -277,35 +279,12 @@ def test_no_random_token_passes_for_a_placeholder(rule, prefix, alphabet, length
 
 
 def documented_assignment_shapes() -> tuple[list[str], list[str]]:
-    """The assignment shapes docs/privacy.md lists (its text block after **Assignments.**, `...` where the
-    value goes) and its structured examples (JSON in backticks): read from the page, so a shape added
-    there is held here the day it is documented."""
-    page = (Path(__file__).parent.parent / "docs" / "privacy.md").read_text(encoding="utf-8")
-    section = page.split("**Assignments.**", 1)[1]
-    block = section.split("```text\n", 1)[1].split("```", 1)[0]
-    shapes = [item for line in block.splitlines() for item in re.split(r" {2,}", line.strip()) if "..." in item]
-    after = section.split("```", 2)[2].lstrip().split("\n\n", 1)[0]
-    structured = [span for span in re.findall(r"`([\[{][^`]*\.\.\.[^`]*)`", after) if "Basic" not in span]
-    return shapes, structured
-
-
-RANDOM_ALPHABETS = {
-    "base62": string.ascii_letters + string.digits,
-    "base64url": string.ascii_letters + string.digits + "-_",
-    "hex": string.digits + "abcdef",
-}
+    return assignment_shapes((Path(__file__).parent.parent / "docs" / "privacy.md").read_text(encoding="utf-8"))
 
 
 def random_values(seed: str) -> list[str]:
     """Random keys of 12 to 32 characters: four base62 values of each length, one base64url and one hex."""
-    rng = random.Random(seed)
-    per_alphabet = {"base62": 4, "base64url": 1, "hex": 1}
-    return [
-        "".join(rng.choice(RANDOM_ALPHABETS[name]) for _ in range(length))
-        for length in range(12, 33)
-        for name, count in per_alphabet.items()
-        for _ in range(count)
-    ]
+    return random_keys(seed, {"base62": 4, "base64url": 1, "hex": 1})
 
 
 def test_no_random_key_is_kept_under_any_documented_assignment_shape():
@@ -632,7 +611,7 @@ async def test_mcp_appends_store_no_secret_and_count_each_rule(tmp_path: Path):
             {"aws-access-key": 1, "private": 1},
             {"github-token": 1, "secret-assignment": 1},
         ]
-        assert await memory.store.redaction_counts() == {
+        assert await memory.store.redaction_counts(EVERY_RESOURCE) == {
             "aws-access-key": 1,
             "github-token": 1,
             "private": 1,

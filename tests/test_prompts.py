@@ -21,6 +21,7 @@ from om_mcp.engine.observation.reflector import Reflector
 from om_mcp.engine.prompts import agent, observer, reflector
 from om_mcp.engine.tokens import get_token_counter
 from om_mcp.models import ModelRouter, UnusableAnswer
+from om_mcp.neutral import fence
 from om_mcp.store.rows import Message
 from om_mcp.testing import ScriptedModel
 
@@ -93,10 +94,10 @@ def test_extractors_section():
 
 
 def test_fence_defuses_its_own_closing_tag():
-    fenced = observer.fence("conversation", "\nhi </conversation> there </ CONVERSATION >\n")
+    fenced = fence("conversation", "\nhi </conversation> there </ CONVERSATION >\n")
     assert fenced == "<conversation>\nhi ‹/conversation> there ‹/CONVERSATION >\n</conversation>"
-    # Other tags are left as written.
-    assert "</observations>" in observer.fence("conversation", "a </observations> b")
+    # Other tags are left as written: the fence's parts were neutralised on their way in.
+    assert "</observations>" in fence("conversation", "a </observations> b")
 
 
 def test_extracted_block():
@@ -470,19 +471,38 @@ async def test_reflector_ladder_is_bounded_and_keeps_the_last_usable_result():
     assert result.level == 3 and result.output_tokens >= 5
 
 
+LOOP = "<observations>\n" + "* 🟡 (10:00) the same line again and again\n" * 200 + "</observations>"
+UNUSABLE = ("<observations>\n</observations>", LOOP, "no log here", "  ")
+
+
 @pytest.mark.anyio
-async def test_reflector_never_accepts_empty_or_degenerate_output():
-    loop = "<observations>\n" + "* 🟡 (10:00) the same line again and again\n" * 200 + "</observations>"
+@pytest.mark.parametrize("reply", UNUSABLE)
+async def test_an_empty_or_looping_reflector_answer_moves_to_the_next_level(reply):
+    """The seed's ladder: an empty or degenerate answer is a failed attempt, and the next
+    compression level is asked at once; the first usable answer below the target is the result."""
     reasons = []
 
     async def on_failed(level, reason):
-        reasons.append(reason)
+        reasons.append((level, reason))
 
-    for reply in ("<observations>\n</observations>", loop, "no log here", "  "):
-        agent_, model = reflector_for([reply, "<observations>\n* fine\n</observations>"])
-        with pytest.raises(UnusableAnswer):
-            await agent_.reflect("* old log", target_tokens=1000, start_level=1, on_attempt_failed=on_failed)
-        assert len(model.calls) == 1 and reasons == []  # a failed call, not a level to climb
+    agent_, model = reflector_for([reply, "<observations>\n* fine\n</observations>"])
+    result = await agent_.reflect("* old log", target_tokens=1000, start_level=1, on_attempt_failed=on_failed)
+    assert levels_asked(model) == [1, 2] and result.level == 2 and result.attempts == 2
+    assert result.parsed.observations.strip() == "* fine"
+    assert [level for level, _ in reasons] == [1] and "it answered" in reasons[0][1]
+
+
+@pytest.mark.anyio
+async def test_a_reflector_that_never_answers_usably_fails_after_its_last_level():
+    reasons = []
+
+    async def on_failed(level, reason):
+        reasons.append(level)
+
+    agent_, model = reflector_for([LOOP] * 10)
+    with pytest.raises(UnusableAnswer):
+        await agent_.reflect("* old log", target_tokens=1000, start_level=1, on_attempt_failed=on_failed)
+    assert levels_asked(model) == [1, 2, 3, 4] and reasons == [1, 2, 3]  # the last one is the call's failure
     with pytest.raises(CycleFailed, match="nothing to reflect"):
         await agent_.reflect("  \n", target_tokens=1000)
 

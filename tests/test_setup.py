@@ -94,7 +94,18 @@ EXISTING: dict[str, dict[str, object]] = {
             "hooks": {"BeforeTool": [{"matcher": "run_shell_command", "hooks": [USER_HOOK]}]},
         }
     },
+    "copilot-cli": {
+        ".copilot/mcp-config.json": {"mcpServers": {"docs": {"type": "local", "command": "docs-mcp", "tools": ["*"]}}},
+        ".copilot/settings.json": {"banner": "never", "hooks": {"PreToolUse": [USER_HOOK]}},
+    },
 }
+
+
+def test_every_host_is_set_up_over_files_already_there() -> None:
+    """The merge test below covers each host setup knows, read from its registry."""
+    from om_mcp.hosts.setup import HOSTS
+
+    assert set(EXISTING) == set(HOSTS)
 
 
 def parsed(path: Path) -> object:

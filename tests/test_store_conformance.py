@@ -876,7 +876,9 @@ async def test_tombstones_refuse_what_was_forgotten_on_every_way_in():
         assert elsewhere.forgotten == 0 and len(elsewhere.appended) == 1
         assert (await store.append_messages("t4", "r", "thread:t4", [said])).forgotten == 1
         assert await store.get_thread("t4") is None  # nothing to create a thread for
-        summary = await store.forgotten_summary("r")
+        summary = await store.forgotten_summary(Access.to(["r"]))  # the kinds are the whole database's
+        assert (summary["tombstones"], summary["refused"]) == ({}, 3)
+        summary = await store.forgotten_summary(EVERY_RESOURCE)
         assert (summary["tombstones"], summary["refused"]) == ({"content": 1, "message": 1}, 3)
         # a deleted thread: its ids are refused, its export is not imported back
         await filled(store, "gone", count=2)
@@ -890,7 +892,11 @@ async def test_tombstones_refuse_what_was_forgotten_on_every_way_in():
         result = await store.import_records(items)
         assert result.skipped["forgotten thread"] == 1 and result.skipped["forgotten message"] == 1
         assert await store.get_thread("gone") is None
-        assert (await store.forgotten_summary())["tombstones"] == {"content": 1, "message": 3, "thread": 1}
+        assert (await store.forgotten_summary(EVERY_RESOURCE))["tombstones"] == {
+            "content": 1,
+            "message": 3,
+            "thread": 1,
+        }
         assert await store.erase_pending() is None and await store.finish_erase()
 
 
@@ -927,7 +933,7 @@ async def test_an_export_imports_back_whole_and_only_once():
             extracted={"k": "v"},
             observed_at=T0,
         )
-        records = await source.export(list)
+        records = await source.export(list, EVERY_RESOURCE)
         assert [r["type"] for r in records] == [
             "resource",
             "thread",
@@ -938,7 +944,7 @@ async def test_an_export_imports_back_whole_and_only_once():
             "observation_group",
         ]
         assert records[5]["observed_through"] == {"t": "t-1"} and records[5]["hints"]["t"]["current_task"] == "go on"
-        assert await source.export(list, "nobody") == []
+        assert await source.export(list, Access.to(["nobody"])) == []
 
     async with opened() as target:
         items = []
@@ -983,7 +989,7 @@ async def test_an_export_streams_to_a_writer_in_one_snapshot():
                 count += 1
             return count
 
-        assert await store.export(write) == 203  # resource, thread, 200 messages, observation record
+        assert await store.export(write, EVERY_RESOURCE) == 203  # resource, thread, 200 messages, observation record
         assert out.getvalue().count('"type": "message"') == 200
 
 

@@ -30,7 +30,9 @@ async def test_bob_learns_and_changes_nothing_of_alices_through_any_surface(tmp_
     names = {s.name for s in surfaces}
     assert {"delete_thread", "recall", "GET /api/threads/{thread_id:path}/messages"} <= names
     varied = {k for k, n in tally.by_kind.items() if n}
-    assert {"thread", "resource", "message", "line", "cursor", "phrase", "as_of", "generation"} <= varied, varied
+    assert {"thread", "resource", "message", "line", "cursor", "phrase", "as_of", "generation", "grant"} <= varied, (
+        varied
+    )
     found = [*tally.reads, *tally.changes, *tally.differences]
     assert not found, "\n".join(tenancy.lines(found))
 

@@ -69,8 +69,11 @@ async def gather(memory: Any, threads: int) -> dict[str, Any]:
             "observation_enabled": om.enabled,
         },
         "spend": (await memory.observation.budget.state()).as_dict(),
-        "redactions": await store.redaction_counts(),
-        "forgotten": {**await store.forgotten_summary(), "erase_pending_since": await store.erase_pending()},
+        "redactions": await store.redaction_counts(memory.access),
+        "forgotten": {
+            **await store.forgotten_summary(memory.access),
+            "erase_pending_since": await store.erase_pending(),
+        },
         "threads": await store.thread_states(om.scope, access=memory.access, limit=threads),
     }
 

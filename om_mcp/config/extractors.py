@@ -8,32 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from om_mcp.neutral import SECTION_TAGS
+
 # Tags the Observer writes on its own; an extractor may not take their names.
 BUILTIN_TAGS = ("current-task", "suggested-response", "thread-title")
-RESERVED_TAGS = frozenset(
-    {
-        "observations",
-        "thread",
-        "conversation",
-        "previous-observations",
-        "memory-log",
-        "edits",
-        "user-memory",
-        "archive",
-        "observer-rules",
-        "observation-group",
-        "working-memory",
-        "working_memory",
-        "system-reminder",
-        "extracted-values",
-        "template",
-        "other-conversations",
-        "other-conversation",
-        "current-task",
-        "suggested-response",
-        "schema",
-    }
-)
+# Our blocks' tags (an extractor's value is written in a block of its own slug), and a few more names we use.
+RESERVED_TAGS = frozenset(SECTION_TAGS) | {"observation-group", "extracted-values", "template"}
 
 
 class Extractor(BaseModel):

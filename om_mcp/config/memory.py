@@ -124,6 +124,10 @@ class RetrievalConfig(_Section):
         return self
 
 
+# `retrieval = true`: the defaults, built once (every context reads them), never changed in place.
+_DEFAULT_RETRIEVAL = RetrievalConfig()
+
+
 class OtherThreadsConfig(_Section):
     """Resource scope: what `get_context` shows of the other threads' unobserved messages."""
 
@@ -241,7 +245,7 @@ class ObservationalMemoryConfig(_Section):
     def retrieval_config(self) -> RetrievalConfig | None:
         if self.retrieval is False:
             return None
-        return RetrievalConfig() if self.retrieval is True else self.retrieval
+        return _DEFAULT_RETRIEVAL if self.retrieval is True else self.retrieval
 
     def limits(self) -> Limits:
         """The token numbers from the ratios and multipliers above."""

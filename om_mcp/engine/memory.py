@@ -29,7 +29,7 @@ import anyio
 from om_mcp.config import Config, Limits
 from om_mcp.engine import append, intake, remember
 from om_mcp.engine.budget import Clock
-from om_mcp.engine.context.assemble import assemble, context_budget, parse_as_of
+from om_mcp.engine.context.assemble import SeenMessages, assemble, context_budget, parse_as_of
 from om_mcp.engine.context.build import generation_diff, log_view, observation_log
 from om_mcp.engine.control import Control
 from om_mcp.engine.drain import Drainer
@@ -78,6 +78,8 @@ from om_mcp.store import (
 )
 
 POLL_SECONDS = 5.0
+MAX_VIEWS = 1024  # views kept by access (`with_access`), each a few small objects
+THREADS_KNOWN = 4096  # threads whose resource a process keeps (`Memory._known`)
 
 
 class Memory:
@@ -112,6 +114,8 @@ class Memory:
         # what remote clients were granted (OAuth), and the secrets of its flow
         self.grants = Grants(store, config)
         self._counted_by: int | None = None
+        self._seen = SeenMessages()  # each thread's last context window, reused by the next
+        self._homes: dict[str, str] = {}  # thread -> its resource, for the threads seen (`_known`)
         self.database: str | Path | None = None  # what `open` opened (a URL keeps its password: never shown)
         # Whoever opens the database holds all of it; `with_access` narrows a view to a caller's.
         self.access: Access = EVERY_RESOURCE
@@ -119,12 +123,17 @@ class Memory:
 
     def with_access(self, access: Access) -> Memory:
         """This memory as a caller with `access` sees it: the same engine, store and worker, every
-        operation (and `control`, `overview`) within the resources `access` grants. One view per
-        access, kept: a request pays a dictionary lookup."""
+        operation (and `control`, `overview`) within the resources `access` grants. A view narrows
+        only: one that reaches every resource is the owner's, and the owner alone makes others. One
+        view per access, kept: a request pays a dictionary lookup."""
         if access == self.access:
             return self
+        if not self.access.every_resource:
+            raise PermissionError(f"a memory narrowed to {self.access.describe()} makes no other view of it")
         view = self._views.get(access)
         if view is None:
+            if len(self._views) >= MAX_VIEWS:  # many identities (an identity provider's users): start over
+                self._views.clear()
             view = copy.copy(self)
             view.access = access
             view.control = self.control.with_access(access)
@@ -222,6 +231,23 @@ class Memory:
             self.store, self.config.default_resource_id, thread_id, resource_id, self.access, creates=creates
         )
 
+    async def _known(self, thread_id: str, resource_id: str | None, *, creates: bool = False) -> tuple[str, bool]:
+        """`_resolve` for the hot paths (a store, a context, a search): the resource, and whether the
+        thread is stored. A thread seen before is taken as it was, with no trip to the database (a thread
+        keeps its resource for life): the store's append refuses a thread of another resource all the
+        same (one deleted and made again elsewhere meanwhile), and a context read finds nothing of a
+        deleted one."""
+        home = self._homes.get(thread_id)
+        if home is not None and resource_id in (None, home) and self.access.allows(home):
+            return home, True
+        resource_id, thread = await self._resolve(thread_id, resource_id, creates=creates)
+        if thread is not None:
+            self._homes.pop(thread_id, None)
+            if len(self._homes) >= THREADS_KNOWN:
+                del self._homes[next(iter(self._homes))]
+            self._homes[thread_id] = thread.resource_id
+        return resource_id, thread is not None
+
     async def _existing(self, thread_id: str, resource_id: str | None) -> tuple[str, Thread]:
         resource_id, thread = await self._resolve(thread_id, resource_id)
         if thread is None:
@@ -255,7 +281,8 @@ class Memory:
         """Store a batch, all or nothing (`engine/append.py`, the pipeline every way in takes);
         re-sent messages (same id, or the same content when sent without ids) are skipped and
         counted. Never waits for a model."""
-        resource_id, _ = await self._resolve(thread_id, resource_id, creates=True)
+        asked, seen = resource_id, self._homes.get(thread_id)
+        resource_id, _ = await self._known(thread_id, resource_id, creates=True)
         if resource_id == USER_RESOURCE:
             raise InputError(
                 f"resource {USER_RESOURCE!r} is the person layer: remember lines there with om-mcp remember --user",
@@ -273,7 +300,16 @@ class Memory:
             working_memory=self.working_memory.seed(metadata.get("working_memory")),
             count=self.counter.count_text,
         )
-        done = await translated(self.store.transaction(append.record, batch))
+        try:
+            done = await translated(self.store.transaction(append.record, batch))
+        except InputError as error:
+            if seen is None or error.field != "resource_id":
+                raise
+            # The thread was deleted and made again under another resource since this process saw it.
+            self._homes.pop(thread_id, None)
+            return await self.append_messages(thread_id, messages, asked, thread_metadata, with_status=with_status)
+        if done.state is not None:
+            self._homes.setdefault(thread_id, resource_id)
         await self.observation.events.emit(done.events, persisted=True)
         if done.appended and done.state is not None:
             await self.observation.after_append(
@@ -311,7 +347,7 @@ class Memory:
     # -- status and context ----------------------------------------------------------------------
 
     async def status(self, thread_id: str, resource_id: str | None = None) -> Status:
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._known(thread_id, resource_id)
         return await self.observation.status(thread_id, resource_id)
 
     def model_state(self) -> tuple[bool, str | None]:
@@ -350,18 +386,19 @@ class Memory:
         budget = context_budget(self.config, max_tokens)
         at = parse_as_of(as_of) if as_of is not None else None
         await self.counter.ready()
-        resource_id, thread = await self._resolve(thread_id, resource_id)
+        resource_id, exists = await self._known(thread_id, resource_id)
         return await assemble(
             self.observation,
             self.working_memory,
             thread_id,
             resource_id,
-            exists=thread is not None,
+            exists=exists,
             budget=budget,
             actor_model=actor_model,
             with_status=with_status and at is None,
             as_of=at,
             access=self.access,
+            seen=self._seen,
         )
 
     # -- remember exactly this ----------------------------------------------------------------
@@ -526,21 +563,21 @@ class Memory:
 
     async def recall(self, query: RecallQuery) -> RecallOut:
         """Browse raw messages, list threads, or search (see the recall tool's description)."""
-        resource_id, _ = await self._resolve(query.thread_id, query.resource_id)
+        resource_id, _ = await self._known(query.thread_id, query.resource_id)
         return await recall(self.store, self.retrieval, self.config, self.counter.count_text, query, resource_id)
 
     async def search(
         self, thread_id: str, text: str, resource_id: str | None = None, limit: int = 20, scope: str = "resource"
     ):
         """Search results as data (recall's search mode renders them as text)."""
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._known(thread_id, resource_id)
         in_thread = scope == "thread" or thread_only(self.config)
         return await self.retrieval.search(resource_id, text, thread_id=thread_id if in_thread else None, limit=limit)
 
     # -- working memory ---------------------------------------------------------------------------------
 
     async def get_working_memory(self, thread_id: str, resource_id: str | None = None) -> WorkingMemoryOut:
-        resource_id, _ = await self._resolve(thread_id, resource_id)
+        resource_id, _ = await self._known(thread_id, resource_id)
         return await self.working_memory.get(thread_id, resource_id)
 
     async def update_working_memory(
@@ -590,6 +627,8 @@ class Memory:
 
     async def delete_thread(self, thread_id: str) -> DeleteOut:
         await self._existing(thread_id, None)
+        self._seen.forget(thread_id)
+        self._homes.pop(thread_id, None)
         count = await translated(self.store.delete_thread(thread_id))
         pending = await self.store.erase_pending() is not None
         return DeleteOut(thread_id=thread_id, deleted_messages=count, erase_pending=pending)
@@ -597,6 +636,7 @@ class Memory:
     async def forget_resource(self, resource_id: str) -> tuple[int, int]:
         """Delete a resource with all its threads and memory; returns (threads, messages)."""
         self.check_resource(resource_id)
+        self._homes.clear()
         return await translated(self.store.delete_resource(resource_id))
 
     async def messages(self, thread_id: str, limit: int = 20) -> list[MessageOut]:

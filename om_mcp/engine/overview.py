@@ -135,7 +135,7 @@ class MemoryOverview:
         return await self._budget.state()
 
     async def redactions(self, resource_id: str) -> dict[str, int]:
-        return await self._store.redaction_counts(resource_id) if self.access.allows(resource_id) else {}
+        return await self._store.redaction_counts(Access.to([resource_id])) if self.access.allows(resource_id) else {}
 
     async def events(self, thread_id: str, after_id: int, limit: int) -> list[Event]:
         if not await self._thread_within(thread_id):

@@ -3,7 +3,7 @@ so field descriptions here are what a client sees in the output schema."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -129,6 +129,21 @@ class AppendOutcome(BaseModel):
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class _AsShown:
+    """A context's messages: the store's rows as they are (the engine made them: nothing to validate, no
+    copy per call), dumped as a client is shown them (no seq, which a moved memory renumbers, no count)."""
+
+    @staticmethod
+    def __get_pydantic_core_schema__(source: Any, handler: Any) -> Any:
+        schema = handler(list[Any])
+        schema["serialization"] = {"type": "function-plain", "function": _shown}  # pydantic-core's plain serializer
+        return schema
+
+
+def _shown(rows: list[Message]) -> list[dict[str, Any]]:
+    return [message_out(m).model_dump() for m in rows]
+
+
 class ContextOut(BaseModel):
     thread_id: str
     resource_id: str
@@ -137,7 +152,8 @@ class ContextOut(BaseModel):
     current_task: str | None = None
     suggested_response: str | None = None
     working_memory: str | dict | None = None
-    messages: list[MessageOut] = Field(description="the unobserved messages that fit, oldest first")
+    # The store's rows as read (not copied into a model each call: a long window is shown every turn).
+    messages: Annotated[list[Message], _AsShown()] = Field(description="the unobserved messages that fit, oldest first")
     omitted_messages: int = Field(0, description="older unobserved messages left out to fit max_tokens")
     truncated: bool = False
     status: Status | None = None

@@ -28,7 +28,7 @@ from om_mcp import __version__
 from om_mcp.engine import append, intake
 from om_mcp.importers.jsonl_format import ExportFormatError, read_records, write_records
 from om_mcp.importers.thread import ImportedThread, Refused, fit
-from om_mcp.store import AppendResult, ImportResult, Transaction
+from om_mcp.store import Access, AppendResult, ImportResult, Transaction
 from om_mcp.store.copy import copy_memory
 
 BATCH = 500  # messages per append (under max_batch_messages) and per prepared import batch
@@ -54,7 +54,7 @@ async def export_memory(
     def consume(records: Iterator[dict[str, Any]]) -> dict[str, int]:
         return write_records(_counting(records, advance), out, source=source)
 
-    return await memory.store.export(consume, resource_id)
+    return await memory.store.export(consume, memory.access if resource_id is None else Access.to([resource_id]))
 
 
 def _counting(records: Iterator[dict[str, Any]], advance: Advance | None) -> Iterator[dict[str, Any]]:

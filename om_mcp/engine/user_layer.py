@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation import lines
+from om_mcp.neutral import fence, neutralise
 from om_mcp.store import Group
 
 USER_RESOURCE = "~user"
@@ -31,8 +31,7 @@ def block(groups: Sequence[Group], working_memory: str | None, budget: int, coun
     ]
     if (not said and not working_memory) or budget <= 0:
         return ""
-    frame = ["<user-memory>", INTRO, "</user-memory>"]
-    used = count("\n".join(frame))
+    used = count(fence("user-memory", INTRO))
     kept: list[str] = []
     for words in reversed(said):  # the newest first, shown oldest first
         entry = f"- {neutralise(words)}"
@@ -50,4 +49,4 @@ def block(groups: Sequence[Group], working_memory: str | None, budget: int, coun
         used += cost
     if not kept and not memory:
         return ""
-    return "\n".join([frame[0], frame[1], *kept, *memory, frame[2]])
+    return fence("user-memory", "\n".join([INTRO, *kept, *memory]))

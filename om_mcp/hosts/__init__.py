@@ -25,6 +25,7 @@ ADAPTERS = {
     "codex": "om_mcp.hosts.codex",
     "cursor": "om_mcp.hosts.cursor",
     "vscode": "om_mcp.hosts.vscode",
+    "copilot-cli": "om_mcp.hosts.copilot_cli",
 }
 
 

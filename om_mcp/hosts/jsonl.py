@@ -28,6 +28,7 @@ class JsonlState:
     extra: dict[str, Any] = field(default_factory=dict)  # what an adapter carries across reads
     rescans: int = 0
     skipping: bool = False  # the last read stopped inside a line too long to keep
+    more: bool = False  # the last read stopped at its bound: more is waiting for the next one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,9 +40,11 @@ class JsonlState:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-def read_lines(path: str | os.PathLike[str], state: JsonlState) -> tuple[list[tuple[int, dict[str, Any]]], JsonlState]:
-    """(line number, object) for each complete JSON-object line after `state`, and the new state.
-    A missing file gives nothing and the same state."""
+def read_lines(
+    path: str | os.PathLike[str], state: JsonlState, max_bytes: int = reader.MAX_RUN_BYTES
+) -> tuple[list[tuple[int, dict[str, Any]]], JsonlState]:
+    """(line number, object) for each complete JSON-object line after `state`, and the new state
+    (`more`: the read stopped at `max_bytes`). A missing file gives nothing and the same state."""
     try:
         fd = reader.open_regular(path)
     except (FileNotFoundError, PermissionError):
@@ -51,7 +54,7 @@ def read_lines(path: str | os.PathLike[str], state: JsonlState) -> tuple[list[tu
         head = reader.head_hash(fd)
         if state.offset and (state.offset > size or (state.head_hash is not None and head != state.head_hash)):
             state = JsonlState(rescans=state.rescans + 1)
-        got = reader.scan(fd, state.offset, state.skipping)
+        got = reader.scan(fd, state.offset, state.skipping, max_run=max_bytes)
     finally:
         os.close(fd)
     found: list[tuple[int, dict[str, Any]]] = []
@@ -67,4 +70,7 @@ def read_lines(path: str | os.PathLike[str], state: JsonlState) -> tuple[list[tu
             continue
         if isinstance(value, dict):
             found.append((number, value))
-    return found, JsonlState(got.end, number, head if got.end else None, dict(state.extra), state.rescans, got.skipping)
+    end = got.end
+    return found, JsonlState(
+        end, number, head if end else None, dict(state.extra), state.rescans, got.skipping, got.more
+    )

@@ -7,8 +7,9 @@ writes to. Here:
 * only a regular file is read (it is opened without blocking, then checked), anything
   else is `NotReadable`;
 * a line longer than `max_line` bytes is skipped (never held: its bytes stream past and
-  are counted in `skipped`); one run reads at most `max_run` bytes, and `Lines.more`
-  says that more is waiting; `Lines.end` (plus `Lines.skipping`, when the run stopped
+  are counted in `skipped`); one run reads `max_run` bytes, and then the line that straddles
+  that bound to its end (so a run always gets past a line, and reads at most `max_run +
+  max_line`), and `Lines.more` says that more is waiting; `Lines.end` (plus `Lines.skipping`, when the run stopped
   inside a long line) is where the next run resumes;
 * a last line without its newline is being written: it is left for the next run,
   unless it is already too long to keep.
@@ -107,7 +108,7 @@ def scan(
     fd: int, offset: int, skipping: bool = False, *, max_line: int = MAX_LINE_BYTES, max_run: int = MAX_RUN_BYTES
 ) -> Lines:
     """`read_lines` on an open descriptor."""
-    return _scan(fd, offset, skipping, max_line, max(max_run, max_line + 1))  # a run always gets past a line
+    return _scan(fd, offset, skipping, max_line, max_run)
 
 
 def _scan(fd: int, offset: int, skipping: bool, max_line: int, max_run: int) -> Lines:
@@ -117,10 +118,15 @@ def _scan(fd: int, offset: int, skipping: bool, max_line: int, max_run: int) -> 
     position = offset
     read = 0
     os.lseek(fd, offset, os.SEEK_SET)
-    while read < max_run:
-        chunk = os.read(fd, min(CHUNK, max_run - read))
+    while True:
+        finishing = read >= max_run  # past the bound: only the line that straddles it is read to its end
+        if finishing and (out.skipping or not pending):
+            break
+        chunk = os.read(fd, CHUNK if finishing else min(CHUNK, max_run - read))
         if not chunk:
             break
+        if finishing and (newline := chunk.find(b"\n")) >= 0:
+            chunk = chunk[: newline + 1]
         read += len(chunk)
         cursor = 0
         while (newline := chunk.find(b"\n", cursor)) >= 0:

@@ -159,9 +159,12 @@ class ModelRouter:
         `accept(completion)` returns None for a usable answer, else what is wrong with it
         (one line, quoting a neutralised excerpt): that attempt then fails with
         `UnusableAnswer`, and so does the call if no entry does better. Before that,
-        `escalate(completion, problem)` may give the messages of one more attempt on the
+        `escalate(completion, problem)` may give the messages of another attempt on the
         same target (a stronger request: an answer that looped may not loop when asked for
-        less); only the answer to that one counts for the breaker."""
+        less), again after each unusable answer for as long as it gives some (the caller
+        bounds it: the Observer asks once more, the Reflector climbs its compression
+        levels); each is metered like any attempt, and only the last answer counts for the
+        breaker."""
         targets = self.targets(input_tokens)  # ModelSelectionError propagates: no call made
         if not targets:
             raise ModelError(f"no enabled model in {self.describe()}")
@@ -204,14 +207,14 @@ class ModelRouter:
                 try:
                     completion = await self._attempt(client, messages, target, timeout)
                     problem = accept(completion) if accept is not None else None
-                    harder = escalate(completion, problem) if problem is not None and escalate is not None else None
-                    remaining = deadline - anyio.current_time()
-                    if harder is not None and remaining > 0:
-                        escalate = None  # once per call
+                    while problem is not None and escalate is not None:
+                        harder = escalate(completion, problem)
+                        remaining = deadline - anyio.current_time()
+                        if harder is None or remaining <= 0:
+                            break
                         attempts += 1
                         timeout = min(policy.timeout_seconds, remaining)
-                        with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
-                            completion = await client.complete(harder, target, self.settings, timeout)
+                        completion = await self._attempt(client, harder, target, timeout)
                         problem = accept(completion) if accept is not None else None
                     if problem is not None:
                         raise UnusableAnswer(problem, model=target.model)

@@ -24,7 +24,7 @@ from om_mcp import __version__, heap
 from om_mcp.config import Config
 from om_mcp.logs import one_line
 from om_mcp.server import descriptions as text
-from om_mcp.server import resources, tools
+from om_mcp.server import prompts, resources, tools
 from om_mcp.server.access import subscription_refusal
 from om_mcp.server.errors import describe_validation
 from om_mcp.server.listen import install_scoped_listen
@@ -150,6 +150,7 @@ def build_server(config: Config, memory: Memory | None = None, *, hooks: bool = 
     )
     tools.register(server)
     resources.register(server)
+    prompts.register(server)
     install_log_level(server)  # legacy clients may set the level of the event notifications
     # and subscribe to the resources they want updates of (those their token may read)
     install_subscriptions(server, notifier.watch, subscription_refusal)

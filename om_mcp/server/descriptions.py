@@ -23,53 +23,54 @@ and resource_id that the session-start memory names.
 - get_working_memory / update_working_memory: a short note about the user or project (same resource_id)."""
 
 APPEND_MESSAGES = """\
-Store the newest messages of a thread, in order. Simplest: user="..." and/or assistant="...". Or messages=[{role, \
-content}], content a string or parts (text, tool-call, tool-result, reasoning, image, file). Re-sending is \
-harmless: a message is stored once per id; without an id, messages that repeat the thread's last ones (same role \
-and content, and created_at if given) are a re-send. Never waits for a model."""
+Store a thread's newest messages in order: user="..." and/or assistant="...", or messages=[{role, content}] \
+(content: text or typed parts). Re-sending is harmless: a message is stored once per id; without ids, a repeat of \
+the thread's last messages is skipped. Never waits for a model."""
 
 GET_CONTEXT = """\
-What to know before replying in a thread: system_text (memory of earlier conversation, current task, working \
-memory) for your system context, and the newest raw messages that fit max_tokens. Call it before each reply."""
+Call before each reply: system_text (memory of earlier conversation, the current task, working memory) for your \
+system context, and the thread's newest messages that fit max_tokens."""
 
 RECALL = """\
-Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms) lists \
-matching messages across the user's threads, a line each: read those that matter by id, cursor=<id> page=0 (with \
-the messages around it). mode="messages" pages a thread: from a message id as cursor (page=1 forward, page=-1 \
-back), or anchor="start"/"end"; target_thread_id reads another thread. detail="high" with part_index shows \
-one part whole. mode="threads" lists the user's threads. Each result ends with the call that continues it."""
+Look back through raw history. mode="search" with a few distinctive words (names, numbers, rare terms): matches \
+across the user's threads, a line each; cursor=<id> page=0 reads one with its neighbours. mode="messages" pages a \
+thread (target_thread_id: another one) from a cursor (page=1 on, -1 back) or anchor="start"/"end"; detail="high" \
+with part_index shows a part whole. mode="threads" lists threads. Each result ends with the call that continues it."""
 
 GET_WORKING_MEMORY = """\
-Read the working memory: a small note (Markdown) or JSON object about the user or task, shared by the user's \
-threads. get_context already includes it."""
+The working memory: a small Markdown note or JSON object about the user or task, shared by their threads \
+(get_context includes it)."""
 
 UPDATE_WORKING_MEMORY = """\
-Save something durable (a name, preference, goal, decision). Markdown mode: send the complete note (it replaces \
-the old one). Schema mode: send only changed fields as an object (merged; null deletes). Invalid updates are \
-refused and change nothing."""
+Save something durable (a name, preference, goal, decision). Markdown mode: send the whole note (it replaces the \
+old one). Schema mode: send only the changed fields (merged; null deletes). An invalid update changes nothing."""
 
 UPDATE_THREAD = """\
-Rename a thread (the title is then kept), set metadata keys (null removes a key), correct an observation line \
-(observation_id + text; kept as the user's word), or remember what the user asked you to, word for word (remember)."""
+Rename a thread (title, then kept), set metadata keys (null removes one), correct an observation line \
+(observation_id + text, kept as the user's word), or keep words the user asked you to remember (remember)."""
 
 DELETE_THREAD = """\
-Delete a thread for good: its messages, search entries, observations and thread working memory. With message_id, \
-observation_id or match (the user's messages and observations holding it; a preview until confirm=true), forget \
-only that. Cannot be undone."""
+Forget for good, no undo: the whole thread (its messages, search entries, observations, working memory), or only \
+message_id, observation_id, or every message and observation holding match (a preview until confirm=true)."""
 
 OBSERVE = """\
-Turn the thread's unobserved messages into observations now (normally automatic at a token threshold). A model \
-failure changes nothing."""
+Turn the thread's unobserved messages into observations now (normally automatic at a threshold). A model failure \
+changes nothing."""
 
 REFLECT = """\
-Condense the thread's observation log now into a shorter generation (normally automatic; old generations stay \
+Condense the thread's observation log into a shorter generation now (normally automatic; old generations stay \
 readable)."""
 
 # Argument descriptions, kept short: they are read with every tools/list.
 OBSERVATION_ID = "line or group id (observations resource)"
 CORRECTED = "the corrected line"
 REMEMBER = "what the user asked to remember, in their words"
+# Prompts (prompts/list): what a user picks in a host, not what a model calls.
+PROMPT_MEMORY = "What om-mcp remembers, to start a conversation with (a thread's memory, or the newest one's)"
+PROMPT_REMEMBER = "Remember this, word for word (kept through every reflection)"
+PROMPT_THREAD = "the conversation's id"
+PROMPT_RESOURCE = "the user or project (default: yours)"
 AS_OF = "ISO date or date-time: memory as it was then"
 MATCH = "text to forget wherever stored"
-THREAD_ID = "this conversation's id (stable for its life)"
-RESOURCE_ID = "owner user/project; default: the thread's own"
+THREAD_ID = "stable conversation id"
+RESOURCE_ID = "owner (user/project); default: the thread's"

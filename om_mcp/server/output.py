@@ -50,7 +50,7 @@ def _empty(value: Any) -> bool:
 
 
 def shown(message: Any, count: Callable[[str], int]) -> tuple[str, int]:
-    """A message (a MessageOut) as the client reads it, compact JSON, and at least the tokens
+    """A message (the store's row) as the client reads it, compact JSON, and at least the tokens
     that costs; each message is rendered and sized once (a long window is shown every turn).
 
     A plain text message is sized from its stored count (its role and overhead taken off),

@@ -13,7 +13,9 @@ call, so the request has to travel on a connection's own back-channel:
 * a client that did not declare the sampling capability is not accepted.
 
 The server adapter calls `broker.register(ctx.session, ctx.client_capabilities)`
-on every request (cheap, idempotent) and `unregister` when a connection ends.
+on every request of a caller that reaches every resource (cheap, idempotent: a tenant's
+client, which would be shown any tenant's conversation, is never asked) and `unregister`
+when a connection ends.
 With no usable session, `SamplingBroker.complete` raises a permanent
 `ModelUnavailable` (`models.sampler.NO_CLIENT`), so cycles stay pending with that
 status until a client that can sample connects. The engine is given the broker as

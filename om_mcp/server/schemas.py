@@ -49,16 +49,36 @@ def message_dicts(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+# What the model reads on every session without needing it: the length limits of strings and the
+# far numeric bounds (the arguments are still checked against them, and a value out of bounds is
+# refused naming the field), the defaults that say what leaving an argument out says anyway (off,
+# zero, none), and `additionalProperties: true` (what an object allows unless it says otherwise).
+UNREAD = ("maxLength", "minLength")
+IMPLIED_DEFAULTS = (None, False, 0)
+FAR = 1000  # numeric bounds this far out only catch nonsense (page 1,000, a million-token budget): unread too
+
+
 def slim(schema: Any) -> Any:
     """A JSON Schema without what pydantic adds for documentation: titles, `null` branches
-    of optional values (leaving them out says the same) and `default: null`."""
+    of optional values (leaving them out says the same), implied defaults (`null`, `false`, 0),
+    `additionalProperties: true`, string lengths (UNREAD) and bounds at FAR or beyond."""
     if isinstance(schema, list):
         return [slim(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str) or key == "default" and value is None:
+        if (
+            key == "title"
+            and isinstance(value, str)
+            or key in UNREAD
+            or key == "additionalProperties"
+            and value is True
+        ):
+            continue
+        if key == "default" and any(value is d or (value == d and type(value) is type(d)) for d in IMPLIED_DEFAULTS):
+            continue
+        if key in ("maximum", "minimum") and isinstance(value, int) and abs(value) >= FAR:
             continue
         if key == "properties":
             out[key] = {name: slim(prop) for name, prop in value.items()}

@@ -9,6 +9,7 @@ what 100 do.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from om_mcp.store.decode import (
@@ -293,10 +294,12 @@ async def context(
     budget: int,
     working_memory: tuple[str, str] | None,
     others_since: str | None = None,
+    known: Mapping[int, Message] | None = None,
 ) -> ContextRead | None:
     """Everything the agent sees, in one snapshot: record, log, window, other threads, working memory.
     Other threads: the most recently active ones with unobserved messages (active since
-    `others_since`, an ISO time, when given)."""
+    `others_since`, an ISO time, when given). `known`: messages the caller read before, by seq (see
+    `window`)."""
     snap = await snapshot(tx, key, thread_id)
     if snap is None:
         return None
@@ -314,13 +317,13 @@ async def context(
         )
         for other, seq in busy:
             recent = await tx.fetch(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq > $2 AND m.observable"
-                " ORDER BY m.seq DESC LIMIT $3",
+                "SELECT seq, tokens FROM messages WHERE thread_id = $1 AND seq > $2 AND observable"
+                " ORDER BY seq DESC LIMIT $3",
                 other,
                 seq,
                 OTHER_THREAD_MESSAGES,
             )
-            others[other] = [message(r) for r in reversed(recent)]
+            others[other] = await _messages(tx, other, [(s, t) for s, t in reversed(recent)], known)
     memory = None
     if working_memory is not None:
         table, ident = working_memory
@@ -344,7 +347,7 @@ async def context(
     return ContextRead(
         snapshot=snap,
         groups=await groups(tx, key),
-        window=await window(tx, thread_id, cursor, budget),
+        window=await window(tx, thread_id, cursor, budget, known),
         other_threads=others,
         working_memory=memory,
         archived=[group(r) for r in archived],
@@ -352,17 +355,22 @@ async def context(
     )
 
 
-async def window(tx: Tx, thread_id: str, cursor: int, budget: int) -> list[Message]:
+async def window(
+    tx: Tx, thread_id: str, cursor: int, budget: int, known: Mapping[int, Message] | None = None
+) -> list[Message]:
     """The newest unobserved messages whose stored token counts fit `budget` (at least one), oldest first.
-    Sizes are read newest first and the reading stops at the budget."""
-    used, first = 0, None
+    Sizes are read newest first and the reading stops at the budget. A message in `known` (by seq, read
+    before) is not read again: a stored message never changes but for its token count, which the sizes
+    hold, so only the rows new since the caller's last read are fetched and decoded."""
+    used, sizes = 0, list[tuple[int, int]]()
 
     def full(row: Row) -> bool:
-        nonlocal used, first
+        nonlocal used
         seq, tokens = row
-        if first is not None and used + tokens > budget:
+        if sizes and used + tokens > budget:
             return True
-        used, first = used + tokens, seq
+        used += tokens
+        sizes.append((seq, tokens))
         return False
 
     await tx.scan(
@@ -371,15 +379,33 @@ async def window(tx: Tx, thread_id: str, cursor: int, budget: int) -> list[Messa
         cursor,
         until=full,
     )
-    if first is None:
-        return []
-    rows = await tx.fetch(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq >= $2 AND m.observable"
-        " ORDER BY m.seq",
-        thread_id,
-        first,
-    )
-    return [message(r) for r in rows]
+    sizes.reverse()
+    return await _messages(tx, thread_id, sizes, known)
+
+
+async def _messages(
+    tx: Tx, thread_id: str, sizes: list[tuple[int, int]], known: Mapping[int, Message] | None
+) -> list[Message]:
+    """A thread's messages of these (seq, tokens), in order: those in `known` with the same count as they
+    were, the others read and decoded (a range when they are the newest, the common case)."""
+    known = known or {}
+    missing = [seq for seq, tokens in sizes if (m := known.get(seq)) is None or m.tokens != tokens]
+    fresh: dict[int, Message] = {}
+    if missing:
+        if missing == [seq for seq, _ in sizes[len(sizes) - len(missing) :]]:
+            rows = await tx.fetch(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.thread_id = $1 AND m.seq >= $2 AND m.observable"
+                " ORDER BY m.seq",
+                thread_id,
+                missing[0],
+            )
+        else:
+            rows = await tx.fetch(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.seq = ANY ($1::bigint[]) ORDER BY m.seq", missing
+            )
+        fresh = {r[0]: message(r) for r in rows}
+    read = set(missing)
+    return [m for seq, _ in sizes if (m := fresh.get(seq) if seq in read else known[seq]) is not None]
 
 
 async def unobserved(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from om_mcp.store.access import Access
 from om_mcp.store.rows import NewMessage
 from om_mcp.store.tx import Tx
 
@@ -25,10 +26,10 @@ async def count_redactions(tx: Tx, resource_id: str, stored: Iterable[NewMessage
     return dict(sorted(counts.items()))
 
 
-async def redaction_counts(tx: Tx, resource_id: str | None = None) -> dict[str, int]:
-    """Redactions per rule, for one resource or the whole database."""
-    if resource_id is None:
-        rows = await tx.fetch("SELECT rule, SUM(count) FROM om_redactions GROUP BY rule ORDER BY rule")
-    else:
-        rows = await tx.fetch("SELECT rule, count FROM om_redactions WHERE resource_id = $1 ORDER BY rule", resource_id)
+async def redaction_counts(tx: Tx, access: Access) -> dict[str, int]:
+    """Redactions per rule, over the resources `access` grants (one, or the whole database)."""
+    within, granted = access.sql_filter("resource_id", 1)
+    rows = await tx.fetch(
+        f"SELECT rule, SUM(count) FROM om_redactions WHERE {within} GROUP BY rule ORDER BY rule", *granted
+    )
     return {r[0]: int(r[1]) for r in rows}

@@ -244,18 +244,20 @@ async def count_refused(tx: Tx, resource_id: str, count: int) -> None:
         )
 
 
-async def summary(tx: Tx, resource_id: str | None = None) -> dict[str, Any]:
-    """Tombstones kept (by kind, for the whole database) and messages they refused (in one resource,
-    or all of them): what the status shows."""
-    kinds = {
-        r[0]: int(r[1])
-        for r in await tx.fetch("SELECT kind, COUNT(*) FROM om_tombstones WHERE kind <> $1 GROUP BY kind", phrases.HEAD)
-    }
-    if resource_id is None:
-        row = await tx.fetchrow("SELECT COALESCE(SUM(refused), 0), MAX(last_refused_at) FROM om_tombstone_refusals")
-    else:
-        row = await tx.fetchrow(
-            "SELECT refused, last_refused_at FROM om_tombstone_refusals WHERE resource_id = $1", resource_id
-        )
+async def summary(tx: Tx, access: Access) -> dict[str, Any]:
+    """Tombstones kept (by kind, for the whole database: only to every resource's access) and messages
+    they refused (in the resources `access` grants): what the status shows."""
+    kinds: dict[str, int] = {}
+    if access.every_resource:
+        kinds = {
+            r[0]: int(r[1])
+            for r in await tx.fetch(
+                "SELECT kind, COUNT(*) FROM om_tombstones WHERE kind <> $1 GROUP BY kind", phrases.HEAD
+            )
+        }
+    within, granted = access.sql_filter("resource_id", 1)
+    row = await tx.fetchrow(
+        f"SELECT COALESCE(SUM(refused), 0), MAX(last_refused_at) FROM om_tombstone_refusals WHERE {within}", *granted
+    )
     refused, last = (int(row[0]), row[1]) if row is not None else (0, None)
     return {"tombstones": dict(sorted(kinds.items())), "refused": refused, "last_refused_at": last}

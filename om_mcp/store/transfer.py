@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, TypeVar
 
 from om_mcp.store import tombstones
+from om_mcp.store.access import Access
 from om_mcp.store.decode import MESSAGE_COLUMNS, THREAD_COLUMNS, dumps, message, thread
 from om_mcp.store.errors import StoreError
 from om_mcp.store.messages import _new_only, insert_new
@@ -37,16 +38,17 @@ OnBatch = Callable[[AppendResult], Awaitable[None]]  # told what one message bat
 # -- export ------------------------------------------------------------------------------
 
 
-async def export(tx: Tx, consume: Callable[[Iterator[dict[str, Any]]], T], resource_id: str | None = None) -> T:
-    """`consume(records)` over every resource (or one), in the format's order, in one snapshot."""
-    return await tx.stream(consume, _records(tx, resource_id))
+async def export(tx: Tx, consume: Callable[[Iterator[dict[str, Any]]], T], access: Access) -> T:
+    """`consume(records)` over the resources `access` grants (every one, or some), in the format's
+    order, in one snapshot."""
+    return await tx.stream(consume, _records(tx, access))
 
 
-async def _records(tx: Tx, resource_id: str | None) -> AsyncIterator[dict[str, Any]]:
-    where = "WHERE id = $1" if resource_id is not None else ""
+async def _records(tx: Tx, access: Access) -> AsyncIterator[dict[str, Any]]:
+    within, granted = access.sql_filter("id", 1)
     resources = await tx.fetch(
-        f"SELECT id, working_memory, created_at, updated_at FROM resources {where} ORDER BY created_at, id",
-        *((resource_id,) if resource_id is not None else ()),
+        f"SELECT id, working_memory, created_at, updated_at FROM resources WHERE {within} ORDER BY created_at, id",
+        *granted,
     )
     for rid, memory, created, updated in resources:
         yield {"type": "resource", "id": rid, "working_memory": memory, "created_at": created, "updated_at": updated}

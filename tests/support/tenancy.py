@@ -3,13 +3,14 @@
 A real om-mcp HTTP app (uvicorn on a free loopback port, as `om-mcp serve --transport http` runs it)
 with two bearer tokens: alice's resource holds a thread, its messages (one forgotten, one with
 metadata), a title, working memory, remembered and observed lines over two generations (a line
-retired between them), each with a unique marker. Bob's token then calls
+retired between them), each with a unique marker, and a remote client she connected holds an
+OAuth grant to it. Bob's token then calls
 
 * every tool of `tools/list`, every resource template of `resources/templates/list` (and every
   listed resource), every prompt of `prompts/list`, and every route of the status page (found by
   walking the real app's Starlette routers, with the query and body inputs each route declares),
 * for every argument that names something (`ARGUMENTS`, `ROUTE_INPUTS`: a thread, resource,
-  message, observation line, cursor, generation, phrase or `as_of`), once with each of alice's
+  message, observation line, cursor, generation, phrase, `as_of` or OAuth grant), once with each of alice's
   values and once with a value of the same shape that nobody holds, bob's own values elsewhere,
 
 and counts, over every answer: *reads* (an answer holding one of alice's markers or ids, besides the
@@ -71,6 +72,7 @@ ARGUMENTS: dict[str, str] = {
     "query": "phrase",
     "as_of": "as_of",
     "generation": "generation",
+    "grant_id": "grant",  # a remote client's OAuth grant (the status page's /api/grants)
     **dict.fromkeys(
         (
             "user",
@@ -184,7 +186,15 @@ def config_for(db: Path, port: int, alice: str) -> Config:
         {
             "db_path": str(db),
             "observational_memory": {"observation": {"buffer_tokens": False}},
-            "server": {"transport": "http", "host": "127.0.0.1", "port": port, "auth": {"tokens": tokens}},
+            "server": {
+                "transport": "http",
+                "host": "127.0.0.1",
+                "port": port,
+                "auth": {"tokens": tokens},
+                # the authorization server's routes too (/authorize, /token, /register, ...)
+                "oauth": {"enabled": True},
+                "public_url": f"http://127.0.0.1:{port}",
+            },
         }
     )
 
@@ -224,6 +234,9 @@ async def plant(memory: Memory, db: Path, alice: str) -> Planted:
     assert (await memory.observe(alice_thread)).ran
     assert (await memory.reflect(alice_thread)).ran
     await memory.control.forget_message(alice_thread, ids["agone"])
+    await memory.grants.register("alice-client", "{}")  # a remote client alice connected (OAuth)
+    await memory.grants.consent(await memory.grants.consent_code([alice]), "alice-client", [alice], {})
+    (grant,) = [g.id for g in await memory.grants.list()]
     alice_done = datetime.now(UTC)
     history = await memory.observations(alice_thread, history=True)
     groups = [g["id"] for generation in history["generations"] for g in generation["groups"]]
@@ -241,6 +254,7 @@ async def plant(memory: Memory, db: Path, alice: str) -> Planted:
         "phrase": [marks[tag] for tag in ("msg", "title", "wm", "line", "drop", "meta")],
         "as_of": [alice_done.isoformat()],
         "generation": [1],
+        "grant": [grant],
     }
     nobody: dict[str, Callable[[Any], Any]] = {
         "thread": lambda v: f"tn-{hexes()}",
@@ -252,8 +266,9 @@ async def plant(memory: Memory, db: Path, alice: str) -> Planted:
         "phrase": lambda v: marker("nob"),
         "as_of": lambda v: midpoint.isoformat(),
         "generation": lambda v: 97,
+        "grant": lambda v: f"g_{hexes(16)}",
     }
-    alice_secrets = [*marks.values(), alice_thread, alice, *ids.values(), *groups, *retired, line_id]
+    alice_secrets = [*marks.values(), alice_thread, alice, *ids.values(), *groups, *retired, line_id, grant]
     return Planted(
         db=db,
         alice_resource=alice,
@@ -264,7 +279,7 @@ async def plant(memory: Memory, db: Path, alice: str) -> Planted:
         nobody=nobody,
         secrets=alice_secrets,
         markers=[m for tag, m in marks.items() if tag != "gone"],  # the forgotten one is gone already
-        needles=[alice, alice_thread, "~user", *marks.values()],
+        needles=[alice, alice_thread, "~user", grant, *marks.values()],
     )
 
 
@@ -310,7 +325,8 @@ def routes_of(app: Any) -> list[Route]:
                     found.append(route)  # a Starlette app and its router list the same routes
         for value in getattr(node, "__dict__", {}).values():
             module = type(value).__module__.split(".")[0]
-            if module in ("om_mcp", "starlette", "mcp") and callable(value):
+            wraps = callable(value) or hasattr(value, "app") or hasattr(value, "routes")  # an app, or holds one
+            if module in ("om_mcp", "starlette", "mcp") and wraps:
                 todo.append(value)
     return sorted(found, key=lambda r: r.path)
 

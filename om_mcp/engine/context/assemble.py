@@ -13,13 +13,37 @@ from om_mcp.engine.context.build import compose, fit_messages
 from om_mcp.engine.errors import InputError
 from om_mcp.engine.observation import archive
 from om_mcp.engine.observation.engine import ObservationEngine
-from om_mcp.engine.results import ContextOut, message_out
+from om_mcp.engine.results import ContextOut
 from om_mcp.engine.user_layer import USER_RESOURCE
 from om_mcp.engine.working_memory.render import render_for_context
 from om_mcp.engine.working_memory.service import WorkingMemory
 from om_mcp.store import Access, Group, Hints, Message, Store, resource_key
 
 MIN_MAX_TOKENS = 100
+
+
+class SeenMessages:
+    """The messages the last contexts showed, kept between calls by seq: a window read again is read as
+    its sizes, and only the messages new since are fetched and decoded (the store's `window`), so a turn
+    costs what it adds, not what it shows. A stored message never changes but for its token count,
+    which the sizes carry; a deleted one is not among them. Holds the `THREADS` threads read last."""
+
+    THREADS = 64
+
+    def __init__(self) -> None:
+        self.rows: dict[int, Message] = {}  # what the store is given to reuse
+        self._threads: dict[str, list[int]] = {}  # each thread's seqs in `rows`, least recently read first
+
+    def keep(self, thread_id: str, messages: list[Message]) -> None:
+        self.forget(thread_id)
+        if len(self._threads) >= self.THREADS:
+            self.forget(next(iter(self._threads)))
+        self._threads[thread_id] = [m.seq for m in messages]
+        self.rows.update((m.seq, m) for m in messages)
+
+    def forget(self, thread_id: str) -> None:
+        for seq in self._threads.pop(thread_id, ()):
+            self.rows.pop(seq, None)
 
 
 def context_budget(config: Config, max_tokens: int | None) -> int:
@@ -43,11 +67,12 @@ async def assemble(
     with_status: bool = False,
     as_of: datetime | None = None,
     access: Access,
+    seen: SeenMessages | None = None,
 ) -> ContextOut:
     """What the agent should see now (`exists`: the thread is stored). Activates what is due
     first; only the block_after valve may wait, once. `as_of`: what it would have seen then
     (nothing is activated or observed for that). The person layer is shown to an `access` that
-    reaches it (the local owner's), never to a tenant's."""
+    reaches it (the local owner's), never to a tenant's. `seen`: the windows read before, reused."""
     config, count = observation.config, observation.counter.count_text
     age = config.observational_memory.other_threads.max_age_seconds()
     since = None if age is None else datetime.fromtimestamp(clock.time() - age, UTC).isoformat()
@@ -59,6 +84,7 @@ async def assemble(
             budget,
             working_memory.context_location(thread_id, resource_id),
             others_since=since,  # threads quiet since before then show nothing raw anyway
+            known=seen.rows if seen is not None else None,
         )
 
     if as_of is not None:
@@ -75,6 +101,10 @@ async def assemble(
         blocks, _ = compose(config, [], Hints(), {}, wm_text, {}, budget, count, user_memory=person)
         omitted, dropped, snap = 0, 0, None
     else:
+        if seen is not None:
+            seen.keep(thread_id, read.window)
+            for other, messages in read.other_threads.items():
+                seen.keep(other, messages)
         snap = read.snapshot
         catalog = archive.catalog(read.archived, count, read.archived_total)
         blocks, dropped = compose(
@@ -99,7 +129,7 @@ async def assemble(
         current_task=snap.hints.current_task if snap else None,
         suggested_response=snap.hints.suggested_response if snap else None,
         working_memory=memory,
-        messages=[message_out(m) for m in window],
+        messages=window,
         omitted_messages=omitted,
         truncated=omitted > 0 or dropped > 0,
         status=await observation.status_of(snap, thread_id, resource_id) if with_status else None,
@@ -174,7 +204,7 @@ async def _as_of(
         system_text=blocks.system_text(),
         observations=blocks.observations or None,
         working_memory=memory,
-        messages=[message_out(m) for m in window],
+        messages=window,
         truncated=dropped > 0,
         as_of=stamp,
     )

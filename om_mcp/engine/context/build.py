@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from om_mcp.config import Config
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.engine.errors import NotFound
 from om_mcp.engine.observation.lines import is_user_stated, observation_lines
 from om_mcp.engine.observation.transcript import format_history, thread_label
 from om_mcp.engine.prompts import agent as prompts
+from om_mcp.neutral import block, fence, neutralise
 from om_mcp.store import Group, Hints, Message, Record, Store
 
 OTHER_THREAD_PART_CHARS = 500
@@ -34,9 +34,10 @@ def render_groups(groups: list[Group], *, ranges: bool, scope: str, obscure: boo
     """The active log as text, one block per group (model-written text neutralised)."""
     blocks = []
     for group in groups:
-        text = neutralise(group.text.strip())
         if scope == "resource" and group.thread_id:
-            text = f'<thread id="{thread_label(group.thread_id, obscure)}">\n{text}\n</thread>'
+            text = block("thread", group.text.strip(), f' id="{thread_label(group.thread_id, obscure)}"')
+        else:
+            text = neutralise(group.text.strip())
         if ranges:
             # a line remembered outside any conversation (om-mcp remember --resource) has no range
             where = f"\n_range: `{group.range}`_" if group.first_message_id else ""
@@ -108,41 +109,40 @@ def compose(
     retrieval = om.retrieval_config
     obscure = om.obscure_thread_ids if om.obscure_thread_ids is not None else om.scope == "resource"
     blocks = Blocks(working_memory=working_memory, user_memory=user_memory, archive=archive_catalog)
-    if hints.current_task:
-        blocks.hints = f"<current-task>\n{neutralise(hints.current_task)}\n</current-task>"
-    if hints.suggested_response:
-        blocks.hints += f"\n<suggested-response>\n{neutralise(hints.suggested_response)}\n</suggested-response>"
-    blocks.hints = blocks.hints.strip()
+    blocks.hints = "\n".join(
+        block(tag, text)
+        for tag, text in (("current-task", hints.current_task), ("suggested-response", hints.suggested_response))
+        if text
+    )
     if extracted:
         blocks.extracted = "\n".join(
-            f"<{slug}>\n{neutralise(_text(value), (slug,))}\n</{slug}>" for slug, value in sorted(extracted.items())
+            block(slug, _text(value), extractor=True) for slug, value in sorted(extracted.items())
         )
     shown = other_messages(other_threads, om.other_threads.tokens, om.other_threads.max_age_seconds(), now)
     if shown:
         sections = [
-            f'<other-conversation id="{thread_label(t, obscure)}">\n'
-            f"{neutralise(format_history([_clip(m) for m in msgs]))}\n</other-conversation>"
+            block("other-conversation", format_history([_clip(m) for m in msgs]), f' id="{thread_label(t, obscure)}"')
             for t, msgs in shown.items()
         ]
         blocks.other_threads = "\n".join(
-            [prompts.OTHER_CONVERSATIONS_INTRO, "<other-conversations>", *sections, "</other-conversations>"]
+            [prompts.OTHER_CONVERSATIONS_INTRO, fence("other-conversations", "\n".join(sections))]
         )
     if not groups:
         return blocks, 0
-    blocks.preamble = prompts.CONTEXT_PREAMBLE
+    blocks.preamble = prompts.CONTEXT_PREAMBLE.format(holds=prompts.CONTEXT_HOLDS[om.scope])
     if retrieval is not None:
         guidance = (
             prompts.RECALL_INSTRUCTIONS if retrieval.scope == "resource" else prompts.RECALL_INSTRUCTIONS_THREAD_SCOPE
         )
         blocks.preamble += "\n\n" + guidance + (f"\n\n{retrieval.instructions}" if retrieval.instructions else "")
-    blocks.continuation = f"<system-reminder>\n{prompts.CONTINUATION_HINT}\n</system-reminder>"
+    blocks.continuation = fence("system-reminder", prompts.CONTINUATION_HINT)
     fixed = count(blocks.system_text())
     kept, dropped = fit_groups(groups, max(int((budget - fixed) * OBSERVATION_SHARE), 0))
     text = render_groups(kept, ranges=retrieval is not None, scope=om.scope, obscure=obscure)
     text = prepare_observations_for_context(text, now or datetime.now(UTC))
     if dropped:
         text = f"[{dropped} older observation groups omitted to fit max_tokens; raise max_tokens to see them]\n{text}"
-    blocks.observations = f"<observations>\n{text}\n</observations>"
+    blocks.observations = fence("observations", text)
     return blocks, dropped
 
 

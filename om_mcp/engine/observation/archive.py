@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation import lines
+from om_mcp.neutral import fence, neutralise
 from om_mcp.store import Group, NewGroup
 
 ARCHIVE_SHARE = 0.75  # of reflection.observation_tokens: what the log keeps after archiving
@@ -99,7 +99,7 @@ def catalog(
             more += 1
             note = f"- and {more} older (recall mode=search finds them)"
         entries.append(note)
-    return "\n".join(["<archive>", CATALOG_INTRO, *entries, "</archive>"])
+    return fence("archive", "\n".join([CATALOG_INTRO, *entries]))
 
 
 def _day(text: str) -> str:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation import lines
 from om_mcp.engine.observation.retire import Reason, norm
 from om_mcp.engine.observation.transcript import thread_label
+from om_mcp.neutral import neutralise
 from om_mcp.store import Group
 
 _LABEL = re.compile(r"\[?\bL(\d+)\b\]?", re.IGNORECASE)

@@ -43,8 +43,8 @@ from om_mcp.models.clients import Clients
 from om_mcp.models.health import ModelHealth
 from om_mcp.models.sampler import Sampler
 from om_mcp.privacy import scrub
+from om_mcp.store import Access, Store
 from om_mcp.store import ModelHealth as StoredHealth
-from om_mcp.store import Store
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], Awaitable[None]]
@@ -299,7 +299,7 @@ class ObservationEngine:
         targets = self.observer.router.targets(0) if not self.observer.router.by_size else []
         health = await self.health.get(targets[0].model) if targets and not self.injected_client else None
         budget = await self.budget.state()
-        redactions = await self.store.redaction_counts(resource_id)
+        redactions = await self.store.redaction_counts(Access.to([resource_id]))
         state, tenant = self.observation_state(health, budget), self.observation_state(health, budget, detail=False)
         forgotten = await self.forgotten(resource_id)
         return status_view.build(
@@ -318,7 +318,7 @@ class ObservationEngine:
     async def forgotten(self, resource_id: str) -> dict[str, Any]:
         """What the status says of forgetting: messages of the resource the tombstones refused, and a
         pending erase (only what is not nothing)."""
-        refused = (await self.store.forgotten_summary(resource_id))["refused"]
+        refused = (await self.store.forgotten_summary(Access.to([resource_id])))["refused"]
         pending = await self.store.erase_pending()
         return {k: v for k, v in (("refused", refused), ("erase_pending_since", pending)) if v}
 

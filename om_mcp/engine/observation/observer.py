@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_mcp.engine import remember
-from om_mcp.engine.context.escape import excerpt
-from om_mcp.engine.observation.parsing import ParsedOutput, is_degenerate, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, excerpt, is_degenerate, parse_output
 from om_mcp.engine.observation.transcript import format_history, format_thread_sections
 from om_mcp.engine.prompts import observer as prompts
 from om_mcp.engine.tokens import TokenCounter
@@ -209,11 +208,15 @@ class Observer:
                 return None
             return f"{problem} (it answered {excerpt(completion.text)})"
 
+        asked = False
+
         def escalate(completion: Completion, problem: str) -> list[dict[str, Any]] | None:
             # Prose (a refusal, the format ignored) would get the same answer again; a loop or
             # an empty answer is asked once more, for fewer and shorter notes.
-            if not looped_or_empty(completion.text):
+            nonlocal asked
+            if asked or not looped_or_empty(completion.text):
                 return None
+            asked = True
             return [*messages, {"role": "user", "content": prompts.observer_retry(problem)}]
 
         completion = await self.router.complete(messages, input_tokens, accept, escalate)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from om_mcp.config.extractors import BUILTIN_TAGS
+from om_mcp.neutral import neutralise
+from om_mcp.privacy import scrub
 
 MAX_LINE_CHARS = 10_000
 TRUNCATION_NOTE = " … [truncated]"
@@ -311,3 +313,16 @@ def edits_block(text: str) -> tuple[str | None, str]:
     if not blocks:
         return None, text
     return "\n".join(b.content for b in blocks), _cut(text, blocks)
+
+
+EXCERPT_CHARS = 120
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """A short, quoted, one-line excerpt of an answer that could not be used, fit to show in a status
+    or a log: secrets out (the built-in rules), control characters out, neutral."""
+    flat = " ".join(_CONTROL.sub(" ", scrub(None, text)[0]).split())  # before it is cut: a cut secret still leaks
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return f"“{neutralise(flat)}”" if flat else "nothing"

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.observation import archive
 from om_mcp.engine.observation.cycle import EventOperation, Operation, Trigger, now_iso
 from om_mcp.engine.observation.deps import CycleDeps
@@ -30,6 +29,7 @@ from om_mcp.engine.observation.retire import Reason, retired_lines
 from om_mcp.engine.observation.thresholds import reflection_target, start_level
 from om_mcp.engine.observation.transcript import thread_label
 from om_mcp.engine.tokens import TokenCounter
+from om_mcp.neutral import block, neutralise
 from om_mcp.store import BufferedReflection, Group, NewGroup, Record
 
 
@@ -59,7 +59,7 @@ def render_for_reflector(groups: list[Group], sections: bool, obscure: bool) -> 
         if g.thread_id:
             label = thread_label(g.thread_id, obscure)
             labels[label] = g.thread_id
-            blocks.append(f'<thread id="{label}">\n{neutralise(g.text.strip())}\n</thread>')
+            blocks.append(block("thread", g.text.strip(), f' id="{label}"'))
         else:
             blocks.append(neutralise(g.text.strip()))
     return "\n\n".join(blocks), labels

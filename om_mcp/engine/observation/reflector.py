@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from om_mcp.engine.context.escape import excerpt
 from om_mcp.engine.observation import edits
 from om_mcp.engine.observation.observer import AgentResult, CycleFailed, agent_result, text_of
-from om_mcp.engine.observation.parsing import ParsedOutput, edits_block, is_degenerate, parse_output
+from om_mcp.engine.observation.parsing import ParsedOutput, edits_block, excerpt, is_degenerate, parse_output
 from om_mcp.engine.prompts import reflector as prompts
 from om_mcp.engine.tokens import TokenCounter
 from om_mcp.models import Completion, ModelRouter
@@ -52,8 +51,10 @@ class Reflector:
     ) -> AgentResult:
         """Condense the log, raising the compression level while the result is not below
         `target_tokens`. With `labelled` (the log with its line labels) the Reflector answers
-        with edits, a rewrite being its fallback. An empty or degenerate answer fails the call
-        (`UnusableAnswer`)."""
+        with edits, a rewrite being its fallback. An empty or degenerate (looping) answer is a
+        failed attempt too: the next level is asked at once, on the same model (the router's
+        `escalate`, each attempt metered), and only an unusable answer at the last level fails
+        the call (`UnusableAnswer`). Each failed attempt is reported (`on_attempt_failed`)."""
         if not observations.strip():
             raise CycleFailed("nothing to reflect")
         slugs = [slug for slug, _ in self.extractors]
@@ -82,11 +83,30 @@ class Reflector:
             return f"{problem} (it answered {excerpt(completion.text)})"
 
         shown = labelled.text if labelled is not None else observations
+        failed: list[tuple[int, str]] = []
+
+        def escalate(completion: Completion, problem: str) -> list[dict[str, Any]] | None:
+            """After an empty or looping answer: the next compression level, while there is one."""
+            nonlocal level, attempts
+            if level >= max_level:
+                return None
+            failed.append((level, problem))
+            level += 1
+            attempts += 1
+            return self.build(shown, level, guidance, extracted or {}, labelled is not None)
+
+        async def report() -> None:
+            while failed and on_attempt_failed is not None:
+                await on_attempt_failed(*failed.pop(0))
+
         while True:
             attempts += 1
             messages = self.build(shown, level, guidance, extracted or {}, labelled is not None)
             input_tokens = sum(self.counter.count_text(text_of(m)) for m in messages)
-            completion = await self.router.complete(messages, input_tokens, accept)
+            try:
+                completion = await self.router.complete(messages, input_tokens, accept, escalate)
+            finally:
+                await report()
             log, applied = parsed[-1]
             result = agent_result(log, completion, input_tokens, attempts, self.counter, level)
             result.edits = applied

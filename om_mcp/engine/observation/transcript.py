@@ -13,7 +13,7 @@ A time label is shown only when it differs from the last one shown, which keeps 
 transcript short while every line still has a known time. Continuation lines of a
 multi-line part are indented, so text inside a message can never start a line of
 its own and pass itself off as a new speaker or a Date line; and each entry passes
-the one neutralising step (`context/escape.py`: our tags anywhere, any tag that would
+the one neutralising step (`om_mcp/neutral.py`: our tags anywhere, any tag that would
 begin a line), so a message cannot close our <thread> or <conversation> section, nor
 hand a copying Observer a line that opens one of the sections its output is read by
 (<current-task>, <observations>, an extractor's tag).
@@ -28,7 +28,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from om_mcp.engine.context.escape import neutralise
+from om_mcp.neutral import neutralise
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+# What the observations hold, by scope: one log per thread holds this conversation only; one per
+# resource (a user, or a project the hooks record) holds every conversation of it.
+CONTEXT_HOLDS = {
+    "thread": "earlier parts of this conversation",
+    "resource": "earlier parts of this conversation and of your other conversations with this user",
+}
+
 CONTEXT_PREAMBLE = """\
-The observations below are your memory of earlier parts of this conversation (and of \
-other conversations with this user). They are notes taken while you talked; the \
-original messages are no longer shown to you.
+The observations below are your memory of {holds}. They are notes taken while you \
+talked; the original messages are no longer shown to you.
 
 How to use them:
 - Draw on specific details from them (names, numbers, dates, what was decided) rather \

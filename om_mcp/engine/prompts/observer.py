@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from om_mcp.engine.context.escape import defuse, neutralise
+from om_mcp.neutral import fence, neutralise
 
 # --------------------------------------------------------------------------------------
 # Observer: the pieces of the system prompt
@@ -251,20 +251,10 @@ you."""
 HISTORY_OUTRO = "Now write your observations of the transcript above."
 
 
-def fence(tag: str, text: str) -> str:
-    """Wrap text in <tag>...</tag>, defusing any closing tag inside it.
-
-    A transcript that contains "</conversation>" could otherwise end the fence
-    early and have the rest read as if it came from the memory system (its parts
-    were neutralised on their way in; this is the last guard).
-    """
-    return f"<{tag}>\n{defuse(text, tag).strip(chr(10))}\n</{tag}>"
-
-
 def extracted_block(values: Mapping[str, str] | None) -> str:
     if not values:
         return ""
-    lines = [f"<{slug}>{neutralise(str(value), (slug,))}</{slug}>" for slug, value in values.items() if value]
+    lines = [f"<{slug}>{neutralise(str(value))}</{slug}>" for slug, value in values.items() if value]
     if not lines:
         return ""
     return "## Values from the previous run\n" + "\n".join(lines)

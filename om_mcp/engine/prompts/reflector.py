@@ -15,9 +15,9 @@ from om_mcp.engine.prompts.observer import (
     custom_instructions_section,
     extracted_block,
     extractors_section,
-    fence,
     join_sections,
 )
+from om_mcp.neutral import fence
 
 REFLECTOR_PERSONA = """\
 You keep the long-term memory of an AI assistant. The memory is a log of observations \
@@ -90,9 +90,7 @@ def reflector_system_prompt(
 ) -> str:
     """The Reflector's system prompt: the observer's rules for context, then its own (`edits`:
     it answers with edits over line labels, a rewrite being its fallback)."""
-    observer_rules = "\n".join(
-        ["<observer-rules>", join_sections([OBSERVER_RULES, PRIORITY_MARKERS, LOG_FORMAT]), "</observer-rules>"]
-    )
+    observer_rules = fence("observer-rules", join_sections([OBSERVER_RULES, PRIORITY_MARKERS, LOG_FORMAT]))
     return join_sections(
         [
             REFLECTOR_PERSONA,

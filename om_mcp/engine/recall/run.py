@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from om_mcp.config import Config
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.errors import InputError, translated
 from om_mcp.engine.observation.lines import GROUP_ID
 from om_mcp.engine.recall.browse import browse
@@ -14,6 +13,7 @@ from om_mcp.engine.recall.render import fit_to_budget
 from om_mcp.engine.recall.search import search
 from om_mcp.engine.recall.threads import list_threads
 from om_mcp.engine.search import Retrieval
+from om_mcp.neutral import neutralise, neutralise_inline
 from om_mcp.store import Group, Store
 
 
@@ -43,8 +43,21 @@ async def recall(
     query: RecallQuery,
     resource_id: str,
 ) -> RecallOut:
-    """Browse raw messages, list threads, or search, within the output token budget."""
-    query = scoped(config, query)
+    """Browse raw messages, list threads, or search, within the output token budget. What the agent
+    reads is neutral (anyone's messages, titles and a model's lines: `om_mcp/neutral.py`), its lines
+    as written: a recalled file or snippet keeps its markup."""
+    out = await _recall(store, retrieval, config, count, scoped(config, query), resource_id)
+    return out.model_copy(update={"text": neutralise_inline(out.text)})
+
+
+async def _recall(
+    store: Store,
+    retrieval: Retrieval,
+    config: Config,
+    count: Callable[[str], int],
+    query: RecallQuery,
+    resource_id: str,
+) -> RecallOut:
     budget = min(query.max_tokens or config.output_token_budget, config.output_token_budget)
     if query.mode == "threads":
         return await list_threads(store, query, resource_id, budget, count)
@@ -71,8 +84,9 @@ async def retired_group(store: Store, group_id: str, resource_id: str) -> Group 
 def read_retired(group: Group, budget: int, count: Callable[[str], int]) -> RecallOut:
     """An archived day (or a retired line), whole, marked as out of the log."""
     head = (
-        f"Retired observations ({group.retired_reason} by generation {group.retired_by}), range {group.range};"
-        " they are no longer in the log, so a newer fact may replace them:"
+        f"Retired observations ({group.retired_reason} by generation {group.retired_by})"
+        + (f", range {group.range}" if group.first_message_id else "")
+        + "; they are no longer in the log, so a newer fact may replace them:"
     )
     kept, truncated, _ = fit_to_budget([head, neutralise(group.text.strip())], budget, count)
     return RecallOut(mode="messages", text="\n".join(kept), count=1, truncated=truncated)

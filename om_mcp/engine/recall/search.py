@@ -38,11 +38,11 @@ def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS["high"])
 def line(result: SearchResult, terms: Sequence[str], width: int = SNIPPET_CHARS["high"]) -> str:
     """One hit: `- [id] role: text` (its thread and day are on the header line above it)."""
     if result.source == "observation":
-        when = result.created_at[:10]
+        when = result.created_at[:10] + (f", range {result.range}" if result.range else "")
         if result.retired:  # no longer in the log: the agent must not take it for the current fact
             retired = f"retired ({result.retired} by generation {result.retired_by}), id {result.id}, "
-            return f"- observation ({retired}{when}, range {result.range}): {snippet(result.snippet, terms, width)}"
-        return f"- observation ({when}, range {result.range}): {snippet(result.snippet, terms, width)}"
+            return f"- observation ({retired}{when}): {snippet(result.snippet, terms, width)}"
+        return f"- observation ({when}): {snippet(result.snippet, terms, width)}"
     return f"- [{result.message_id}] {result.role}: {snippet(result.snippet, terms, width)}"
 
 

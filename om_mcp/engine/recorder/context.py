@@ -17,7 +17,6 @@ import sqlite3
 from datetime import UTC, datetime
 
 from om_mcp.engine import user_layer
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.context.observations import prepare_observations_for_context
 from om_mcp.engine.recorder.settings import RecorderSettings
 from om_mcp.engine.recorder.text import (
@@ -64,8 +63,8 @@ def session_context(
         return log, memory, hints, recent, await _user_memory(store, settings, resource_id)
 
     log, memory, (task, response), recent, person = local.read(conn, snapshot)
-    # The ids are the session's and the project folder's: anyone's text, like the rest.
-    recall = neutralise(RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id)))
+    # Everything read here is neutralised by the renderer (text.py), the session's ids too.
+    recall = RECALL_WITH_IDS.format(thread=json.dumps(session_id), resource=json.dumps(resource_id))
     if not log and not memory:
         return render_session_index([_line(s) for s in recent], recall, max_chars, user_memory=person)
     omitted = 0
@@ -73,10 +72,10 @@ def session_context(
         log, omitted = preselect_observations(log, PRECUT * max_chars)
     text = prepare_observations_for_context(log, now or datetime.now(UTC)) if log else ""
     return render_session_context(
-        neutralise(text),
-        neutralise(_memory_text(memory)) if memory else None,
-        neutralise(task) if task else None,
-        neutralise(response) if response else None,
+        text,
+        _memory_text(memory) if memory else None,
+        task,
+        response,
         max_chars,
         recall_line=recall,
         omitted=omitted,
@@ -96,14 +95,14 @@ async def _user_memory(store: Transaction, settings: RecorderSettings, resource_
 
 
 def _line(session: SessionSummary) -> SessionLine:
-    """A stored session as the index shows it; its text is neutralised like the log's."""
+    """A stored session as the index shows it (the renderer neutralises its text)."""
     return SessionLine(
         thread_id=session.thread_id,
         when=session.updated_at,
         messages=session.messages,
-        title=neutralise(session.title) if session.title else None,
-        first_prompt=neutralise(session.first_prompt) if session.first_prompt else None,
-        last_prompt=neutralise(session.last_prompt) if session.last_prompt else None,
+        title=session.title,
+        first_prompt=session.first_prompt,
+        last_prompt=session.last_prompt,
     )
 
 

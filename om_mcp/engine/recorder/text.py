@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from om_mcp.neutral import fence, neutralise
+
 MAX_ADDITIONAL_CONTEXT = 10_000  # Claude Code's inline limit for additionalContext
 
 CONTEXT_HEADER = (
@@ -71,6 +73,7 @@ def render_session_index(
     if user_memory and len(user_memory) + 2 < max_chars // 2:
         rest = render_session_index(sessions, recall_line, max_chars - len(user_memory) - 2)
         return f"{user_memory}\n\n{rest}" if rest else user_memory
+    recall_line = neutralise(recall_line)  # it names the session's and the project folder's ids: anyone's text
     if not sessions:
         text = f"{EMPTY_HEADER}\n\n{recall_line}"
         return text if len(text) <= max_chars else recall_line[:max_chars]
@@ -88,10 +91,10 @@ def render_session_index(
 
 
 def _session_line(session: SessionLine) -> str:
-    what = session.title or session.first_prompt or "(no prompt)"
+    what = neutralise(session.title or session.first_prompt or "(no prompt)")
     line = f"- {session.when[:16].replace('T', ' ')} · {_clip(what, PROMPT_CHARS)!r} · {session.messages} messages"
-    if session.last_prompt and session.last_prompt != what and session.last_prompt != session.first_prompt:
-        line += f" · last prompt {_clip(session.last_prompt, PROMPT_CHARS)!r}"
+    if session.last_prompt and session.last_prompt not in (session.title or session.first_prompt, session.first_prompt):
+        line += f" · last prompt {_clip(neutralise(session.last_prompt), PROMPT_CHARS)!r}"
     return line + f" · thread_id {json.dumps(session.thread_id)}"
 
 
@@ -138,10 +141,13 @@ def render_session_context(
             omitted,
         )
         return f"{user_memory}\n\n{rest}" if rest else user_memory
-    observations = (observations or "").strip()
-    working_memory = (working_memory or "").strip()
+    # Every text here is someone else's (a model's log and hints, a note, the session's ids): made
+    # neutral first, so that what is cut to size below is what the agent reads, in fences of ours.
+    observations = neutralise((observations or "").strip())
+    working_memory = neutralise((working_memory or "").strip())
+    recall_line = neutralise(recall_line)
     hints = [
-        f"<{tag}>\n{_clip(text.strip(), HINT_MAX_CHARS)}\n</{tag}>"
+        fence(tag, _clip(neutralise(text.strip()), HINT_MAX_CHARS))
         for tag, text in (("current-task", current_task), ("suggested-response", suggested_response))
         if text and text.strip()
     ]
@@ -169,7 +175,7 @@ def _wrap(tag: str, body: str, room: int) -> str:
     overhead = len(tag) * 2 + 6  # <tag>\n ... \n</tag>
     if room <= overhead + 20:
         return ""
-    return f"<{tag}>\n{_clip(body, room - overhead)}\n</{tag}>"
+    return fence(tag, _clip(body, room - overhead))
 
 
 def _full_size(observations: str) -> int:
@@ -181,7 +187,7 @@ def _wrap_observations(log: str, room: int, omitted: int = 0) -> str:
     if room <= overhead + 20:
         return ""
     body = select_observations(log, room - overhead, omitted)
-    return f"<observations>\n{body}\n</observations>" if body else ""
+    return fence("observations", body) if body else ""
 
 
 def select_observations(log: str, budget: int, omitted: int = 0) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from om_mcp.config.working_memory import WorkingMemoryConfig
-from om_mcp.engine.context.escape import neutralise
 from om_mcp.engine.prompts import agent
 from om_mcp.engine.working_memory.update import _current_object
+from om_mcp.neutral import block
 
 UPDATE_TOOL = "update_working_memory"
 
@@ -24,14 +24,14 @@ def render_for_context(config: WorkingMemoryConfig, value: str | dict | None, to
     if config.mode == "schema":
         obj, _ = _current_object(value)
         how = agent.WORKING_MEMORY_READ_ONLY if config.read_only else agent.WORKING_MEMORY_SCHEMA_HOW
-        body = neutralise(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+        body = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
         schema = json.dumps(config.schema_, ensure_ascii=False, separators=(",", ":"))
         return "\n".join(
             [
                 agent.WORKING_MEMORY_INTRO,
                 how.format(tool=tool_name),
                 f"<schema>{schema}</schema>",
-                f"<working-memory>\n{body}\n</working-memory>",
+                block("working-memory", body),
             ]
         )
     if isinstance(value, dict):
@@ -39,10 +39,4 @@ def render_for_context(config: WorkingMemoryConfig, value: str | dict | None, to
     else:
         body = value if value and value.strip() else (config.effective_template or "")
     how = agent.WORKING_MEMORY_READ_ONLY if config.read_only else agent.WORKING_MEMORY_TEMPLATE_HOW
-    return "\n".join(
-        [
-            agent.WORKING_MEMORY_INTRO,
-            how.format(tool=tool_name),
-            f"<working-memory>\n{neutralise(body.rstrip())}\n</working-memory>",
-        ]
-    )
+    return "\n".join([agent.WORKING_MEMORY_INTRO, how.format(tool=tool_name), block("working-memory", body.rstrip())])

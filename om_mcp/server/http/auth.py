@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -83,6 +84,12 @@ def access_of(token: AccessToken | None, *, bearer: bool) -> Access:
     granted = (token.claims or {}).get(RESOURCES_CLAIM)
     if not isinstance(granted, list) or not all(isinstance(g, str) for g in granted):
         return NO_RESOURCE  # a token from another verifier carries no grant of ours
+    return _grant(tuple(granted))
+
+
+@lru_cache(maxsize=1024)
+def _grant(granted: tuple[str, ...]) -> Access:
+    """A grant's access, made once per grant (App.memory asks for it several times a request)."""
     return EVERY_RESOURCE if ALL_RESOURCES in granted else Access.to(granted)
 
 

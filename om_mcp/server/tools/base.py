@@ -33,9 +33,12 @@ async def invoke(
     take a write (read-only, full) one that says so; the events it caused and the resources
     it changed are notified."""
     app = app_of(ctx)
-    await app.ready()
-    # A client that offers sampling (legacy era, with a back-channel) can observe for us.
-    app.broker.register(ctx.session, ctx.client_capabilities)
+    memory = await app.ready()
+    # A client that offers sampling (legacy era, with a back-channel) can observe for us: any record's
+    # cycle, any tenant's conversation. So only a caller that reaches every resource (stdio, HTTP without
+    # auth, an admin token) lends its client; a tenant's client is never shown another's messages.
+    if memory.access.every_resource:
+        app.broker.register(ctx.session, ctx.client_capabilities)
     with app.memory.events.collect() as events:
         try:
             result = await call(app)

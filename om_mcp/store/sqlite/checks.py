@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import weakref
+from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from om_mcp.store.errors import DatabaseRefused
 from om_mcp.store.migrations import APPLICATION_ID, LATEST_VERSION
@@ -22,6 +25,36 @@ OUR_TABLES = {"threads", "messages", "resources"}
 # quick_check reads every page; past this size it would hold up start-up, so
 # only the schema's own tables are checked then (doctor runs the full check).
 FULL_CHECK_MAX_BYTES = 256 * 1024 * 1024
+
+# POSIX locks belong to the process, not to a descriptor: closing *any* descriptor of the database
+# file drops every lock this process's SQLite connections hold on it, WAL's shared lock among them
+# (another process closing its connection then thinks itself the last one, checkpoints and deletes
+# the -wal under us). SQLite's own descriptors are safe, it defers their close; ours is the header
+# read below, so it is made only while no connection of this process has the file open.
+_open_here: Counter[str] = Counter()
+
+
+class Connection(sqlite3.Connection):
+    """A connection the header checks know about: `sqlite3.connect(..., factory=Connection)`."""
+
+    def __init__(self, database: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        super().__init__(database, *args, **kwargs)  # type: ignore[arg-type]
+        key = _file_of(database)
+        self._release = weakref.finalize(self, _open_here.subtract, [key] if key else [])
+        if key:
+            _open_here[key] += 1
+
+    def close(self) -> None:
+        super().close()
+        self._release()
+
+
+def _file_of(database: str | os.PathLike[str]) -> str | None:
+    """The real path of the file a connection opens (a path or a `file:` URI), None for memory."""
+    name = os.fspath(database)
+    if name.startswith("file:"):
+        name = unquote(urlsplit(name).path)
+    return os.path.realpath(name) if name and name != ":memory:" else None
 
 
 def before_open(path: Path, *, writable: bool = True) -> None:
@@ -50,8 +83,8 @@ def before_open(path: Path, *, writable: bool = True) -> None:
 
 def _header_checks(path: Path) -> None:
     size = path.stat().st_size
-    if size == 0:
-        return
+    if size == 0 or _open_here[os.path.realpath(path)] > 0:
+        return  # checked when this process first opened it; reading it again would drop its locks
     with path.open("rb") as handle:
         header = handle.read(100)
     if not header.startswith(SQLITE_MAGIC):

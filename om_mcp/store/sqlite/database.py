@@ -55,7 +55,9 @@ def connect(path: str | Path, *, check: bool = True) -> sqlite3.Connection:
         return _connect_read_only(Path(path), check)
     if check and path != ":memory:":
         checks.before_open(Path(path))
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000, factory=checks.Connection
+    )
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if check:
@@ -94,7 +96,7 @@ def _connect_read_only(path: Path, check: bool) -> sqlite3.Connection:
         uri += "&immutable=1"  # nothing can change it: no locks, no shared-memory file needed
     if check:
         checks.before_open(path, writable=False)
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, factory=checks.Connection)
     try:
         conn.create_function("om_casefold", 1, _casefold, deterministic=True)
         if check:

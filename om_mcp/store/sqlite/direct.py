@@ -51,7 +51,7 @@ def open_database(path: str) -> sqlite3.Connection:
 
 
 def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_MS / 1000)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_MS / 1000, factory=checks.Connection)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA secure_delete = ON")

@@ -48,6 +48,12 @@ DUE = (
 )
 
 
+INSERT_MESSAGE = (
+    "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
+    " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 @lru_cache(maxsize=2048)
 def translate(sql: str) -> str:
     """A statement of the shared rules in SQLite's dialect (see the module docstring)."""
@@ -105,37 +111,39 @@ class SQLiteTx(Tx):
         self, thread_id: str, resource_id: str, counted_by: int, fresh: list[NewMessage]
     ) -> list[int]:
         conn = self.conn
-        base = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
-        base = base[0] if base else 0
-        conn.executemany(
-            "INSERT INTO messages (id, thread_id, resource_id, role, body, parts, created_at, metadata, tokens,"
-            " part_tokens, counted_by, observable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    m.id,
-                    thread_id,
-                    resource_id,
-                    m.role,
-                    m.body,
-                    stored_parts(m.parts, m.body),
-                    m.created_at,
-                    dumps(m.metadata) if m.metadata else None,
-                    m.tokens,
-                    dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
-                    counted_by,
-                    int(m.observable),
-                )
-                for m in fresh
-            ],
-        )
-        # One writer: the rows took the next seqs, unless an earlier batch's seqs were deleted and reused.
-        seqs = list(range(base + 1, base + len(fresh) + 1))
-        if conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()[0] != seqs[-1]:
-            seqs = [
-                conn.execute("SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id)).fetchone()[0]
-                for m in fresh
-            ]
-        fts.index_messages(conn, seqs)
+        rows = [
+            (
+                m.id,
+                thread_id,
+                resource_id,
+                m.role,
+                m.body,
+                stored_parts(m.parts, m.body),
+                m.created_at,
+                dumps(m.metadata) if m.metadata else None,
+                m.tokens,
+                dumps(m.part_tokens) if m.part_tokens and len(m.part_tokens) > 1 else None,
+                counted_by,
+                int(m.observable),
+            )
+            for m in fresh
+        ]
+        if len(rows) == 1:  # the common append: its seq from the insert itself
+            seqs = [int(conn.execute(INSERT_MESSAGE, rows[0]).lastrowid or 0)]
+        else:
+            base = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+            base = base[0] if base else 0
+            conn.executemany(INSERT_MESSAGE, rows)
+            # One writer: the rows took the next seqs, unless an earlier batch's seqs were deleted and reused.
+            seqs = list(range(base + 1, base + len(fresh) + 1))
+            if conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()[0] != seqs[-1]:
+                seqs = [
+                    conn.execute(
+                        "SELECT seq FROM messages WHERE thread_id = ? AND id = ?", (thread_id, m.id)
+                    ).fetchone()[0]
+                    for m in fresh
+                ]
+        fts.index_rows(conn, [(seq, resource_id, m.body) for seq, m in zip(seqs, fresh)])
         return seqs
 
     async def _index_groups(self, key: str, groups: list[tuple[str, str]]) -> None:

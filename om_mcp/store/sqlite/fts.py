@@ -86,14 +86,19 @@ def index_messages(conn: sqlite3.Connection, seqs: Iterable[int]) -> int:
     """
     done = 0
     for chunk in _chunks([int(s) for s in seqs]):
-        rows = _rows(conn, f"seq IN ({','.join('?' * len(chunk))})", chunk)
-        conn.executemany(
-            f"INSERT INTO {TABLE} (rowid, body) VALUES (?, ?)",
-            [(seq, _indexed(resource, body)) for seq, resource, body in rows],
-        )
-        _count(conn, rows, +1)
-        done += len(rows)
+        done += index_rows(conn, _rows(conn, f"seq IN ({','.join('?' * len(chunk))})", chunk))
     return done
+
+
+def index_rows(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> int:
+    """Index messages inserted in this transaction from their (seq, resource, body) as inserted,
+    which is what `forget_*` will hand to FTS5 'delete' (they read the stored rows)."""
+    conn.executemany(
+        f"INSERT INTO {TABLE} (rowid, body) VALUES (?, ?)",
+        [(seq, _indexed(resource, body)) for seq, resource, body in rows],
+    )
+    _count(conn, rows, +1)
+    return len(rows)
 
 
 def _count(conn: sqlite3.Connection, rows: list[tuple[int, str, str]], sign: int) -> None:
@@ -105,7 +110,8 @@ def _count(conn: sqlite3.Connection, rows: list[tuple[int, str, str]], sign: int
         " ON CONFLICT (resource_id) DO UPDATE SET messages = messages + excluded.messages",
         list(per.items()),
     )
-    conn.execute(f"DELETE FROM {SCOPES} WHERE messages <= 0")
+    if sign < 0:
+        conn.execute(f"DELETE FROM {SCOPES} WHERE messages <= 0")
 
 
 def _forget(conn: sqlite3.Connection, rows: list[tuple[int, str, str]]) -> int:

@@ -1,4 +1,6 @@
-"""A host CLI signs in over OAuth and its tool call reaches om-mcp: Codex (npm @openai/codex).
+"""Host CLIs sign in to om-mcp over OAuth through its consent page, driven in headless Chromium:
+Codex (npm @openai/codex), whose tool call then reaches om-mcp, and Claude Code, whose health check
+then connects with the token it got.
 
 `om-mcp serve --oauth` runs as a user runs it; `codex mcp login` registers, prints the
 authorization URL and waits on its loopback callback; headless Chromium (Debian's `chromium`)
@@ -6,11 +8,16 @@ opens that URL and the owner approves on the consent page with the code `om-mcp 
 then `codex exec`, whose model is the scripted server on loopback answering with a call of om-mcp's
 `append_messages`, stores a message, which lands in the resource the consent granted. Everything
 runs in a throwaway HOME and CODEX_HOME; without codex or chromium the test skips, saying so.
+
+Claude Code's `claude mcp login` wants a terminal (it offers to take a pasted redirect URL), so it
+runs on a pseudo-terminal here; its tool call is not tried: `claude -p` needs an Anthropic login or
+key and speaks the Messages API, which the scripted server does not.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -167,3 +174,113 @@ async def test_codex_logs_in_through_the_consent_page_and_its_tool_call_reaches_
             if process is not None and process.poll() is None:
                 process.terminate()
                 process.wait(timeout=30)
+
+
+async def approve(url: str, code: str, resources: str) -> tuple[str, str]:
+    """The owner in headless Chromium: open the client's authorization URL, type the code and the
+    resources, approve; (the client's name on the page, the text of the client's callback page)."""
+    async with await open_page(url) as page:
+        await page.until("!!document.querySelector('input[name=code]')", timeout=scaled(60))
+        client = await page.evaluate("document.querySelector('main b').textContent")
+        await page.evaluate(f"document.querySelector('input[name=code]').value = {json.dumps(code)}")
+        await page.evaluate(f"document.querySelector('input[name=resource]').value = {json.dumps(resources)}")
+        await page.evaluate("document.querySelector('button[value=approve]').click()")
+        landed = await page.until(
+            "location.href.includes('/callback') && document.body && document.body.innerText", timeout=scaled(60)
+        )
+    return client, landed
+
+
+@pytest.mark.timeout(900)
+async def test_claude_code_logs_in_through_the_consent_page_and_connects(tmp_path: Path) -> None:
+    if shutil.which("claude") is None:
+        pytest.skip("the Claude Code CLI is not installed (npm install -g @anthropic-ai/claude-code; .ci/run does)")
+    if find_chromium() is None:
+        pytest.skip("no Chromium (Debian's chromium package; .ci/run installs it)")
+    import pty
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = clean_env(tmp_path)
+    env.update(HOME=str(home), OM_MODEL="openai/gpt-4o-mini", TERM="dumb")
+    db = tmp_path / "memory.db"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    om = [PYTHON, "-m", "om_mcp"]
+    server = subprocess.Popen(
+        [*om, "serve", "--transport", "http", "--port", str(port), "--oauth", "--public-url", base, "--db", str(db)],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    login: subprocess.Popen[bytes] | None = None
+    primary = secondary = -1
+
+    def claude(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["claude", *args],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=scaled(120),
+            stdin=subprocess.DEVNULL,
+        )
+
+    try:
+        await anyio.to_thread.run_sync(_wait_for, f"{base}/.well-known/oauth-authorization-server", server, scaled(120))
+        added = claude("mcp", "add", "--transport", "http", "om", f"{base}/mcp")
+        assert added.returncode == 0, added.stdout + added.stderr
+        primary, secondary = pty.openpty()
+        login = subprocess.Popen(
+            ["claude", "mcp", "login", "om"], env=env, cwd=project, stdin=secondary, stdout=secondary, stderr=secondary
+        )
+        os.close(secondary)
+        shown = b""
+        with anyio.fail_after(scaled(120)):
+            while b"/authorize?" not in shown or not shown[shown.find(b"/authorize?") :].split(maxsplit=1)[1:]:
+                shown += await anyio.to_thread.run_sync(os.read, primary, 4096)
+        url = shown[shown.find(b"http://127.0.0.1") :].split()[0].decode()
+        assert url.startswith(f"{base}/authorize?"), shown
+        printed = subprocess.run(
+            [*om, "connect", "--json", "--public-url", base, "--db", str(db)],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=scaled(120),
+        )
+        assert printed.returncode == 0, printed.stderr
+        client, landed = await approve(url, json.loads(printed.stdout)["code"], "alice")
+        assert client.startswith("Claude Code")
+        print(f"\nconsent page approved for {client}; Claude Code's callback page says: {landed.strip()}")
+        with anyio.fail_after(scaled(120)):
+            while b"Authenticated with" not in shown:
+                try:
+                    shown += await anyio.to_thread.run_sync(os.read, primary, 4096)
+                except OSError:  # the terminal closed: claude exited
+                    break
+        assert b'Authenticated with "om"' in shown, shown
+        listed = claude("mcp", "list")  # health-checks the server with the token it stored
+        assert "om: " in listed.stdout and "Connected" in listed.stdout, listed.stdout + listed.stderr
+        granted = subprocess.run(
+            [*om, "token", "list", "--json", "--db", str(db)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=scaled(120),
+        )
+        [grant] = [g for g in json.loads(granted.stdout) if g["kind"] == "oauth"]
+        assert grant["who"].startswith("Claude Code") and grant["resources"] == "alice"
+        assert grant["state"] == "active" and grant["last_used"]
+    finally:
+        for process in (login, server):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+        if primary >= 0:
+            os.close(primary)
