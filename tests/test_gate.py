@@ -10,6 +10,7 @@ each, the database file and its -wal are read as bytes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from typing import Any
 
@@ -288,13 +289,15 @@ async def test_no_way_to_remember_stores_or_sends_a_secret(tmp_path):
     conn.close()
 
 
-@pytest.mark.slow
-def test_the_commands_store_and_send_no_secret(tmp_path):
+def test_the_commands_store_and_send_no_secret(tmp_path, monkeypatch, capsys):
     """`om-mcp remember` (--thread, --resource, --user, --user --working-memory), a `<remember>` span
-    through `om-mcp ingest`, and `om-mcp observe --instruction`, as a user runs them: the file holds none
-    of the secrets, nor does any request the model (a fake one on loopback) received."""
-    from support.processes import run_om
+    through `om-mcp ingest`, and `om-mcp observe --instruction`, each through the command line's own
+    entry point (its parser, its configuration from the environment; in this process, so that the test
+    costs no interpreter starts): the file holds none of the secrets, nor does anything a command printed
+    or any request the model (a fake one on loopback, reached through litellm) received."""
+    from support.processes import clean_env
 
+    from om_mcp.cli import main
     from om_mcp.testing.fake_server import FakeLLMServer
     from om_mcp.testing.transcripts import ClaudeTranscript
 
@@ -303,21 +306,28 @@ def test_the_commands_store_and_send_no_secret(tmp_path):
     db = tmp_path / "m.db"
     reply = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user talked about a garden\n</observations>"
     with FakeLLMServer(lambda request: reply) as llm:
-        env = {
-            "OM_DB_PATH": str(db),
-            "OM_MODEL": json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
-            "OM_OBSERVATIONAL_MEMORY__SCOPE": "resource",
-            "OM_OBSERVATIONAL_MEMORY__USER__ENABLED": "true",
-            "OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS": "false",
-        }
+        env = clean_env(
+            tmp_path,
+            OM_DB_PATH=str(db),
+            OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
+            OM_OBSERVATIONAL_MEMORY__SCOPE="resource",
+            OM_OBSERVATIONAL_MEMORY__USER__ENABLED="true",
+            OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
+        )
+        for name in list(os.environ):
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
         transcript = ClaudeTranscript(tmp_path / "s.jsonl", "s", str(tmp_path))
         transcript.turn(f"<remember>{text}</remember>", "noted")
-        done = [run_om("ingest", str(transcript.path), "--no-worker", "--resource", "r", home=tmp_path, **env)]
+        commands = [["ingest", str(transcript.path), "--no-worker", "--resource", "r"]]
         for where in (["--thread", "s"], ["--resource", "r"], ["--user"], ["--user", "--working-memory"]):
-            done.append(run_om("remember", text, *where, home=tmp_path, **env))
-        done.append(run_om("observe", "s", "--instruction", text, home=tmp_path, **env))
+            commands.append(["remember", text, *where])
+        commands.append(["observe", "s", "--instruction", text])
+        codes = [main(argv) for argv in commands]
         requests = json.dumps(llm.requests)
-    assert [d.returncode for d in done] == [0] * 6, [d.stderr for d in done]
-    assert [s for s in secrets if any(s in d.stdout for d in done)] == []
+    printed = capsys.readouterr()
+    assert codes == [0] * len(commands), printed.err
+    assert [s for s in secrets if s in printed.out or s in printed.err] == []
     assert llm.requests and [s for s in secrets if s in requests] == []
     assert stored(raw_bytes(db), secrets) == []
