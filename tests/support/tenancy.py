@@ -12,6 +12,8 @@ OAuth grant to it. Bob's token then calls
 * for every argument that names something (`ARGUMENTS`, `ROUTE_INPUTS`: a thread, resource,
   message, observation line, cursor, generation, phrase, `as_of` or OAuth grant), once with each of alice's
   values and once with a value of the same shape that nobody holds, bob's own values elsewhere,
+* and `subscriptions/listen` to every resource template filled with each of alice's values and
+  nobody's (one of hers honoured is a read: bob would hear her changes),
 
 and counts, over every answer: *reads* (an answer holding one of alice's markers or ids, besides the
 value bob sent), *changes* (alice's rows, read from the SQLite file, differ after the call, or one of
@@ -558,7 +560,8 @@ class Tally:
             f"tenant matrix: {len(surfaces)} surfaces ({kinds['tool']} tools, {kinds['resource']} resources,"
             f" {kinds['prompt']} prompts, {kinds['route']} routes) x {arguments} arguments"
             f" ({sum(1 for s in surfaces for k in s.arguments.values() if k != 'inert')} naming something)"
-            f" = {self.cases} cases, {self.calls} calls by bob's token with alice's values and nobody's;"
+            f" = {self.cases} cases, {self.calls} calls by bob's token with alice's values and nobody's"
+            f" (a subscriptions/listen to {self.by_kind.get('listen', 0)} URIs of hers among them);"
             f" reads {len(self.reads)}, changes {len(self.changes)}, answers that differ {len(self.differences)}"
             f" (thread ids, which may: {self.thread_differences}); the file changed after {self.file_reads - 1}"
             " calls and was read again"
@@ -629,10 +632,41 @@ async def run_matrix(
                                     tally.differences.append(f"{case.label}: {theirs[:200]!r} vs {nobody[:200]!r}")
                         if progress:
                             progress(case.label)
+                    await listen(client, found, planted, tally)
                 finally:
                     tally.file_reads = watch.reads
                     watch.close()
     return tally, found, unclassified
+
+
+async def listen(client: Client, found: list[Surface], planted: Planted, tally: Tally) -> None:
+    """`subscriptions/listen` to every resource template filled with each of alice's values and with
+    nobody's, in one stream: a URI of hers honoured is a read whatever it names, a thread included (bob
+    would hear every change of it); hers and nobody's must be honoured alike (neither)."""
+    theirs: list[str] = []
+    nobodys: list[str] = []
+    for surface in found:
+        if surface.kind != "resource":
+            continue
+        for name, kind in surface.arguments.items():
+            if kind == "inert":
+                continue
+            for value in planted.values.get(kind, []):
+                for sent, into in ((value, theirs), (planted.nobody[kind](value), nobodys)):
+                    uri = surface.name
+                    for other, its in surface.arguments.items():
+                        filled = sent if other == name else bob_value(its, other, planted)
+                        uri = uri.replace(f"{{{other}}}", quote(str(filled), safe=""))
+                    into.append(uri)
+    async with client.listen(resource_subscriptions=theirs + nobodys) as stream:
+        honored = set(stream.honored.resource_subscriptions or ())  # None: none honoured
+    tally.cases += 1
+    tally.calls += 1
+    tally.by_kind["listen"] = len(theirs)
+    tally.reads += [
+        f"subscriptions/listen {uri}: honoured (bob hears alice's changes)" for uri in theirs if uri in honored
+    ]
+    tally.differences += [f"subscriptions/listen {uri}: honoured (nobody's)" for uri in nobodys if uri in honored]
 
 
 def lines(items: list[str], limit: int = 30) -> Iterator[str]:
