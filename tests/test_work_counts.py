@@ -264,3 +264,21 @@ async def test_a_search_in_one_thread_costs_about_what_its_resource_does(tmp_pat
             steps[scope] = counted[0]
             assert {hit.thread_id for hit in found} == ({"t", "u"} if scope == "resource" else {"t"}), scope
     assert steps["thread"] <= THREAD_SEARCH_STEPS_RATIO * steps["resource"], steps
+
+
+# The first store of a process, into a new thread: the thread's resource read, and the append with the
+# tokenizer's id looked up in its transaction (before: 3, the id's lookup a write transaction of its own).
+TRIPS_FOR_A_FIRST_STORE = 2
+
+
+@pytest.mark.anyio
+async def test_the_first_store_of_a_process_is_at_most_two_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    memory = await opened(tmp_path)
+    async with memory:
+        with counting(memory, monkeypatch) as first:
+            await memory.append_messages("t", [said(0)])
+        with counting(memory, monkeypatch) as second:
+            await memory.append_messages("t", [said(1)])
+        assert [m.id for m in (await memory.get_context("t")).messages] == ["m0", "m1"]
+    assert first.trips <= TRIPS_FOR_A_FIRST_STORE, f"{first.trips} trips for the first store of a process"
+    assert second.trips <= TRIPS_PER_STORE, f"{second.trips} trips for the next"

@@ -18,6 +18,7 @@ nobody holds.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -70,6 +71,7 @@ from om_mcp.store import (
     Scope,
     Store,
     Thread,
+    Transaction,
     gate_for,
     open_store,
     parse_key,
@@ -295,13 +297,12 @@ class Memory:
             resource_id,
             self.record_key(thread_id, resource_id),
             await intake.rows(self.config, self.counter, self.store, thread_id, messages),
-            counted_by=await self._tokenizer_id(),
             thread_metadata=metadata,
             working_memory=self.working_memory.seed(metadata.get("working_memory")),
             count=self.counter.count_text,
         )
         try:
-            done = await translated(self.store.transaction(append.record, batch))
+            done, self._counted_by = await translated(self.store.transaction(self._record, batch))
         except InputError as error:
             if seen is None or error.field != "resource_id":
                 raise
@@ -655,6 +656,14 @@ class Memory:
         only at newer messages."""
         await self.counter.ready()
         return await intake.recount(self.store, self.counter, await self._tokenizer_id(), after_seq)
+
+    async def _record(self, store: Transaction, batch: append.Batch) -> tuple[append.Recorded, int]:
+        """`append.record`, with the first store of this process looking up its tokenizer's id in the
+        same transaction (one trip to the database, not two; a retried transaction looks again)."""
+        counted_by = self._counted_by
+        if counted_by is None:
+            counted_by = await store.tokenizer_id(self.counter.cache_key)
+        return await append.record(store, dataclasses.replace(batch, counted_by=counted_by)), counted_by
 
     async def _tokenizer_id(self) -> int:
         """The store's id for this counter's tokenizer, which stored counts name (looked up once)."""
