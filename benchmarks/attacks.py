@@ -1005,8 +1005,110 @@ async def secrets_the_observer_decodes(tmp: Path) -> tuple[str, int, list[str]]:
     )
 
 
+def _observing(request: dict[str, Any]) -> str:
+    """The fake model's answer to the Observer and the Reflector alike: one harmless line."""
+    return "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user talked about a garden\n</observations>"
+
+
+def _sent(llm: FakeLLMServer) -> list[str]:
+    """The secrets any request to the model held."""
+    return [p[2] for p in PLANTS if any(p[2] in json.dumps(request) for request in llm.requests)]
+
+
+async def secrets_through_every_way_to_remember(tmp: Path) -> tuple[str, int, list[str]]:
+    """`om-mcp remember` with --thread, --resource, --user, --user --working-memory; the update_thread
+    tool's `remember`; a `<remember>` span through the tools, the hook and `om-mcp ingest`; then the model
+    reads the log (observe and reflect with an --instruction holding the secret too): a secret in the
+    file or in any request the model got counts."""
+    with FakeLLMServer(_observing) as llm:
+        model = json.dumps({"model": "openai/fake", "api_base": llm.base_url})
+        settings = dict(
+            OM_MODEL=model,
+            OM_OBSERVATIONAL_MEMORY__SCOPE="resource",
+            OM_OBSERVATIONAL_MEMORY__USER__ENABLED="true",
+            OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
+        )
+        env = _env(tmp, OM_DB_PATH=str(tmp / "m.db"), **settings)
+        om = [sys.executable, "-m", "om_mcp"]
+        subprocess.run([*om, "remember", "first", "--resource", "r"], env=env, capture_output=True)
+        transcript = ClaudeTranscript(tmp / "s.jsonl", "s", str(tmp))
+        for _, text, _secret in ONE_LINE:
+            transcript.turn(f"<remember>{text}</remember>", "noted")
+            for where in (["--resource", "r"], ["--user"], ["--user", "--working-memory"]):
+                subprocess.run([*om, "remember", text, *where], env=env, capture_output=True)
+        subprocess.run([*om, "ingest", str(transcript.path), "--no-worker"], env=env, capture_output=True)
+        hooked = ClaudeTranscript(tmp / "h.jsonl", "h", str(tmp))
+        for _, text, _secret in ONE_LINE:
+            hooked.turn(f"<remember>{text}</remember>", "noted")
+        event = {"session_id": "h", "transcript_path": str(hooked.path), "cwd": str(tmp), "hook_event_name": "Stop"}
+        subprocess.run([*om, "hook", "claude-code", "--no-worker"], input=json.dumps(event).encode(), env=env)
+        for _, text, _secret in ONE_LINE:
+            subprocess.run([*om, "remember", text, "--thread", "s"], env=env, capture_output=True)
+        served = {k: v for k, v in settings.items() if "__USER__" not in k}  # a server with tenants: no person layer
+        async with _server(tmp, **served) as client:
+            for i, (_, text, _secret) in enumerate(ONE_LINE):
+                await tool(client, "update_thread", {"thread_id": "s", "remember": text})
+                span = [note(1, f"<remember>{text}</remember>"), {"id": "m2", "role": "assistant", "content": "ok"}]
+                await tool(client, "append_messages", {"thread_id": f"t{i}", "resource_id": "r", "messages": span})
+            instruction = " ".join(p[1].replace("\n", " ") for p in ONE_LINE)
+            await tool(client, "observe", {"thread_id": "s", "instruction": instruction})
+            await tool(client, "reflect", {"thread_id": "s", "instruction": instruction})
+        subprocess.run([*om, "observe", "t0", "--instruction", instruction], env=env, capture_output=True)
+        sent = _sent(llm)
+    planted = 9 * len(ONE_LINE) + 2
+    stored = _stored(tmp / "m.db", [p[2] for p in PLANTS])
+    return "every way to remember, and --instruction (the file; the model)", planted, sorted({*stored, *sent})
+
+
+def _planted(schema: dict[str, Any], text: str) -> Any:
+    """`text` as an argument of that JSON schema carries it (a string, messages, an object)."""
+    kinds = {schema.get("type")} | {s.get("type") for s in schema.get("anyOf", [])}
+    if "string" in kinds:
+        return text
+    if "array" in kinds:
+        return [note(1, text), {"id": "m2", "role": "assistant", "content": f"noted: {text}"}]
+    if "object" in kinds:
+        return {"note": text, "working_memory": text, "title": text.splitlines()[0]}
+    return None
+
+
+async def secrets_in_every_tool_argument(tmp: Path) -> tuple[str, int, list[str]]:
+    """Every argument of every tool the server lists (ids aside: names the client chooses, docs/privacy.md),
+    given each class; observe and reflect reach the fake model meanwhile."""
+    with FakeLLMServer(_observing) as llm:
+        model = json.dumps({"model": "openai/fake", "api_base": llm.base_url})
+        planted = 0
+        settings = dict(OM_MODEL=model, OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false")
+        async with _server(tmp, OM_OBSERVATIONAL_MEMORY__SCOPE="thread", **settings) as client:
+            await tool(client, "append_messages", {"thread_id": "t", "user": "the garden", "assistant": "ok"})
+            for listed in (await client.list_tools()).tools:
+                properties = listed.input_schema.get("properties", {})
+                for name, schema in properties.items():
+                    if name.endswith("_id"):
+                        continue
+                    for _, text, _secret in PLANTS:
+                        value = _planted(schema, text)
+                        if value is None:
+                            continue
+                        arguments = {"thread_id": "t", name: value}
+                        if name == "text":  # a line to correct
+                            line, _ = await tool(client, "update_thread", {"thread_id": "t", "remember": "a garden"})
+                            arguments["observation_id"] = json.loads(line)["remembered"]["id"]
+                        if name == "thread_metadata":
+                            arguments["user"] = "hello"
+                        if listed.name == "observe":
+                            await tool(client, "append_messages", {"thread_id": "t", "user": "the garden again"})
+                        await tool(client, listed.name, arguments)
+                        planted += 1
+        sent = _sent(llm)
+    stored = _stored(tmp / "m.db", [p[2] for p in PLANTS])
+    return "every argument of every tool (the file; the model)", planted, sorted({*stored, *sent})
+
+
 # Each a surface; (what, secrets planted, those found in the database file's bytes afterwards)
 SECRET_ROWS: list[Callable[[Path], Any]] = [
+    secrets_through_every_way_to_remember,
+    secrets_in_every_tool_argument,
     secrets_in_tool_calls,
     secrets_in_titles_and_working_memory,
     secrets_through_the_hook_and_ingest,

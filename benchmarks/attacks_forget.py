@@ -12,6 +12,18 @@ After each, the secrets still in the bytes of the database file and its -wal are
 surfaces (a secret in message metadata, in a file part's base64 data, spelled in NFD) and the erase with a
 reader holding an older snapshot (the command's exit code, and the bytes after `forget --finish`).
 
+Then the copies a forget used to miss (`copies`), each on a database of its own (goal 0 back each):
+- text only the working-memory history holds (a thread's, a resource's, the person layer's): the exit code of
+  `om-mcp forget --match` (goal 0, not 4 "nothing stored holds") and the words in `om-mcp show --as-of`'s
+  output and in the bytes after it;
+- a tool call and a tool result forgotten by id (`forget --message`), then the same session ingested under
+  another thread id and recorded as a resumed copy with new ids by the hook;
+- a line the Reflector merged from two (a fake model on loopback), forgotten by its id, with and without
+  `--with-sources`: the words of the lines it was merged from in recall's search, `restore --line` of each
+  (goal: refused, exit 4), `restore --generation 0`, and the bytes;
+- a phrase forgotten with `--match`, then a new message holding it under another thread and session id, and
+  a title holding it.
+
     .venv/bin/python benchmarks/attacks.py forget
 """
 
@@ -27,6 +39,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
+from om_mcp.testing.fake_server import FakeLLMServer, request_text
 from om_mcp.testing.transcripts import ClaudeTranscript
 
 SECRETS = ["quokkavelvet", "marmosetamber", "narwhalcopper"]
@@ -152,6 +165,149 @@ def reader_open(box: Sandbox) -> dict[str, object]:
     }
 
 
+def _run(box: Sandbox, code: str, *args: str) -> None:
+    """`code` in a process of its own on the sandbox's database (`memory`: the engine, opened)."""
+    script = (
+        "import anyio, json, sys\nfrom om_mcp.config import load_config\nfrom om_mcp.engine import Memory\n"
+        "async def main():\n    async with await Memory.open(load_config()) as memory:\n"
+        + "".join(f"        {line}\n" for line in code.splitlines())
+        + "anyio.run(main)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, *args], env=box.env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(done.stderr)
+
+
+def history(box: Sandbox) -> dict[str, object]:
+    """Three words each held only by earlier values of a working memory: a thread's, a resource's, the
+    person layer's."""
+    words = ["ibexcobalt", "tapirsaffron", "okapiumber"]
+    box.env.update(OM_OBSERVATIONAL_MEMORY__USER__ENABLED="true", OM_WORKING_MEMORY__SCOPE="thread")
+    _run(
+        box,
+        "await memory.append_messages('t', [{'role': 'user', 'content': 'hello'}], resource_id='proj')\n"
+        "await memory.update_working_memory('t', '# Notes\\n- the code is ' + sys.argv[1])\n"
+        "await memory.update_working_memory('t', '# Notes\\n- moved on')\n"
+        "await memory.set_user_working_memory('- my word is ' + sys.argv[3])\n"
+        "await memory.set_user_working_memory('- nothing')",
+        *words,
+    )
+    box.env.update(OM_WORKING_MEMORY__SCOPE="resource")
+    _run(
+        box,
+        "await memory.update_working_memory('t', '# Notes\\n- the word is ' + sys.argv[2])\n"
+        "await memory.update_working_memory('t', '# Notes\\n- gone')",
+        *words,
+    )
+    with sqlite3.connect(box.db) as conn:  # each time a value was saved: the memory as of then showed it
+        times = [r[0] for r in conn.execute("SELECT saved_at FROM om_working_memory_history ORDER BY id")]
+    codes = [box.om("forget", "--match", word, "--yes").returncode for word in words]
+    shown = "".join(box.om("show", "t", "--as-of", when).stdout for when in times) + box.om("show", "--user").stdout
+    return {
+        "forget --match exit codes (goal 0 0 0)": " ".join(map(str, codes)),
+        "in show --as-of / show --user after (goal 0)": f"{sum(w in shown for w in words)}/{len(words)}",
+        "left in the bytes (goal 0)": f"{box.back(words)}/{len(words)}",
+    }
+
+
+def tool_parts(box: Sandbox) -> dict[str, object]:
+    """A tool call and its result forgotten by id; the session back under another thread id, and as a
+    resumed copy with new ids."""
+    words = ["wombatsilver", "lemurcrimson"]  # the call's argument, the result's output
+    transcript = ClaudeTranscript(box.root / "s1.jsonl", "s1", str(box.project))
+    transcript.user("look at the notes")
+    call = transcript.tool_call("Bash", {"command": f"grep {words[0]} notes.txt"})
+    transcript.tool_result(call, f"the vault code is {words[1]} behind the painting")
+    transcript.assistant("done")
+    box.hook(transcript.path, "s1")
+    stored = json.loads(box.om("show", "s1", "--json", "--messages", "20").stdout)
+    for message in stored["recent_messages"]:
+        if any(w in json.dumps(message) for w in words):
+            box.om("forget", "--message", message["id"], "--thread", "s1", "--yes")
+    out: dict[str, object] = {"after forget --message": f"{box.back(words)}/{len(words)}"}
+    box.om("ingest", str(transcript.path), "--thread", "another-thread", "--no-worker")
+    out["om-mcp ingest --thread another-thread"] = f"{box.back(words)}/{len(words)}"
+    resumed = ClaudeTranscript(box.root / "s2.jsonl", "s2", str(box.project))
+    resumed.user("again: look at the notes")
+    call = resumed.tool_call("Bash", {"command": f"grep {words[0]} notes.txt"})  # new ids
+    resumed.tool_result(call, f"the vault code is {words[1]} behind the painting")
+    box.hook(resumed.path, "s2")
+    out["hook, a resumed copy with new ids"] = f"{box.back(words)}/{len(words)}"
+    return out
+
+
+MERGED = "User likes kumquat, in jam and in tea"  # the lines' word, which no message holds
+
+
+def _reflecting(request: dict) -> str:
+    if "<observer-rules>" in request_text({"messages": (request.get("messages") or [])[:1]}):
+        lines = f"* 🔴 (10:01) {MERGED}\n* 🔴 (10:02) User keeps a tortoise"
+        return f"<observations>\nDate: Mar 2, 2026\n{lines}\n</observations>"
+    return (
+        "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) User prefers kumquat jam at breakfast\n"
+        "* 🔴 (10:01) User drinks kumquat tea\n* 🔴 (10:02) User keeps a tortoise\n</observations>"
+    )
+
+
+def merged_lines(box: Sandbox, with_sources: bool) -> dict[str, object]:
+    """A line the Reflector merged from two, forgotten by its id: what of the two comes back."""
+    with FakeLLMServer(_reflecting) as llm:
+        box.env.update(OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}))
+        box.env.update(OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false")
+        transcript = ClaudeTranscript(box.root / "m.jsonl", "m", str(box.project))
+        transcript.turn("the orange jam at breakfast, and the orange tea after", "noted")
+        box.hook(transcript.path, "m")
+        box.om("observe", "m")
+        box.om("reflect", "m")
+    log = json.loads(box.om("show", "m", "--json").stdout)
+    line = next(
+        f"{g['id']}.{line['id'].rsplit('.', 1)[1]}" if "." in line["id"] else line["id"]
+        for g in log["observations"]["groups"]
+        for line in g["lines"]
+        if line.get("id") and MERGED in line["text"]
+    )
+    sources = [g["lines"][-1]["id"] for g in log["observations"].get("retired", []) if "kumquat" in json.dumps(g)]
+    args = ["forget", "--observation", line, "--yes", *(["--with-sources"] if with_sources else [])]
+    box.om(*args)
+    restored = [box.om("restore", "m", "--line", source).returncode for source in sources]
+    box.om("restore", "m", "--generation", "0")
+    shown = box.om("show", "m", "--generations").stdout
+    return {
+        "retired source lines (merged into it)": len(sources),
+        "restore --line of each (goal 4 each)": " ".join(map(str, restored)) or "-",
+        "'kumquat' in every generation after restore --generation 0 (goal 0)": shown.lower().count("kumquat"),
+        "'kumquat' in the bytes (goal 0)": box.back(["kumquat"]),
+    }
+
+
+def phrase_back(box: Sandbox) -> dict[str, object]:
+    """A phrase forgotten with --match, then new text holding it under other ids."""
+    word = "civetlavender"
+    transcript = ClaudeTranscript(box.root / "p.jsonl", "p1", str(box.project))
+    transcript.turn(f"my locker code is {word}", "noted")
+    box.hook(transcript.path, "p1")
+    box.om("forget", "--match", word, "--yes")
+    fresh = ClaudeTranscript(box.root / "p2.jsonl", "p2", str(box.project))
+    fresh.turn(f"Again, the locker code: {word.upper()}!", "noted")
+    box.hook(fresh.path, "p2")
+    _run(box, "await memory.update_thread('p2', title='about ' + sys.argv[1])", word)
+    return {"new session, new message, a title (goal 0)": f"{box.back([word])}/1"}
+
+
+def copies() -> dict[str, dict[str, object]]:
+    out = {}
+    for label, attack in (
+        ("working-memory history (thread, resource, person layer)", history),
+        ("tool call and result back under another id or thread", tool_parts),
+        ("a merged line forgotten by id", lambda box: merged_lines(box, False)),
+        ("a merged line forgotten by id, --with-sources", lambda box: merged_lines(box, True)),
+        ("a phrase forgotten with --match, back in new text", phrase_back),
+    ):
+        with tempfile.TemporaryDirectory(prefix="om-attacks-forget-") as tmp:
+            out[label] = attack(Sandbox(Path(tmp) / "box"))
+    return out
+
+
 def forgotten_text_back() -> None:
     with tempfile.TemporaryDirectory(prefix="om-attacks-forget-") as tmp:
         ways = ways_in(Sandbox(Path(tmp) / "ways"))
@@ -169,6 +325,11 @@ def forgotten_text_back() -> None:
     print("forget while another connection reads an older snapshot")
     for label, value in erase.items():
         print(f"  {label:<44} {value}")
+    print("copies a forget must take too, each on its own database")
+    for label, figures in copies().items():
+        print(f"  {label}")
+        for what, value in figures.items():
+            print(f"    {what:<66} {value}")
 
 
 if __name__ == "__main__":

@@ -118,4 +118,4 @@ async def test_restore_keeps_what_was_remembered_and_corrected_since(tmp_path: P
         if line["text"] == "* 🔴 (10:00) heard m1"
     )
     back = om(db, "restore", "--line", old.split(".")[1], "t")
-    assert back.returncode == 0 and "restored (retired (edited))" in back.stdout, back.stderr
+    assert back.returncode == 0 and "restored a line retired (edited): * 🔴" in back.stdout, back.stderr

@@ -18,7 +18,7 @@ from support.files import raw_bytes
 from support.mcp import call, connect
 
 from om_mcp.config import load_config
-from om_mcp.engine import Memory, NotFound
+from om_mcp.engine import InputError, Memory, NotFound
 from om_mcp.engine.user_layer import USER_RESOURCE
 from om_mcp.server import build_server
 from om_mcp.store import open_store, registry
@@ -73,12 +73,19 @@ async def test_forget_match_finds_and_takes_the_phrase_out_of_every_said_column(
         resource_id=rows.RESOURCE,
     )
     preview = await memory.control.forget_match(PHRASE.upper(), apply=False)
-    derived = [c for c, _ in planted if c.forget not in ("lines",)]
+    # every planted value is counted: a value scrubbed out of its row once each, a row deleted whole once
+    derived = {
+        (c.table, *key.values(), c.column if c.forget not in ("delete", "drop-chunks") else "")
+        for c, key in planted
+        if c.forget != "lines"
+    }
     assert preview.messages == 3
-    assert preview.derived >= len(derived), preview  # every planted value is counted
+    assert preview.derived == len(derived), preview
     assert preview.lines + preview.earlier_lines >= 1  # the log's own text (om_groups, om_chunks)
     done = await memory.control.forget_match(PHRASE)
     assert done.done and done.messages == 3
+    counts = ("messages", "lines", "earlier_lines", "groups", "derived")
+    assert [getattr(done, n) for n in counts] == [getattr(preview, n) for n in counts]  # the preview said it all
     left = []
     for column, key in planted:
         value = await rows.read(store, column.table, column.column, key)
@@ -230,3 +237,55 @@ async def test_forgetting_a_merged_line_forgets_the_lines_it_was_merged_from(tmp
     assert "tortoise" in json.dumps(await memory.observations("t"))
     await memory.close()
     assert b"oat milk" not in raw_bytes(db).lower()
+
+
+# -- a line the user corrected ----------------------------------------------------------------------
+
+CORRECTED = ["User keeps a tortoise named Zed", "User lives at 12 Elm St"]
+
+
+def observing_two(messages: list[dict]) -> str:
+    body = "\n".join(f"* 🔴 (10:0{i}) {fact}" for i, fact in enumerate(CORRECTED))
+    return f"<observations>\nDate: Mar 2, 2026\n{body}\n</observations>"
+
+
+async def _every_view(memory: Memory) -> str:
+    """The thread's log as every way to look shows it: its generations, the retired pile, as of any day."""
+    views: list[Any] = [await memory.observations("t", history=True), await memory.observations("t")]
+    for day in ("2000-01-01", "2026-03-02", "2999-01-01"):
+        views += [await memory.observations_at("t", day), (await memory.get_context("t", as_of=day)).model_dump()]
+    return json.dumps(views)
+
+
+@pytest.mark.parametrize("by", ["id", "match"])
+async def test_forgetting_a_corrected_line_forgets_what_it_corrected(tmp_path, by):
+    """`edit` leaves the old words on the retired pile and in the generation before (the memory as of
+    then); forgetting the corrected line, by its id or by a phrase of it, takes them too: no restore of
+    any generation or of the old line's id, and no as-of view, brings either back."""
+    db = tmp_path / "m.db"
+    memory = await Memory.open(config(), db_path=str(db), client=Script(observer=observing_two).model)
+    await memory.append_messages("t", [{"id": f"m{i}", "role": "user", "content": f"m{i} moved"} for i in range(2)])
+    assert (await memory.observe("t")).ran
+    old = next(line for g in (await memory.observations("t"))["groups"] for line in g["lines"] if "Elm" in line["text"])
+    new = await memory.control.edit_observation(old["id"], "User lives at 9 Birch Rd")
+    assert "Elm St" in await _every_view(memory)  # as of before the correction, and on the retired pile
+    if by == "id":
+        preview = await memory.control.forget_observation(new.id, apply=False)
+        done = await memory.control.forget_observation(new.id)
+    else:
+        preview = await memory.control.forget_match("9 birch rd", apply=False)
+        done = await memory.control.forget_match("9 birch rd")
+    assert (done.lines, done.earlier_lines) == (preview.lines, preview.earlier_lines) == (1, 2)
+    gone = ("Elm St", "Birch")
+    left = [g for g in gone if g in await _every_view(memory)]
+    with pytest.raises(NotFound):
+        await memory.control.restore_line(old["id"], thread_id="t")
+    for generation in range(3):
+        try:
+            await memory.control.restore_generation("t", generation)
+        except (NotFound, InputError):
+            continue  # the active one, or one that was never there
+        left += [f"{g} after restoring generation {generation}" for g in gone if g in await _every_view(memory)]
+    assert "tortoise" in json.dumps(await memory.observations("t"))
+    await memory.close()
+    assert left == [] and [g for g in gone if g.encode() in raw_bytes(db)] == []

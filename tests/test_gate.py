@@ -10,6 +10,7 @@ each, the database file and its -wal are read as bytes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from typing import Any
 
@@ -286,3 +287,47 @@ async def test_no_way_to_remember_stores_or_sends_a_secret(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM om_groups WHERE text LIKE '%[redacted:%'").fetchone()[0] >= 3 * 10
     conn.close()
+
+
+def test_the_commands_store_and_send_no_secret(tmp_path, monkeypatch, capsys):
+    """`om-mcp remember` (--thread, --resource, --user, --user --working-memory), a `<remember>` span
+    through `om-mcp ingest`, and `om-mcp observe --instruction`, each through the command line's own
+    entry point (its parser, its configuration from the environment; in this process, so that the test
+    costs no interpreter starts): the file holds none of the secrets, nor does anything a command printed
+    or any request the model (a fake one on loopback, reached through litellm) received."""
+    from support.processes import clean_env
+
+    from om_mcp.cli import main
+    from om_mcp.testing.fake_server import FakeLLMServer
+    from om_mcp.testing.transcripts import ClaudeTranscript
+
+    text = " and ".join(p[1] for p in ONE_LINE[:4])
+    secrets = [p[2] for p in ONE_LINE[:4]]
+    db = tmp_path / "m.db"
+    reply = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user talked about a garden\n</observations>"
+    with FakeLLMServer(lambda request: reply) as llm:
+        env = clean_env(
+            tmp_path,
+            OM_DB_PATH=str(db),
+            OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
+            OM_OBSERVATIONAL_MEMORY__SCOPE="resource",
+            OM_OBSERVATIONAL_MEMORY__USER__ENABLED="true",
+            OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
+        )
+        for name in list(os.environ):
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        transcript = ClaudeTranscript(tmp_path / "s.jsonl", "s", str(tmp_path))
+        transcript.turn(f"<remember>{text}</remember>", "noted")
+        commands = [["ingest", str(transcript.path), "--no-worker", "--resource", "r"]]
+        for where in (["--thread", "s"], ["--resource", "r"], ["--user"], ["--user", "--working-memory"]):
+            commands.append(["remember", text, *where])
+        commands.append(["observe", "s", "--instruction", text])
+        codes = [main(argv) for argv in commands]
+        requests = json.dumps(llm.requests)
+    printed = capsys.readouterr()
+    assert codes == [0] * len(commands), printed.err
+    assert [s for s in secrets if s in printed.out or s in printed.err] == []
+    assert llm.requests and [s for s in secrets if s in requests] == []
+    assert stored(raw_bytes(db), secrets) == []

@@ -57,6 +57,17 @@ def test_ci_runs_the_script_within_the_constraints_and_a_job_shows_drift() -> No
     assert command in readme and f"\n{command}\n" in script  # the README's test command, run verbatim
 
 
+def test_ci_runs_the_ratio_scripts_and_keeps_their_output() -> None:
+    """The benchmark job (issue 35): each ratio script it names exists, and its output is an artifact."""
+    workflow = (REPO / ".github" / "workflows" / "ci.yml").read_text()
+    job = workflow.split("\n  benchmarks:\n", 1)[1]
+    scripts = re.findall(r"benchmarks/(\w+\.py)", job)
+    ratios = {"floor.py", "startup.py", "cli_spawn.py", "ingest.py", "surface_tokens.py", "turn_latency.py"}
+    assert ratios <= set(scripts), sorted(ratios - set(scripts))
+    assert all((REPO / "benchmarks" / name).exists() for name in scripts), scripts
+    assert "actions/upload-artifact" in job and "ratios.txt" in job
+
+
 def test_the_constraints_pin_every_requirement_within_its_range() -> None:
     pins = {}
     for line in (REPO / "constraints.txt").read_text().splitlines():

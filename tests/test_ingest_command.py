@@ -184,6 +184,8 @@ def test_ingest_goes_on_past_an_entry_it_cannot_take_and_counts_it(tmp_path: Pat
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
     assert (summary["appended"], summary["refused"], summary["unreadable"], summary["skipped"]) == (0, 1, 1, 21)
+    cut_at = sum(len(line.encode()) + 1 for line in edited[:5])
+    assert again.stderr.strip() == f"om-mcp: {transcript}: the transcript line at byte {cut_at:,} is not JSON; skipped"
     assert rows(tmp_path, "SELECT COUNT(*) FROM messages WHERE thread_id = '" + SESSION_ID + "'") == [(22,)]
     plain = ingest(env, str(transcript), "--no-worker")
     assert "1 kept as stored (changed since)" in plain.stdout and "1 unreadable line(s) skipped" in plain.stdout

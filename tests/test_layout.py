@@ -118,7 +118,7 @@ def imports_in(source: str, module: str, is_package: bool = False) -> list[tuple
     return out
 
 
-IMPORTERS = {"import_module", "__import__"}
+IMPORTERS = {"import_module", "__import__", "face", "later"}  # the last two: om_mcp/lazy.py's faces
 
 
 def dynamic_imports(tree: ast.Module, module: str) -> list[tuple[int, str]]:
@@ -158,6 +158,8 @@ def dynamic_imports(tree: ast.Module, module: str) -> list[tuple[int, str]]:
 
 def _literal_prefix(node: ast.expr, module: str) -> str | None:
     """The package a run-time import's name is built under ("" for a whole name held elsewhere), or None."""
+    if isinstance(node, ast.Name) and node.id == "__name__":  # a lazy face's homes: relative to the module
+        return module
     if not isinstance(node, ast.JoinedStr):
         return ""
     text = ""
@@ -435,3 +437,27 @@ def test_an_import_made_by_name_at_run_time_counts_too():
     relative = 'HOMES = {"Memory": "memory"}\n' + call.format('f"{__name__}.{HOMES[n]}"')
     assert (1, "om_mcp.engine.memory") in imports_in(relative, "om_mcp.engine", is_package=True)
     assert imports_in(call.format("user_path"), "om_mcp.engine.x") == [(1, "importlib")]  # a user's hook: none of ours
+    faced = (
+        'from om_mcp.lazy import face\n__getattr__ = face(__name__, {"Memory": "memory", "Access": "om_mcp.store"})\n'
+    )
+    assert {(2, "om_mcp.engine.memory"), (2, "om_mcp.store")} <= set(
+        imports_in(faced, "om_mcp.engine", is_package=True)
+    )
+    rules = 'from om_mcp.lazy import later\nforget = later("om_mcp.store.forget")\n'
+    assert (2, "om_mcp.store.forget") in imports_in(rules, "om_mcp.store.operations")
+
+
+def test_names_load_on_first_use_through_the_one_lazy_face():
+    """A module whose names load on first use gets its `__getattr__` from `om_mcp/lazy.py` (`face`, or
+    `later` for rules called by name), not a hand-written one: one place that imports by name, caches
+    what it loaded and that the layer contract reads (issue 36)."""
+    written = []
+    for path in sources():
+        tree = ast.parse(path.read_text(), str(path))
+        written += [
+            f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+            for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]
+            for node in ast.iter_child_nodes(scope)
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__" and path.name != "lazy.py"
+        ]
+    assert not written, f"hand-written lazy faces (use om_mcp.lazy.face): {written}"

@@ -57,6 +57,9 @@ async def test_the_default_view_holds_both_kinds_marks_retired_lines_and_ids_rem
     assert re.fullmatch(r"[0-9a-f]{16}", remembered["id"]) and remembered["range"] is None
     assert all(h["id"] and "None" not in (h["range"] or "") for h in observations)
 
+    shown = run_om("show", "t", "--db", str(db), home=tmp_path)  # the thread's view of the resource's log
+    assert "None" not in shown.stdout and "church tower" in shown.stdout, shown.stdout + shown.stderr
+
     table = run_om("search", "kestrel church tower", "--db", str(db), home=tmp_path).stdout
     assert "None:None" not in table
     assert re.search(r"observation, RETIRED \(dropped by generation 1\)\s.*User saw a kestrel", table), table

@@ -26,6 +26,7 @@ from om_mcp.server.http.ui.source import MemorySource
 pytestmark = pytest.mark.anyio
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SESSION_ID = json.loads((FIXTURES / "claude_code" / "session.jsonl").read_text().splitlines()[0])["sessionId"]
 CAPPED = {
     "OM_MODEL": "openai/gpt-4o-mini",
     "OPENAI_API_KEY": "sk-not-a-real-key",  # a model that is ready: only the cap holds observation back
@@ -59,6 +60,9 @@ async def test_a_reached_cap_reads_as_a_pause_in_status_threads_and_ingest(tmp_p
     assert ingested.returncode == 0, ingested.stderr
     assert "observing in the background" not in ingested.stdout
     assert "; not observed now: daily budget of 1,000 tokens reached; resumes at 00:00 UTC" in ingested.stdout
+    rows = run_om("threads", "--db", str(db), home=tmp_path, **CAPPED).stdout.splitlines()
+    session = next(row.split("\t") for row in rows if row.startswith(SESSION_ID))
+    assert session[2] == "please run ls for me", rows  # untitled: its first prompt, as the status page names it
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("SELECT COUNT(*) FROM om_leases").fetchone() == (0,)  # no worker was started

@@ -2,7 +2,8 @@
 resource templates, resources, prompts and status-page routes, over real HTTP: bob's token, given
 each of alice's thread, resource, message, line, cursor, generation, phrase and `as_of` values and
 one nobody holds, reads nothing of alice's, changes nothing of hers, and gets the same answer for
-hers as for nobody's (thread ids apart: that one is in use is what a token may learn).
+hers as for nobody's (thread ids apart: that one is in use is what a token may learn); a
+`subscriptions/listen` to every resource template filled with her values is honoured for none.
 
 Before issue 33, `delete_thread` with `match` on bob's own thread previewed and deleted alice's
 messages: the matrix counted its reads, changes and differences (the access check is planted back
@@ -30,9 +31,8 @@ async def test_bob_learns_and_changes_nothing_of_alices_through_any_surface(tmp_
     names = {s.name for s in surfaces}
     assert {"delete_thread", "recall", "GET /api/threads/{thread_id:path}/messages"} <= names
     varied = {k for k, n in tally.by_kind.items() if n}
-    assert {"thread", "resource", "message", "line", "cursor", "phrase", "as_of", "generation", "grant"} <= varied, (
-        varied
-    )
+    named = {"thread", "resource", "message", "line", "cursor", "phrase", "as_of", "generation", "grant", "listen"}
+    assert named <= varied, varied
     found = [*tally.reads, *tally.changes, *tally.differences]
     assert not found, "\n".join(tenancy.lines(found))
 

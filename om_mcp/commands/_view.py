@@ -98,10 +98,14 @@ THREAD_COLUMNS = [
 
 
 def thread_table_rows(states: list[ThreadState]) -> list[dict[str, Any]]:
+    """The table's title is the one the status page shows: set, the Observer's, else the first prompt's start
+    (a session a hook or `ingest` recorded has no other name)."""
+    from om_mcp.engine.overview import MemoryOverview
+
     return [
         {
             **thread_row(s),
-            "title": one_line(s.thread.title or "", 40),
+            "title": one_line(MemoryOverview.title(s)[0] or "", 40),
             "updated": when(s.thread.updated_at),
             "last": cycle_text(s.last_cycle),
         }

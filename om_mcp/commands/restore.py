@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(line.model_dump())
             else:
-                print(f"restored ({line.was}): {line.text}\n  its id is now {line.id}")
+                where = line.was if line.was.startswith("retired") else f"of {line.was}"
+                print(f"restored a line {where}: {line.text}\n  its id is now {line.id}")
             return EXIT_OK
         done = await memory.control.restore_generation(args.thread, args.generation, apply=not args.dry_run)
         if args.json:

@@ -156,7 +156,8 @@ def _log(groups: list[dict[str, Any]]) -> str:
     out = []
     for group in groups:
         thread = f" · thread {group['thread_id']}" if group.get("thread_id") else ""
-        out.append(f"  ## group {group['id']} · {group['kind']} · range {group['range']}{thread}")
+        where = f" · range {group['range']}" if group.get("range") else ""
+        out.append(f"  ## group {group['id']} · {group['kind']}{where}{thread}")
         for line in group["lines"]:
             short = line["id"].rpartition(".")[2] if line["id"] else ""
             out.append(f"  {short:<6}  {line['text']}")

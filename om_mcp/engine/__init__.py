@@ -8,8 +8,9 @@ whole engine.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from om_mcp.lazy import face
 
 _HOMES = {
     "Access": "om_mcp.store",  # the caller's resources: a store type, named for every layer above
@@ -101,9 +102,4 @@ if TYPE_CHECKING:
     from om_mcp.messages import MessageIn
     from om_mcp.store import EVERY_RESOURCE, NO_RESOURCE, Access
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home if home.startswith("om_mcp.") else f"{__name__}.{home}"), name)
+__getattr__ = face(__name__, _HOMES)

@@ -24,9 +24,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from om_mcp.engine.errors import InputError
-from om_mcp.engine.observation.lines import USER_STATED
-from om_mcp.engine.observation.transcript import date_header
 from om_mcp.store import Message, Remembered
+
+# The log's wording (`observation.lines`, `observation.transcript`: zoneinfo and the prompts' text) is
+# imported where a span is found, not here: every append passes through `remembered_in`, the host hook's
+# too (one process a prompt), and almost no message has a span.
 
 MAX_CHARS = 2000  # as for a correction (`om-mcp edit`): a line of the log, not a document
 SPAN = re.compile(r"<remember>(.*?)</remember>", re.IGNORECASE | re.DOTALL)
@@ -36,6 +38,8 @@ FOR_OBSERVER = "[asked to remember this; already in memory, word for word]"
 
 def said(text: str) -> str:
     """The words of one remembered line: whitespace collapsed, at most MAX_CHARS."""
+    from om_mcp.engine.observation.lines import USER_STATED
+
     flat = " ".join(text.split())
     if flat.endswith(USER_STATED):
         flat = flat[: -len(USER_STATED)].rstrip()
@@ -49,6 +53,9 @@ def spans(text: str) -> list[str]:
 
 def group_text(words: str, when: datetime) -> str:
     """The log text of one remembered line: its Date line, then the line, high priority and user-stated."""
+    from om_mcp.engine.observation.lines import USER_STATED
+    from om_mcp.engine.observation.transcript import date_header
+
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
     return f"{date_header(when)}\n* 🔴 ({when:%H:%M}) {words} {USER_STATED}"
 

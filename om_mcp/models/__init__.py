@@ -5,6 +5,8 @@ happens on the first real call, in `litellm_client.load_litellm`. The config
 types of a model choice live in `om_mcp.config.models` and are re-exported here.
 """
 
+from typing import TYPE_CHECKING
+
 from om_mcp.config.models import (
     AUTO,
     DEFAULT_MAX_OUTPUT_TOKENS,
@@ -20,6 +22,7 @@ from om_mcp.config.models import (
     normalize_choice,
     parse_model_choice,
 )
+from om_mcp.lazy import face
 from om_mcp.models.base import Completion, Meter, ModelClient, Usage
 from om_mcp.models.errors import (
     CapReached,
@@ -32,15 +35,12 @@ from om_mcp.models.errors import (
 )
 from om_mcp.models.sampler import NO_CLIENT, NoSampler, Sampler
 
+# The router pulls in the breaker and its clients: imported when first used,
+# so that reading the configuration does not pay for it.
+__getattr__ = face(__name__, {"ModelRouter": "router"})
 
-def __getattr__(name: str):
-    # The router pulls in the breaker and its clients: imported when first used,
-    # so that reading the configuration does not pay for it.
-    if name == "ModelRouter":
-        from om_mcp.models.router import ModelRouter
-
-        return ModelRouter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    from om_mcp.models.router import ModelRouter
 
 
 __all__ = [

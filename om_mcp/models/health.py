@@ -14,8 +14,8 @@ quotes whoever's messages it was shown). So what any cycle records, and what a t
 status shows, is `summary()`: the state in our own words. The text itself is the
 operator's (an admin's status, `om-mcp doctor --model`).
 
-The decisions are pure functions of a `ModelHealth`; `HealthBook` is where they
-live (the engine keeps them in the database, as the store's row of the same fields).
+The decisions are pure functions of a `ModelHealth`, the store's row (`store/rows.py`: one type, kept
+where it is stored); `HealthBook` is where they live (the engine keeps them in the database).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
 from om_mcp.config.models import ModelTarget
+from om_mcp.store.rows import ModelHealth
 
 BACKOFF_INITIAL_SECONDS = 30.0
 BACKOFF_MAX_SECONDS = 30 * 60.0
@@ -36,19 +37,6 @@ UNUSABLE_BEFORE_PAUSE = 3
 # last_error of a breaker opened by unusable answers starts with this; `failures` then
 # counts those answers in a row (a failure of another kind starts the count again).
 UNUSABLE = "answered with nothing usable"
-
-
-@dataclass(slots=True)
-class ModelHealth:
-    """A model's circuit breaker, shared by every process on the database."""
-
-    model: str
-    state: Literal["ok", "backoff", "paused"] = "ok"
-    failures: int = 0
-    next_attempt_at: float = 0.0  # unix seconds
-    last_error: str | None = None
-    last_failure_at: str | None = None
-    config_hash: str | None = None
 
 
 class HealthBook(Protocol):

@@ -314,15 +314,17 @@ def _word_starts(text: str, at: int) -> bool:
     return at >= 3 and text[at - 3] == "%" and all(c in "0123456789abcdefABCDEF" for c in text[at - 2 : at])
 
 
-def import_hook(path: str) -> Hook:
-    """'package.module:function' (or 'package.module.function')."""
+def import_hook(path: str, option: str = "privacy.before_observation") -> Any:
+    """A user's hook by its dotted path, 'package.module:function' (or 'package.module.function'): the one
+    loader for every option that names one (this one, `observational_memory.hooks`); ValueError naming
+    the option when it cannot be imported."""
     module, sep, name = path.partition(":")
     if not sep:
         module, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"privacy.before_observation: cannot import {path!r}: {error}") from None
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ValueError(f"{option}: cannot import {path!r}: {error}") from None
 
 
 _CACHE: dict[str, Redactor] = {}

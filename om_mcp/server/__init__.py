@@ -2,14 +2,12 @@
 
 `build_server` loads on first use, so `om_mcp.server.sdk` can prepare the SDK's import first."""
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from om_mcp.lazy import face
 
 __all__ = ["build_server"]
+__getattr__ = face(__name__, {"build_server": "app"})
 
-
-def __getattr__(name: str) -> Any:
-    if name == "build_server":
-        from om_mcp.server.app import build_server
-
-        return build_server
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    from om_mcp.server.app import build_server

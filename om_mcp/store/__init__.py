@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from om_mcp.lazy import face
 from om_mcp.store.access import EVERY_RESOURCE, NO_RESOURCE, Access
 from om_mcp.store.errors import DatabaseRefused, NotFound, StoreError, StoreUnavailable
 from om_mcp.store.gate import Gate, GateError, gate_for
@@ -52,22 +53,13 @@ from om_mcp.store.rows import (
 from om_mcp.store.sessions import QUIET_SECONDS, WORKER_LEASE, quiet_before
 from om_mcp.store.summaries import ImportResult, SeriesInputs, ThreadState
 
+# The SQLite store (and the thread it runs on) loads when first used, not when rows are; so does the
+# copier between backends (`om-mcp migrate`, `backup` of a PostgreSQL memory: both drivers' copy code).
+__getattr__ = face(__name__, {"SQLiteStore": "sqlite.store", "copy_memory": "copy"})
+
 if TYPE_CHECKING:
     from om_mcp.store.copy import copy_memory
-
-
-def __getattr__(name: str):
-    # The SQLite store (and the thread it runs on) loads when first used, not when rows are;
-    # so does the copier between backends (`om-mcp migrate`, `backup` of a PostgreSQL memory).
-    if name == "SQLiteStore":
-        from om_mcp.store.sqlite.store import SQLiteStore
-
-        return SQLiteStore
-    if name == "copy_memory":  # `om-mcp migrate`: both drivers' copy code, loaded when it runs
-        from om_mcp.store.copy import copy_memory
-
-        return copy_memory
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from om_mcp.store.sqlite.store import SQLiteStore
 
 
 __all__ = [

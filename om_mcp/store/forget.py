@@ -337,6 +337,7 @@ async def _scrub(tx: Tx, phrase: str, access: Access, *, write: bool = True) -> 
     says never depends on text outside the caller's resources."""
     found = scrub.needle(phrase)
     removed = 0
+    gone: set[tuple[str, tuple[Any, ...]]] = set()  # rows deleted whole, counted once (as a forget finds them gone)
     for column in registry.said_columns():
         if column.forget in PLANNED:
             continue
@@ -353,10 +354,12 @@ async def _scrub(tx: Tx, phrase: str, access: Access, *, write: bool = True) -> 
         )
         counted = table.owner != "server" or access.every_resource
         for row in rows:
-            key, value = row[: len(table.key)], row[len(table.key)]
+            key, value = tuple(row[: len(table.key)]), row[len(table.key)]
+            if (column.table, key) in gone:
+                continue
             holds = scrub.holds_json(value, found) if column.form != "text" else found in scrub.fold(value or "")
             if holds:
-                taken = await _take_out(tx, column, table, key, value, row, found, write)
+                taken = await _take_out(tx, column, table, key, value, row, found, write, gone)
                 removed += taken if counted else 0
     return removed
 
@@ -370,9 +373,11 @@ async def _take_out(
     row: Sequence[Any],
     found: str,
     write: bool,
+    gone: set[tuple[str, tuple[Any, ...]]],
 ) -> int:
     """Take the phrase out of one value the way its column says (registry.Forget); how many values
-    (or entries, or lines) went."""
+    (or entries, or lines) went. A row deleted whole joins `gone`, so that a preview counts it once,
+    as the forget does."""
     match = " AND ".join(f"{k} = ${i + 2}" for i, k in enumerate(table.key))
     target = f"{column.table} SET {column.column}"
     how = column.forget
@@ -382,13 +387,24 @@ async def _take_out(
             await tx.execute(f"UPDATE {target} = $1{pinned} WHERE {match}", None, *key)
         return 1
     if how == "delete":
+        gone.add((column.table, tuple(key)))
         if write:
             where = " AND ".join(f"{k} = ${i + 1}" for i, k in enumerate(table.key))
             await tx.execute(f"DELETE FROM {column.table} WHERE {where}", *key)
         return 1
     if how == "drop-chunks":  # a buffered chunk quoting it, with the thread's later ones (buffered again)
         record_key, thread_id, first = row[-3], row[-2], row[-1]
-        return await _drop_chunks_from(tx, record_key, thread_id, first) if write else 1
+        if write:
+            return await _drop_chunks_from(tx, record_key, thread_id, first)
+        later = await tx.fetch(
+            "SELECT id FROM om_chunks WHERE record_key = $1 AND thread_id = $2 AND first_seq >= $3",
+            record_key,
+            thread_id,
+            first,
+        )
+        dropped = {(column.table, (r[0],)) for r in later} - gone
+        gone |= dropped
+        return len(dropped)
     if how == "excerpt":
         if write:
             await tx.execute(f"UPDATE {target} = $1 WHERE {match}", scrub.without_excerpt(value), *key)

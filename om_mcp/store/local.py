@@ -13,10 +13,10 @@ module along, which a hook (run on every prompt) must not pay for.
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from om_mcp.lazy import face
 from om_mcp.store.gate import Gate
 from om_mcp.store.operations import Work, within
 from om_mcp.store.sqlite import direct
@@ -53,9 +53,4 @@ def write_gated(conn: sqlite3.Connection, gate: Gate | None, work: Work[P, R], *
     return direct.write(conn, on_connection(within(work, *args, **kwargs), gate))
 
 
-def __getattr__(name: str) -> Any:
-    home = _LATER.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(home)
-    return getattr(module, name) if hasattr(module, name) else importlib.import_module(f"{home}.{name}")
+__getattr__ = face(__name__, _LATER)

@@ -16,11 +16,11 @@ for other processes) stays in that backend's class.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from om_mcp.lazy import later
 from om_mcp.store import (
     coordination,
     history,
@@ -37,25 +37,11 @@ from om_mcp.store.tx import Tx
 if TYPE_CHECKING:
     from om_mcp.store import commits, forget, oauth, overview, retired, spend, transfer, vectors
 else:
-
-    class _Later:
-        """A rules module imported when one of its rules is first called: the host hook (one process
-        per prompt) reaches the store through these operations too, and pays only for what it runs."""
-
-        def __init__(self, name: str):
-            self._module = f"om_mcp.store.{name}"
-
-        def __getattr__(self, name: str) -> Callable[..., Any]:
-            module = self._module
-
-            async def rule(*args: Any, **kwargs: Any) -> Any:
-                return await getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-            rule.__name__ = rule.__qualname__ = name
-            return rule
-
-    commits, forget, oauth, overview, retired, spend, transfer, vectors = map(
-        _Later, ("commits", "forget", "oauth", "overview", "retired", "spend", "transfer", "vectors")
+    # Rules modules imported when one of their rules is first called: the host hook (one process per
+    # prompt) reaches the store through these operations too, and pays only for what it runs.
+    commits, forget, oauth, overview, retired, spend, transfer, vectors = (
+        later(f"om_mcp.store.{name}")
+        for name in ("commits", "forget", "oauth", "overview", "retired", "spend", "transfer", "vectors")
     )
 
 P = ParamSpec("P")

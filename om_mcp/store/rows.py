@@ -157,8 +157,11 @@ class Group:
     replaced_by: str | None = None
 
     @property
-    def range(self) -> str:
-        return f"{self.first_message_id}:{self.last_message_id}"
+    def range(self) -> str | None:
+        """first:last id of the messages it was made from; None when it has none (a line remembered
+        with no message, `om-mcp remember --resource`)."""
+        first, last = self.first_message_id or self.last_message_id, self.last_message_id or self.first_message_id
+        return f"{first}:{last}" if first else None
 
     @property
     def retired(self) -> bool:
@@ -319,7 +322,7 @@ class GroupHit:
 
 @dataclass(slots=True)
 class ModelHealth:
-    """A model's circuit breaker, shared by every process on the database."""
+    """A model's circuit breaker, shared by every process on the database (its rules: `models/health.py`)."""
 
     model: str
     state: Literal["ok", "backoff", "paused"] = "ok"

@@ -12,6 +12,8 @@ OAuth grant to it. Bob's token then calls
 * for every argument that names something (`ARGUMENTS`, `ROUTE_INPUTS`: a thread, resource,
   message, observation line, cursor, generation, phrase, `as_of` or OAuth grant), once with each of alice's
   values and once with a value of the same shape that nobody holds, bob's own values elsewhere,
+* and `subscriptions/listen` to every resource template filled with each of alice's values and
+  nobody's (one of hers honoured is a read: bob would hear her changes),
 
 and counts, over every answer: *reads* (an answer holding one of alice's markers or ids, besides the
 value bob sent), *changes* (alice's rows, read from the SQLite file, differ after the call, or one of
@@ -475,26 +477,60 @@ async def call(client: Client, http: httpx2.AsyncClient, base: str, case: Case, 
 # -- what the file holds of alice ---------------------------------------------------------------------
 
 
-def alice_rows(planted: Planted) -> list[str]:
+class FileWatch:
+    """What the file holds of alice, read again only when the file changed: a commit by any connection
+    moves SQLite's `data_version` (read on one connection kept open), a write of any kind moves the
+    size or time of the file or its -wal. Most of bob's calls write nothing, so their check is one
+    pragma and two stats, not a read of every table."""
+
+    def __init__(self, planted: Planted):
+        self.planted = planted
+        self.conn = sqlite3.connect(f"file:{planted.db}?mode=ro", uri=True)
+        self.stamp: tuple[Any, ...] = ()
+        self.rows: list[str] = []
+        self.gone: list[str] = []
+        self.reads = 0  # how many times the tables were read (the checks that were not free)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def now(self) -> tuple[list[str], list[str]]:
+        """(alice's rows, her markers gone from the file's bytes), as they are now."""
+        stamp = (self.conn.execute("PRAGMA data_version").fetchall()[0][0], *map(_stat, files_of(self.planted)))
+        if stamp != self.stamp:
+            self.rows, self.gone = alice_rows(self.planted, self.conn), gone_markers(self.planted)
+            self.stamp, self.reads = stamp, self.reads + 1
+        return self.rows, self.gone
+
+
+def files_of(planted: Planted) -> tuple[Path, Path]:
+    return planted.db, Path(f"{planted.db}-wal")
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def alice_rows(planted: Planted, conn: sqlite3.Connection) -> list[str]:
     """Every row of every table that names alice (her resource, her thread, a marker) or the owner's
     person layer, read from the SQLite file as another process would."""
-    conn = sqlite3.connect(f"file:{planted.db}?mode=ro", uri=True)
-    try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        rows = []
-        for table in tables:
-            try:
-                found = conn.execute(f'SELECT * FROM "{table}"').fetchall()
-            except sqlite3.Error:
-                continue  # a virtual table's shadow the build cannot read
-            rows += [f"{table}: {r!r}" for r in found if any(n in repr(r) for n in planted.needles)]
-        return sorted(rows)
-    finally:
-        conn.close()
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    rows = []
+    for table in tables:
+        try:
+            found = conn.execute(f'SELECT * FROM "{table}"').fetchall()
+        except sqlite3.Error:
+            continue  # a virtual table's shadow the build cannot read
+        rows += [f"{table}: {r!r}" for r in found if any(n in repr(r) for n in planted.needles)]
+    return sorted(rows)
 
 
 def file_bytes(planted: Planted) -> bytes:
-    return b"".join(p.read_bytes() for p in (planted.db, Path(f"{planted.db}-wal")) if p.exists())
+    return b"".join(p.read_bytes() for p in files_of(planted) if p.exists())
 
 
 def gone_markers(planted: Planted) -> list[str]:
@@ -515,6 +551,7 @@ class Tally:
     thread_differences: int = 0  # allowed: that a thread id is in use
     written: set[str] = field(default_factory=set)  # ids bob stored his own messages under
     by_kind: dict[str, int] = field(default_factory=dict)
+    file_reads: int = 0  # calls after which alice's rows and the file's bytes were read again (it changed)
 
     def summary(self, surfaces: list[Surface]) -> str:
         kinds = {k: sum(1 for s in surfaces if s.kind == k) for k in ("tool", "resource", "prompt", "route")}
@@ -523,9 +560,11 @@ class Tally:
             f"tenant matrix: {len(surfaces)} surfaces ({kinds['tool']} tools, {kinds['resource']} resources,"
             f" {kinds['prompt']} prompts, {kinds['route']} routes) x {arguments} arguments"
             f" ({sum(1 for s in surfaces for k in s.arguments.values() if k != 'inert')} naming something)"
-            f" = {self.cases} cases, {self.calls} calls by bob's token with alice's values and nobody's;"
+            f" = {self.cases} cases, {self.calls} calls by bob's token with alice's values and nobody's"
+            f" (a subscriptions/listen to {self.by_kind.get('listen', 0)} URIs of hers among them);"
             f" reads {len(self.reads)}, changes {len(self.changes)}, answers that differ {len(self.differences)}"
-            f" (thread ids, which may: {self.thread_differences})"
+            f" (thread ids, which may: {self.thread_differences}); the file changed after {self.file_reads - 1}"
+            " calls and was read again"
         )
 
 
@@ -553,45 +592,81 @@ async def run_matrix(
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
                 found, unclassified = await surfaces(client, app, "/mcp")
-                before_rows, before_gone = alice_rows(planted), gone_markers(planted)
-                assert not before_gone, before_gone
-                every = [case for surface in found for case in cases(surface, planted)]
-                # Cases that store messages of bob's under alice's ids go last: before, a cursor naming
-                # one of them would find bob's own copy.
-                every.sort(key=lambda c: c.surface.arguments.get(c.argument or "") == "message_list")
-                for case in every:
-                    surface = case.surface
-                    tally.cases += 1
-                    kind = surface.arguments.get(case.argument or "", "none")
-                    tally.by_kind[kind] = tally.by_kind.get(kind, 0) + 1
-                    theirs_values = planted.values.get(kind, [None]) if case.argument else [None]
-                    for value in theirs_values:
-                        nobodys = planted.nobody[kind](value) if case.argument else None
-                        answers = []
-                        for sent in (value, nobodys) if case.argument else (None,):
-                            answer = await call(client, http, base, case, with_value(case, sent))
-                            tally.calls += 1
-                            answers.append(answer)
-                            if kind == "message_list":
-                                tally.written.add(sent)
-                            what = f"{case.label} = {sent!r}: {answer[:200]}"
-                            if (secret := read_of(planted, answer, sent, tally.written)) is not None:
-                                tally.reads.append(f"{what} (holds {secret})")
-                            rows, gone = alice_rows(planted), gone_markers(planted)
-                            if rows != before_rows or gone != before_gone:  # what this call changed
-                                tally.changes.append(f"{what} (alice's rows changed; gone from the file: {gone})")
-                                before_rows, before_gone = rows, gone
-                        if case.argument is None:
-                            continue
-                        theirs, nobody = masked(answers[0], value), masked(answers[1], nobodys)
-                        if theirs != nobody:
-                            if kind == "thread":
-                                tally.thread_differences += 1
-                            else:
-                                tally.differences.append(f"{case.label}: {theirs[:200]!r} vs {nobody[:200]!r}")
-                    if progress:
-                        progress(case.label)
+                watch = FileWatch(planted)
+                try:
+                    before_rows, before_gone = watch.now()
+                    assert not before_gone, before_gone
+                    every = [case for surface in found for case in cases(surface, planted)]
+                    # Cases that store messages of bob's under alice's ids go last: before, a cursor naming
+                    # one of them would find bob's own copy.
+                    every.sort(key=lambda c: c.surface.arguments.get(c.argument or "") == "message_list")
+                    for case in every:
+                        surface = case.surface
+                        tally.cases += 1
+                        kind = surface.arguments.get(case.argument or "", "none")
+                        tally.by_kind[kind] = tally.by_kind.get(kind, 0) + 1
+                        theirs_values = planted.values.get(kind, [None]) if case.argument else [None]
+                        for value in theirs_values:
+                            nobodys = planted.nobody[kind](value) if case.argument else None
+                            answers = []
+                            for sent in (value, nobodys) if case.argument else (None,):
+                                answer = await call(client, http, base, case, with_value(case, sent))
+                                tally.calls += 1
+                                answers.append(answer)
+                                if kind == "message_list":
+                                    tally.written.add(sent)
+                                what = f"{case.label} = {sent!r}: {answer[:200]}"
+                                if (secret := read_of(planted, answer, sent, tally.written)) is not None:
+                                    tally.reads.append(f"{what} (holds {secret})")
+                                rows, gone = watch.now()
+                                if rows != before_rows or gone != before_gone:  # what this call changed
+                                    tally.changes.append(f"{what} (alice's rows changed; gone from the file: {gone})")
+                                    before_rows, before_gone = rows, gone
+                            if case.argument is None:
+                                continue
+                            theirs, nobody = masked(answers[0], value), masked(answers[1], nobodys)
+                            if theirs != nobody:
+                                if kind == "thread":
+                                    tally.thread_differences += 1
+                                else:
+                                    tally.differences.append(f"{case.label}: {theirs[:200]!r} vs {nobody[:200]!r}")
+                        if progress:
+                            progress(case.label)
+                    await listen(client, found, planted, tally)
+                finally:
+                    tally.file_reads = watch.reads
+                    watch.close()
     return tally, found, unclassified
+
+
+async def listen(client: Client, found: list[Surface], planted: Planted, tally: Tally) -> None:
+    """`subscriptions/listen` to every resource template filled with each of alice's values and with
+    nobody's, in one stream: a URI of hers honoured is a read whatever it names, a thread included (bob
+    would hear every change of it); hers and nobody's must be honoured alike (neither)."""
+    theirs: list[str] = []
+    nobodys: list[str] = []
+    for surface in found:
+        if surface.kind != "resource":
+            continue
+        for name, kind in surface.arguments.items():
+            if kind == "inert":
+                continue
+            for value in planted.values.get(kind, []):
+                for sent, into in ((value, theirs), (planted.nobody[kind](value), nobodys)):
+                    uri = surface.name
+                    for other, its in surface.arguments.items():
+                        filled = sent if other == name else bob_value(its, other, planted)
+                        uri = uri.replace(f"{{{other}}}", quote(str(filled), safe=""))
+                    into.append(uri)
+    async with client.listen(resource_subscriptions=theirs + nobodys) as stream:
+        honored = set(stream.honored.resource_subscriptions or ())  # None: none honoured
+    tally.cases += 1
+    tally.calls += 1
+    tally.by_kind["listen"] = len(theirs)
+    tally.reads += [
+        f"subscriptions/listen {uri}: honoured (bob hears alice's changes)" for uri in theirs if uri in honored
+    ]
+    tally.differences += [f"subscriptions/listen {uri}: honoured (nobody's)" for uri in nobodys if uri in honored]
 
 
 def lines(items: list[str], limit: int = 30) -> Iterator[str]:

@@ -40,7 +40,7 @@ def render_groups(groups: list[Group], *, ranges: bool, scope: str, obscure: boo
             text = neutralise(group.text.strip())
         if ranges:
             # a line remembered outside any conversation (om-mcp remember --resource) has no range
-            where = f"\n_range: `{group.range}`_" if group.first_message_id else ""
+            where = f"\n_range: `{group.range}`_" if group.range else ""
             text = f"## Group `{group.id}`{where}\n\n{text}"
         blocks.append(text)
     return "\n\n".join(blocks)

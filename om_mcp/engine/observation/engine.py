@@ -14,7 +14,7 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 from om_mcp.config import Config, ConfigError
@@ -44,7 +44,6 @@ from om_mcp.models.health import ModelHealth
 from om_mcp.models.sampler import Sampler
 from om_mcp.privacy import scrub
 from om_mcp.store import Access, Store
-from om_mcp.store import ModelHealth as StoredHealth
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], Awaitable[None]]
@@ -67,8 +66,7 @@ class StoreHealthBook:
         hit = self._cache.get(model)
         if hit is not None and now - hit[0] < self.CACHE_SECONDS:
             return hit[1]
-        row = await self.store.model_health(model)
-        health = breaker.ModelHealth(**asdict(row)) if row is not None else None
+        health = await self.store.model_health(model)
         self._cache[model] = (now, health)
         return health
 
@@ -76,7 +74,7 @@ class StoreHealthBook:
         if health.last_error:
             health = replace(health, last_error=scrub(self.privacy, health.last_error)[0])
         self._cache[health.model] = (time.monotonic(), health)
-        await self.store.put_model_health(StoredHealth(**asdict(health)))
+        await self.store.put_model_health(health)
 
     def forget_cached(self) -> None:
         """Read the rows again next time (a forget scrubbed an excerpt they quote)."""

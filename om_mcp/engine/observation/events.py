@@ -9,7 +9,6 @@ text, never a traceback.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from om_mcp.config import HooksConfig
 from om_mcp.logs import one_line
+from om_mcp.privacy.redact import import_hook
 
 if TYPE_CHECKING:
     from om_mcp.store import Store
@@ -76,18 +76,12 @@ class Hooks:
         for spec in fields(cls):
             hook = getattr(given, spec.name, None) if given else None
             path = getattr(config, spec.name)
-            values[spec.name] = hook if hook is not None else (_import(path) if path else None)
+            values[spec.name] = (
+                hook
+                if hook is not None
+                else (import_hook(path, f"observational_memory.hooks.{spec.name}") if path else None)
+            )
         return cls(**values)
-
-
-def _import(path: str) -> Hook:
-    module, sep, name = path.partition(":")
-    if not sep:
-        module, _, name = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"observational_memory.hooks: cannot import {path!r}: {error}") from None
 
 
 def user_event(kind: EventType, thread_id: str | None, resource_id: str | None, **fields: Any) -> Event:

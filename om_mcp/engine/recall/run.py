@@ -85,7 +85,7 @@ def read_retired(group: Group, budget: int, count: Callable[[str], int]) -> Reca
     """An archived day (or a retired line), whole, marked as out of the log."""
     head = (
         f"Retired observations ({group.retired_reason} by generation {group.retired_by})"
-        + (f", range {group.range}" if group.first_message_id else "")
+        + (f", range {group.range}" if group.range else "")
         + "; they are no longer in the log, so a newer fact may replace them:"
     )
     kept, truncated, _ = fit_to_budget([head, neutralise(group.text.strip())], budget, count)

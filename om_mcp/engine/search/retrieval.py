@@ -138,7 +138,7 @@ class Retrieval:
                         score=round(score, 6),
                         snippet=group.text,
                         source="observation",
-                        range=group.range if group.first_message_id else None,  # a remembered line has none
+                        range=group.range,
                         id=group.id,
                         retired=group.retired_reason if group.retired else None,
                         retired_by=group.retired_by if group.retired else None,

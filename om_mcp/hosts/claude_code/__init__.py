@@ -9,21 +9,16 @@ from om_mcp.hosts.claude_code.adapter import INGEST_EVENTS, SESSION_START_SOURCE
 from om_mcp.hosts.claude_code.convert import ConvertOptions, entry_to_message, to_messages
 from om_mcp.hosts.claude_code.transcript import ReadResult, TranscriptState, read_new, read_transcript
 from om_mcp.hosts.common import HookInputError, HookPlan, session_start_output
+from om_mcp.lazy import face
 
 if TYPE_CHECKING:
     from om_mcp.hosts.claude_code.hooks import EVENT_MODELS, HookInput, SessionStartInput, parse_hook_input, plan_for
 
 # The typed hook input is pydantic; it loads on first use, so the hook command,
 # which reads the transcript through this package, does not pay for it.
-_HOOK_NAMES = ("EVENT_MODELS", "HookInput", "SessionStartInput", "parse_hook_input", "plan_for")
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOOK_NAMES:
-        raise AttributeError(f"module 'om_mcp.hosts.claude_code' has no attribute {name!r}")
-    from om_mcp.hosts.claude_code import hooks
-
-    return getattr(hooks, name)
+__getattr__ = face(
+    __name__, dict.fromkeys(("EVENT_MODELS", "HookInput", "SessionStartInput", "parse_hook_input", "plan_for"), "hooks")
+)
 
 
 def read_messages(

@@ -49,7 +49,8 @@ class ClaudeCode(Host):
             return Reading([], position)
         before = TranscriptState.from_dict(position.state)
         result = read_transcript(source.transcript, before, source.max_bytes)
-        problems = [f"skipped a {n:,}-byte transcript line at byte {at:,} (too long)" for at, n in result.long_lines]
+        problems = [f"the transcript line at byte {at:,} is not JSON" for at in result.bad_lines]
+        problems += [f"skipped a {n:,}-byte transcript line at byte {at:,} (too long)" for at, n in result.long_lines]
         if result.more:
             problems.append(f"read up to byte {result.state.offset:,} of the transcript; the rest comes next time")
         known = {} if result.rescanned else before.pending_tools

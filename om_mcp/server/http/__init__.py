@@ -8,8 +8,9 @@ does not pull the HTTP app into a stdio server.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from om_mcp.lazy import face
 
 _HOMES = {
     "build_http_app": "app",
@@ -19,10 +20,10 @@ _HOMES = {
     "run_http": "run",
     "serve_http": "run",
 }
-__all__ = sorted(_HOMES)
+__all__ = ["access_of", "bind_refusal", "build_http_app", "caller_access", "run_http", "serve_http"]  # = _HOMES
+__getattr__ = face(__name__, _HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+if TYPE_CHECKING:
+    from om_mcp.server.http.app import build_http_app
+    from om_mcp.server.http.auth import access_of, caller_access
+    from om_mcp.server.http.run import bind_refusal, run_http, serve_http
