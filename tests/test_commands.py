@@ -247,6 +247,20 @@ anyio.run(main)
 """
 
 
+def more_than(db: Path, count: int) -> None:
+    """Until the database holds more than `count` messages."""
+    deadline = time.monotonic() + scaled(60)
+    while True:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=scaled(5))
+        try:
+            if conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] > count:
+                return
+        finally:
+            conn.close()
+        assert time.monotonic() < deadline, f"the writer never went past {count} messages"
+        time.sleep(0.02)
+
+
 def test_backup_is_consistent_while_another_process_appends(db, tmp_path):
     writer = subprocess.Popen(
         [PYTHON, "-c", APPENDER, str(db)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=clean_env(tmp_path)
@@ -259,7 +273,7 @@ def test_backup_is_consistent_while_another_process_appends(db, tmp_path):
             done = data(om("backup", str(target), "--json", db=db))
             assert done["file"] == str(target) and done["bytes"] == target.stat().st_size
             copies.append((target, done["messages"]))
-            time.sleep(0.2)
+            more_than(db, done["messages"])  # the writer went on past this copy before the next one
     finally:
         writer.terminate()
         writer.wait(10)

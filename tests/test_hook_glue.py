@@ -190,8 +190,9 @@ def test_settings_come_from_the_config_once_then_from_the_cache(tmp_path: Path, 
     file = tmp_path / "om.toml"
     file.write_text("[working_memory]\nenabled = false\n")
     assert load_settings(config_file=str(file), env=env).working_memory is None
-    time.sleep(0.01)
+    written = file.stat()
     file.write_text("[working_memory]\nscope = 'thread'\n")  # edited: read again
+    os.utime(file, ns=(written.st_atime_ns, written.st_mtime_ns + 10**9))  # a second later, without waiting for it
     assert load_settings(config_file=str(file), env=env).working_memory == "thread"
 
 

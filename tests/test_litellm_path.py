@@ -13,7 +13,6 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import anyio
 import pytest
 from support.timeouts import scaled
 
@@ -247,7 +246,15 @@ async def test_the_breaker_opens_backs_off_and_closes_across_turns(server, tmp_p
     each window twice the last, and the first success closes the breaker and observes."""
     from om_mcp.models import health
 
-    monkeypatch.setattr(health, "BACKOFF_INITIAL_SECONDS", 0.4)
+    class Clock:  # the breaker's clock, moved by the test: no waiting out a window, none closing too soon
+        now = time.time()
+
+        @classmethod
+        def time(cls) -> float:
+            return cls.now
+
+    monkeypatch.setattr(health, "time", Clock)
+    first = health.BACKOFF_INITIAL_SECONDS
     answers = [(503, "overloaded"), (429, "slow down")]
     server.responder = lambda request: answers.pop(0) if answers else observer_or_reflector(request)
     path = write_config(tmp_path, f'model = {{ model = "openai/m", api_base = "{server.base_url}", max_retries = 0 }}')
@@ -261,13 +268,13 @@ async def test_the_breaker_opens_backs_off_and_closes_across_turns(server, tmp_p
     assert len(server.requests) == 1
     assert "next attempt" in (await mem.status("t")).observation.reason
 
-    await anyio.sleep(0.45)
+    Clock.now = opened.next_attempt_at
     await mem.append_messages("t", [msg(10)])  # the window passed: one try, 429, a window twice as long
     again = await health_of(mem, "openai/m")
     assert len(server.requests) == 2 and again.failures == 2 and "slow down" in again.last_error
-    assert window(opened) == pytest.approx(0.4, abs=0.01) and window(again) == pytest.approx(0.8, abs=0.01)  # doubled
+    assert window(opened) == pytest.approx(first) and window(again) == pytest.approx(2 * first)  # doubled
 
-    await anyio.sleep(max(0.0, again.next_attempt_at - time.time()) + 0.05)
+    Clock.now = again.next_attempt_at
     await mem.append_messages("t", [msg(11)])
     closed = await health_of(mem, "openai/m")
     assert closed is None or (closed.state == "ok" and closed.failures == 0)

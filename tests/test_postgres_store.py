@@ -201,8 +201,9 @@ async def test_leases_use_the_database_clock_and_the_owner_check(postgres_url):
         assert not await b.acquire_lease("thread:t", "observe", "B", ttl=30)
         assert await a.acquire_lease("thread:t", "observe", "A", ttl=0.5)  # a renewal
         assert await b.lease_holder("thread:t", "observe") == "A"
-        await anyio.sleep(0.7)
-        assert await b.lease_holder("thread:t", "observe") is None
+        with anyio.fail_after(scaled(10)):  # until the database's clock passes the half second
+            while await b.lease_holder("thread:t", "observe") is not None:
+                await anyio.sleep(0.05)
         assert await b.acquire_lease("thread:t", "observe", "B", ttl=30)  # expired: taken over
         # a commit checks the lease it was given
         await a.append_messages("t", "r", "thread:t", [new("m1")])
@@ -346,8 +347,13 @@ async def test_broadcasts_reach_the_other_processes_not_the_sender(postgres_url)
         await a.broadcast({"uris": ["om://threads/t1/messages"]})
         with anyio.fail_after(scaled(10)):
             await got.wait()
-        await anyio.sleep(0.2)
-        assert heard == {"a": [], "b": [{"uris": ["om://threads/t1/messages"]}]}
+        # A barrier instead of a wait: PostgreSQL delivers notifications in commit order, so had a heard
+        # its own broadcast, it would have heard it before b's.
+        await b.broadcast({"uris": ["om://threads/t2/messages"]})
+        with anyio.fail_after(scaled(10)):
+            while not heard["a"]:
+                await anyio.sleep(0.02)
+        assert heard == {"a": [{"uris": ["om://threads/t2/messages"]}], "b": [{"uris": ["om://threads/t1/messages"]}]}
     finally:
         await stop_a()
         await stop_b()

@@ -611,7 +611,9 @@ async def test_resource_scope_reflection_range_spans_every_covered_message():
 
     async def reply(messages, target):
         if role_of(messages) == "observer" and first in sections(messages):
-            await anyio.sleep(0.2)  # the batch of the oldest thread finishes last
+            with anyio.fail_after(scaled(30)):  # the batch of the oldest thread finishes last: once the other committed
+                while not await memory.store.groups("resource:u1"):
+                    await anyio.sleep(0.01)
         return observer._reply(messages, target)
 
     observer.model = ScriptedModel(reply)

@@ -219,3 +219,48 @@ async def test_the_tool_list_costs_the_model_at_most_its_budget(server):
         tools = [t.model_dump(mode="json", exclude_none=True, by_alias=True) for t in (await client.list_tools()).tools]
     tokens = get_token_counter().count_text(json.dumps(tools, separators=(",", ":")))
     assert tokens <= TOOLS_LIST_TOKENS, f"tools/list is {tokens} o200k tokens"
+
+
+# -- search in one thread --------------------------------------------------------------------------------
+
+# SQLite's virtual-machine steps (a progress handler every STEP instructions) of a search in one long
+# thread against the same question in its resource: the thread's filter comes after the words found
+# their rows (match first, filter second), so the thread costs about what the resource does (before:
+# the filter sat inside each word's MATCH and looked the index up once per row of the thread, 1,370 ms
+# against 12 ms at 10k messages; here 101 hundred-step ticks against 99, and 1,819 with the filter inside
+# the MATCH, at 2,000 messages).
+THREAD_SEARCH_STEPS_RATIO = 2.0
+STEP = 100
+
+
+@pytest.mark.anyio
+async def test_a_search_in_one_thread_costs_about_what_its_resource_does(tmp_path: Path):
+    memory = await opened(tmp_path)
+    async with memory:
+        for start in range(0, 2000, 500):  # one long thread, the word in one message of 100
+            await memory.append_messages(
+                "t",
+                [
+                    {**said(i), "content": f"message {i}: the {'zebra' if i % 100 == 7 else 'sqlite'} plan"}
+                    for i in range(start, start + 500)
+                ],
+                "r",
+            )
+        await memory.append_messages("u", [{**said(9000), "content": "a zebra elsewhere"}], "r")
+        conn = memory.store.db.conn  # type: ignore[attr-defined]  # the SQLite store's
+        steps = {}
+        for scope in ("resource", "thread"):
+            counted = [0]
+
+            def step(counted: list[int] = counted) -> int:
+                counted[0] += 1
+                return 0
+
+            conn.set_progress_handler(step, STEP)
+            try:
+                found = await memory.search("t", "zebra", "r", scope=scope)
+            finally:
+                conn.set_progress_handler(None, STEP)
+            steps[scope] = counted[0]
+            assert {hit.thread_id for hit in found} == ({"t", "u"} if scope == "resource" else {"t"}), scope
+    assert steps["thread"] <= THREAD_SEARCH_STEPS_RATIO * steps["resource"], steps
