@@ -36,7 +36,9 @@ at a time, then the user's own requests (answered, of 50). `tenant_matrix`: bob'
 values through every tool, resource, prompt and status-page route the server lists (generated;
 benchmarks/attacks_tenancy.py): reads, changes and answers that differ from nobody's.
 `forget` (forgotten text back after ingest, the hook and import; benchmarks/attacks_forget.py) and
-`spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py).
+`spend` (recorded spend over a cap with 3 processes; benchmarks/attacks_spend.py), `meter` (requests a model
+received against requests metered, every way the engine asks again, and the looping-answer attack under a
+cap; benchmarks/attacks_meter.py).
 `random_keys` (random keys kept under each documented assignment shape) and `injection` (injection shapes
 that pass the neutralising step), benchmarks/attacks_text.py.
 `secrets`: one secret of each class (cloud, VCS, chat, payment and AI keys, private keys, JWTs,
@@ -71,6 +73,7 @@ from urllib.parse import quote
 
 import anyio
 import attacks_forget  # benchmarks/ is the script's folder, first on sys.path
+import attacks_meter
 import attacks_spend
 import attacks_tenancy
 import attacks_text
@@ -1149,6 +1152,7 @@ ATTACKS: dict[str, Callable[[], object]] = {
     "crafted_gitdir": crafted_gitdir,
     "forget": attacks_forget.forgotten_text_back,
     "spend": attacks_spend.spend_over_cap,
+    "meter": attacks_meter.meter_row,
     "secrets": secrets,
     "random_keys": attacks_text.random_keys,
     "injection": attacks_text.injection,

@@ -13,6 +13,7 @@ nobody's (oracles; thread ids apart, which are one space for the server).
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +27,9 @@ def tenant_matrix() -> None:
     sys.path.insert(0, str(REPO / "tests"))
     from support import tenancy  # the tests' own generator
 
+    # As `om-mcp serve` has it: logging set up before the MCP server is built, so the SDK's own set-up
+    # (a rich console at INFO, a line for each of the matrix's calls) does nothing.
+    logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="om-matrix-") as tmp:
         tally, surfaces, unclassified = anyio.run(tenancy.run_matrix, Path(tmp))
     print(f"\n{tally.summary(surfaces)}")

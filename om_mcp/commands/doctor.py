@@ -194,7 +194,7 @@ def _candidates(router: Any) -> list[Any]:
 async def _call(router: Any, candidates: list[Any], check: Any) -> None:
     """One real call to each enabled candidate, each reported on its own line."""
     from om_mcp.models import ModelError
-    from om_mcp.models.router import ModelRouter, probe
+    from om_mcp.models.router import probe
 
     enabled = [t for t in candidates if t.enabled]
     if not enabled:
@@ -202,7 +202,7 @@ async def _call(router: Any, candidates: list[Any], check: Any) -> None:
         return
     for n, target in enumerate(enabled, 1):
         name = "model call" if len(enabled) == 1 else f"model call {n}"
-        one = ModelRouter([target], router.settings, router.policy, router.client, router.health, router.clients)
+        one = router.only(target)  # metered like every call: a cap holds for doctor's calls too
         token = probe.set(True)  # asked for explicitly: try the model even if its breaker is open
         started = time.monotonic()
         try:

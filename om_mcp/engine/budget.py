@@ -1,8 +1,8 @@
 """Spend caps: a call is made only when its estimated cost fits under every cap, whichever process makes it.
 
 Every model call the Observer and Reflector make (extractors' follow-ups included), whoever serves
-it (a provider through litellm, the `claude` CLI, MCP sampling), goes through this meter, which the
-routers call around each attempt (`models.base.Meter`):
+it (a provider through litellm, the `claude` CLI, MCP sampling), goes through this meter, which each
+request reserves before it leaves and settles after (`models.base.Meter`, `Metered`):
 
 1. before the call, its estimate is *reserved* in the database (store/spend.py): our own count of
    the prompt plus a margin for the provider's tokenizer, and the output it may write, priced from
@@ -16,7 +16,13 @@ routers call around each attempt (`models.base.Meter`):
    in dollars the larger of the provider's figure and our count priced;
 3. a call we stopped waiting for (our timeout, a cancellation) is counted at its estimate, since
    the provider may have done the work; one whose process died is folded in at its estimate once
-   its time is up; one the provider refused with an error costs nothing.
+   its time is up; one the provider answered with an error is a call that cost nothing; one that
+   never reached a model (no connection, no sampling client) is no call.
+
+Every request is metered where it leaves (`models.base.Metered`, the only way a router reaches a
+client): first attempts, retries, fallbacks, size tiers, the Observer's second try after a looping or
+empty answer, the Reflector's compression levels, extractors' follow-ups, MCP sampling. So the calls
+recorded here are the requests a provider received, one for one (tests/test_meter.py).
 
 So the recorded spend passes a cap by at most what one call's estimate undercounts (a provider's
 tokenizer counting beyond our margin), never by the calls in flight. The spend is kept by UTC day
@@ -356,7 +362,9 @@ class Budget:
             elif isinstance(error, UnusableAnswer):  # it answered: what it read was spent
                 usd = _priced(ticket.rates, ticket.prompt_tokens, 0)
                 await self.store.settle_spend(ticket.id, ticket.prompt_tokens, 0, usd)
-            else:  # the provider refused it with an error, or it was never sent: nothing was used
+            elif isinstance(error, ModelError) and error.reached:  # answered with an error: a call, nothing used
+                await self.store.settle_spend(ticket.id, 0, 0, 0.0)
+            else:  # it never reached a model (no connection, no client): no call
                 await self.store.settle_spend(ticket.id, 0, 0, None, released=True)
         except Exception as problem:  # noqa: BLE001 - unsettled, it counts at its estimate when its time is up
             log.warning("could not record a model call's spend: %s", one_line(problem))

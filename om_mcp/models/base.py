@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+import anyio
 from pydantic import BaseModel, Field
 
 from om_mcp.config.models import ModelSettings, ModelTarget
@@ -49,8 +50,8 @@ class ModelClient(Protocol):
 
 
 class Meter(Protocol):
-    """What the router tells of every attempt it makes: the engine's spend meter (engine/budget.py),
-    which counts every call, whoever serves it (a provider, the claude CLI, MCP sampling), by the same rule.
+    """What is told of every request to a model: the engine's spend meter (engine/budget.py), which counts
+    every call, whoever serves it (a provider, the claude CLI, MCP sampling), by the same rule.
 
     `reserve` comes before the call, with what it will send: it returns a ticket and the settings to call
     with (it may lower `max_output_tokens`, so the estimate bounds the call), or raises `CapReached` and no
@@ -62,3 +63,56 @@ class Meter(Protocol):
     ) -> tuple[Any, ModelSettings]: ...
 
     async def settle(self, ticket: Any, completion: Completion | None, error: BaseException | None) -> None: ...
+
+
+class Unmetered:
+    """The meter of a router outside an engine (a test, a library caller with no database): it records
+    nothing. The engine gives every router it builds its own meter (`engine/budget.py: Budget`)."""
+
+    async def reserve(
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings
+    ) -> tuple[Any, ModelSettings]:
+        return None, settings
+
+    async def settle(self, ticket: Any, completion: Completion | None, error: BaseException | None) -> None:
+        return None
+
+
+# Extra time past a request's timeout before it is cancelled, so the client's own (cleaner) timeout
+# error usually wins the race.
+CANCEL_GRACE_SECONDS = 0.25
+
+
+class Metered:
+    """A client whose every request is reserved before it leaves and settled after, whatever happens (an
+    answer, an error, a timeout, a cancellation): the only way the router reaches a client, so no retry,
+    escalation, fallback, size tier or compression level above it can make a request the meter misses."""
+
+    def __init__(self, client: ModelClient, meter: Meter):
+        self.client, self.meter = client, meter
+
+    @property
+    def warm(self) -> bool:
+        return getattr(self.client, "warm", True)
+
+    async def warm_up(self) -> None:
+        warm_up = getattr(self.client, "warm_up", None)
+        if warm_up is not None:
+            await warm_up()
+
+    async def complete(
+        self, messages: list[dict[str, Any]], target: ModelTarget, settings: ModelSettings, timeout: float
+    ) -> Completion:
+        ticket, settings = await self.meter.reserve(messages, target, settings)  # CapReached: no request
+        completion: Completion | None = None
+        error: BaseException | None = None
+        try:
+            with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
+                completion = await self.client.complete(messages, target, settings, timeout)
+            return completion
+        except BaseException as exc:  # noqa: BLE001 - settled below, then raised as it was
+            error = exc
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.meter.settle(ticket, completion, error)

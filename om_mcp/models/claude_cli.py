@@ -275,6 +275,9 @@ def _error(data: dict[str, Any], text: str, target: ModelTarget) -> ModelError:
             transient=False,
             status_code=status,
             model=target.model,
+            reached=status is not None,
         )
     transient = is_transient_status(status) or (status is None and bool(_TRANSIENT.search(message)))
-    return ModelError(f"claude -p: {message}", transient=transient, status_code=status, model=target.model)
+    return ModelError(
+        f"claude -p: {message}", transient=transient, status_code=status, model=target.model, reached=status is not None
+    )

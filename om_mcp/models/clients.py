@@ -9,14 +9,17 @@ from om_mcp.models.sampler import NoSampler, Sampler
 
 CLAUDE_CLI = "claude-cli"
 SAMPLING = "sampling"
+LITELLM = "litellm"
+# Every kind of client, each a way a request leaves for a model (tests/test_meter.py counts each one's).
+BACKENDS = (CLAUDE_CLI, SAMPLING, LITELLM)
 
 
 def backend_of(model: str) -> str:
-    """ "claude-cli", "sampling" or "litellm"."""
-    for prefix in (CLAUDE_CLI, SAMPLING):
+    """ "claude-cli", "sampling" or "litellm" (by its prefix; litellm takes every other model)."""
+    for prefix in BACKENDS[:-1]:
         if model == prefix or model.startswith(prefix + "/"):
             return prefix
-    return "litellm"
+    return LITELLM
 
 
 class Clients:
@@ -32,7 +35,7 @@ class Clients:
         self.sampler: Sampler = sampler or NoSampler()
         self._made: dict[str, ModelClient] = {SAMPLING: self.sampler}
         if litellm is not None:
-            self._made["litellm"] = litellm
+            self._made[LITELLM] = litellm
         if claude_cli is not None:
             self._made[CLAUDE_CLI] = claude_cli
 

@@ -34,6 +34,7 @@ class ModelError(Exception):
         model: str | None = None,
         attempts: int = 0,
         timed_out: bool = False,
+        reached: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -44,6 +45,9 @@ class ModelError(Exception):
         self.attempts = attempts
         # The call was cut on our side: the provider may have done (and billed) the work all the same.
         self.timed_out = timed_out
+        # The request reached the model's side, which answered with this error (an HTTP status, the
+        # claude CLI's API error, a client that declined a sampling request): a request made, nothing used.
+        self.reached = reached
 
 
 class TransientModelError(ModelError):

@@ -168,8 +168,14 @@ def _model_error(exc: Exception, target: ModelTarget) -> ModelError:
         text = text[:1000] + "..."
     label = f"{name} (HTTP {status})" if status and name not in ("Timeout", "APIConnectionError") else name
     timed_out = name in ("Timeout", "APITimeoutError")
+    reached = status is not None and name not in ("Timeout", "APITimeoutError", "APIConnectionError")
     return ModelError(
-        f"{label}: {text}", transient=transient, status_code=status, model=target.model, timed_out=timed_out
+        f"{label}: {text}",
+        transient=transient,
+        status_code=status,
+        model=target.model,
+        timed_out=timed_out,
+        reached=reached,
     )
 
 

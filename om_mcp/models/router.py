@@ -27,7 +27,7 @@ from om_mcp.config.models import (
     normalize_choice,
 )
 from om_mcp.models import health as breaker
-from om_mcp.models.base import Completion, Meter, ModelClient
+from om_mcp.models.base import Completion, Meter, Metered, ModelClient, Unmetered
 from om_mcp.models.errors import (
     CapReached,
     ModelError,
@@ -44,9 +44,6 @@ log = logging.getLogger(__name__)
 # even while its breaker is open, and a success closes the breaker for everyone.
 probe: ContextVar[bool] = ContextVar("om_model_probe", default=False)
 
-# Extra time past an attempt's timeout before the router cancels it, so the
-# client's own (cleaner) timeout error usually wins the race.
-CANCEL_GRACE_SECONDS = 0.25
 # An attempt that failed after this share of its timeout ran out of time.
 TIMED_OUT_SHARE = 0.95
 
@@ -62,6 +59,8 @@ class ModelRouter:
         client: ModelClient | None = None,
         health: HealthBook | None = None,
         clients: Any = None,
+        *,
+        meter: Meter | None = None,
     ) -> None:
         self.choice = normalize_choice(choice)
         self.policy = policy or CallPolicy()
@@ -73,8 +72,9 @@ class ModelRouter:
         self.clients = clients
         self.health = health
         self._warming = 0  # warm-ups in progress
-        # Told of every attempt, before and after it (what it may cost, what it used): the engine's spend meter.
-        self.meter: Meter | None = None
+        # Told of every request, before and after it (what it may cost, what it used): the engine's spend
+        # meter. Every request leaves through `client_for`'s `Metered`, whatever loop above asks for it.
+        self.meter: Meter = meter or Unmetered()
 
     @property
     def by_size(self) -> bool:
@@ -103,7 +103,11 @@ class ModelRouter:
         names = [t.model + ("" if t.enabled else " (disabled)") for t in self.choice]
         return " -> ".join(names)
 
-    def client_for(self, target: ModelTarget) -> ModelClient:
+    def client_for(self, target: ModelTarget) -> Metered:
+        """The client for `target`, metered: the one way a request of this router leaves for a model."""
+        return Metered(self._client_for(target), self.meter)
+
+    def _client_for(self, target: ModelTarget) -> ModelClient:
         if self.client is not None:
             return self.client
         if self.clients is None:
@@ -111,6 +115,13 @@ class ModelRouter:
 
             self.clients = Clients()
         return self.clients.for_target(target)
+
+    def only(self, target: ModelTarget) -> ModelRouter:
+        """This router narrowed to one target (`om-mcp doctor --call` tries each): same clients, breaker
+        and meter."""
+        return ModelRouter(
+            [target], self.settings, self.policy, self.client, self.health, self.clients, meter=self.meter
+        )
 
     def models(self) -> list[str]:
         """Every model this router may call (each by-size tier's too)."""
@@ -205,7 +216,7 @@ class ModelRouter:
                 attempts += 1
                 started = anyio.current_time()
                 try:
-                    completion = await self._attempt(client, messages, target, timeout)
+                    completion = await client.complete(messages, target, self.settings, timeout)
                     problem = accept(completion) if accept is not None else None
                     while problem is not None and escalate is not None:
                         harder = escalate(completion, problem)
@@ -214,7 +225,7 @@ class ModelRouter:
                             break
                         attempts += 1
                         timeout = min(policy.timeout_seconds, remaining)
-                        completion = await self._attempt(client, harder, target, timeout)
+                        completion = await client.complete(harder, target, self.settings, timeout)
                         problem = accept(completion) if accept is not None else None
                     if problem is not None:
                         raise UnusableAnswer(problem, model=target.model)
@@ -283,28 +294,6 @@ class ModelRouter:
             model=last.model,
             attempts=attempts,
         ) from last
-
-    async def _attempt(
-        self, client: ModelClient, messages: list[dict[str, Any]], target: ModelTarget, timeout: float
-    ) -> Completion:
-        """One call, metered: reserved before (a cap may refuse it: `CapReached`), settled after whatever
-        happens (an answer, an error, a timeout, a cancellation), so no call goes uncounted."""
-        if self.meter is None:
-            with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
-                return await client.complete(messages, target, self.settings, timeout)
-        ticket, settings = await self.meter.reserve(messages, target, self.settings)
-        completion: Completion | None = None
-        error: BaseException | None = None
-        try:
-            with anyio.fail_after(timeout + CANCEL_GRACE_SECONDS):
-                completion = await client.complete(messages, target, settings, timeout)
-            return completion
-        except BaseException as exc:  # noqa: BLE001 - settled below, then raised as it was
-            error = exc
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.meter.settle(ticket, completion, error)
 
 
 def _jittered(seconds: float, jitter: float) -> float:

@@ -114,7 +114,7 @@ class SamplingBroker:
                     continue
                 # A person may decline one request: try again later, do not pause for good.
                 raise ModelError(
-                    f"the client refused the sampling request: {exc}", transient=True, model=target.model
+                    f"the client refused the sampling request: {exc}", transient=True, model=target.model, reached=True
                 ) from exc
             return _completion(result, target)
         raise ModelUnavailable(NO_CLIENT, model=target.model)

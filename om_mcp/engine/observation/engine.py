@@ -135,8 +135,18 @@ class ObservationEngine:
         observer_choice, self.readiness = self._resolve("observation")
         reflector_choice, _ = self._resolve("reflection")
         obs, refl = self.om.observation, self.om.reflection
+        # The one meter of every request these routers make, whoever serves it (models.base.Metered).
+        self.budget = Budget(store, self.om.budget, counter, clock, ttl=self.om.call_policy.total_budget_seconds)
         self.observer = Observer(
-            ModelRouter(observer_choice, obs.model_settings, self.om.call_policy, client, health, self.clients),
+            ModelRouter(
+                observer_choice,
+                obs.model_settings,
+                self.om.call_policy,
+                client,
+                health,
+                self.clients,
+                meter=self.budget,
+            ),
             counter,
             instruction=obs.instruction,
             thread_title=obs.thread_title,
@@ -145,7 +155,15 @@ class ObservationEngine:
             observe_attachments=obs.observe_attachments,
         )
         self.reflector = Reflector(
-            ModelRouter(reflector_choice, refl.model_settings, self.om.call_policy, client, health, self.clients),
+            ModelRouter(
+                reflector_choice,
+                refl.model_settings,
+                self.om.call_policy,
+                client,
+                health,
+                self.clients,
+                meter=self.budget,
+            ),
             counter,
             instruction=refl.instruction,
             extractors=self.extractors.inline("reflection"),
@@ -155,8 +173,6 @@ class ObservationEngine:
             refusal = price_refusal(self.om.budget, self.observer.router.models() + self.reflector.router.models())
             if refusal is not None:
                 raise ConfigError(refusal)
-        self.budget = Budget(store, self.om.budget, counter, clock, ttl=self.om.call_policy.total_budget_seconds)
-        self.observer.router.meter = self.reflector.router.meter = self.budget
         self.injected_client = client is not None
         if self.injected_client:
             self.readiness = readiness.Readiness(True, "the model client given to the engine")
