@@ -1,5 +1,10 @@
 """The shapes the engine returns. The MCP tools return them as structured output,
-so field descriptions here are what a client sees in the output schema."""
+so field descriptions here are what a client sees in the output schema.
+
+One family for every view: the status page's contract (`server/http/ui/contract.py`) reuses these
+shapes and adds its own fields by subclassing, so a field added here reaches the tools and the page
+alike (`tests/test_result_models.py` holds it: no twin of a shape here in the contract).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from om_mcp.store import Message, Thread
+from om_mcp.engine.observation.lines import is_user_stated, line_parts, observation_lines
+from om_mcp.store import Group, Message, Thread
 
 
 class Window(BaseModel):
     tokens: int
     threshold: int
+
+
+class Hints(BaseModel):
+    """What the Observer last said the thread is doing, and what the agent might answer next."""
+
+    current_task: str | None = None
+    suggested_response: str | None = None
 
 
 class ActiveWindows(BaseModel):
@@ -180,15 +193,49 @@ class RememberOut(BaseModel):
     )
 
 
-class ThreadOut(BaseModel):
+class ThreadRow(BaseModel):
+    """A thread as every view names it: what the tools' `ThreadOut` and the page's summary share."""
+
     id: str
     resource_id: str
     title: str | None
     created_at: str
     updated_at: str
+
+
+class ThreadOut(ThreadRow):
     message_count: int
     metadata: dict[str, Any] = Field(default_factory=dict)
     current: bool = False
+
+
+class ObservationLine(BaseModel):
+    """One line of a group; `id` (`<group id>.<6 hex>`) when it can be forgotten or corrected.
+    `text` is the line as stored; a view shows `priority` as a word and `body` after it."""
+
+    id: str | None = None
+    text: str
+    user_stated: bool = False  # remembered or corrected by the user: every reflection keeps it word for word
+    indent: int = 0
+    priority: Literal["high", "medium", "low", "done"] | None = None
+    time: str | None = Field(None, description="HH:MM, when the line has one")
+    body: str = Field("", description="the words after the marker and time: what a correction replaces")
+
+
+class ObservationGroup(BaseModel):
+    """One block of the observation log."""
+
+    id: str
+    position: int
+    kind: Literal["observation", "reflection"]
+    text: str
+    tokens: int
+    thread_id: str | None = None
+    first_message_id: str | None = None
+    last_message_id: str | None = None
+    observed_at: str | None = None
+    created_at: str | None = None
+    lines: list[ObservationLine] = Field(default_factory=list)
 
 
 class DeleteOut(BaseModel):
@@ -271,4 +318,34 @@ def thread_out(thread: Thread) -> ThreadOut:
         updated_at=thread.updated_at,
         message_count=thread.message_count,
         metadata=thread.metadata,
+    )
+
+
+def observation_group(group: Group) -> ObservationGroup:
+    """A stored group with its lines taken apart (marker, time, words) for a view."""
+    return ObservationGroup(
+        id=group.id,
+        position=group.position,
+        kind=group.kind,
+        text=group.text,
+        tokens=group.tokens,
+        thread_id=group.thread_id,
+        first_message_id=group.first_message_id,
+        last_message_id=group.last_message_id,
+        observed_at=group.observed_at,
+        created_at=group.created_at or None,
+        lines=[_line(line_id, text) for line_id, text in observation_lines(group.id, group.text)],
+    )
+
+
+def _line(line_id: str | None, text: str) -> ObservationLine:
+    parts = line_parts(text)
+    return ObservationLine(
+        id=line_id,
+        text=text,
+        user_stated=line_id is not None and is_user_stated(text),
+        indent=parts.indent,
+        priority=parts.priority,
+        time=parts.time,
+        body=parts.body,
     )

@@ -34,6 +34,10 @@ fills in inside the cycle's own commit: `unobserved_tokens`,
 budget is shared), and `seq`, the newest message those numbers include. No
 event is written per append: between cycles the unobserved line rises with the
 stored messages themselves (their dates and token counts), placed by seq.
+
+The rows the tools show too (a window, the hints, a thread, the log's groups and lines) are the
+engine's result models (`engine/results.py`), reused as they are or extended here with the page's
+own fields, so both views of a row say the same thing.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from __future__ import annotations
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from om_mcp.engine import Hints, ObservationGroup, ThreadRow, Window
 
 
 class _Out(BaseModel):
@@ -72,9 +78,7 @@ class ResourceSummary(_Out):
     working_memory: str | None = Field(None, description="the resource-scoped working memory, if any")
 
 
-class ThreadSummary(_Out):
-    id: str
-    resource_id: str
+class ThreadSummary(ThreadRow, _Out):
     title: str | None = None
     title_from: Literal["set", "observer", "first-prompt"] | None = Field(
         None, description="set by a person or a client (the Observer keeps it), the Observer's, or the first prompt"
@@ -83,38 +87,7 @@ class ThreadSummary(_Out):
     unobserved_tokens: int = Field(description="tokens of this thread's messages after the cursor")
     observation_tokens: int = Field(description="tokens of the active observation log of its record")
     generation: int
-    created_at: str
-    updated_at: str
     last_observed_at: str | None = None
-
-
-class Line(_Out):
-    """One line of a group; `id` (`<group id>.<6 hex>`) when it can be forgotten or corrected.
-    `text` is the line as stored; the page shows `priority` as a word and `body` after it."""
-
-    id: str | None = None
-    text: str
-    user_stated: bool = False  # remembered or corrected by the user: every reflection keeps it word for word
-    indent: int = 0
-    priority: Literal["high", "medium", "low", "done"] | None = None
-    time: str | None = Field(None, description="HH:MM, when the line has one")
-    body: str = Field("", description="the words after the marker and time: what a correction replaces")
-
-
-class Group(_Out):
-    """One block of the observation log."""
-
-    id: str
-    position: int
-    kind: Literal["observation", "reflection"]
-    text: str
-    tokens: int
-    thread_id: str | None = None
-    first_message_id: str | None = None
-    last_message_id: str | None = None
-    observed_at: str | None = None
-    created_at: str | None = None
-    lines: list[Line] = Field(default_factory=list)
 
 
 class Generation(_Out):
@@ -124,17 +97,7 @@ class Generation(_Out):
     current: bool
     created_at: str | None = Field(None, description="when it started (the reflection that made it)")
     tokens: int
-    groups: list[Group]
-
-
-class Hints(_Out):
-    current_task: str | None = None
-    suggested_response: str | None = None
-
-
-class Window(_Out):
-    tokens: int
-    threshold: int
+    groups: list[ObservationGroup]
 
 
 class Buffered(_Out):

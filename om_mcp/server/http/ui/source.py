@@ -13,15 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from om_mcp import __version__
-from om_mcp.engine import (
-    InputError,
-    NotFound,
-    is_user_stated,
-    line_parts,
-    message_threshold,
-    observation_lines,
-    tenant_spend,
-)
+from om_mcp.engine import Hints, InputError, NotFound, Window, message_threshold, observation_group, tenant_spend
 from om_mcp.server.http.ui.contract import (
     Buffered,
     Corrected,
@@ -31,9 +23,6 @@ from om_mcp.server.http.ui.contract import (
     Forgotten,
     Generation,
     GrantView,
-    Group,
-    Hints,
-    Line,
     MessagePage,
     MessagePart,
     MessageView,
@@ -45,7 +34,6 @@ from om_mcp.server.http.ui.contract import (
     ThreadSeries,
     ThreadSummary,
     Unknown,
-    Window,
 )
 from om_mcp.server.http.ui.series import build_series
 
@@ -150,7 +138,7 @@ class MemorySource:
                     current=n == current,
                     created_at=groups[0].created_at if groups else None,
                     tokens=sum(g.tokens for g in groups),
-                    groups=[_group(g) for g in groups],
+                    groups=[observation_group(g) for g in groups],
                 )
                 for n, groups in reversed(generations)
             ],
@@ -355,33 +343,4 @@ def _message(message: MessageRead) -> MessageView:
             for p in message.parts
         ],
         score=message.score,
-    )
-
-
-def _line(line_id: str | None, text: str) -> Line:
-    parts = line_parts(text)
-    return Line(
-        id=line_id,
-        text=text,
-        user_stated=line_id is not None and is_user_stated(text),
-        indent=parts.indent,
-        priority=parts.priority,
-        time=parts.time,
-        body=parts.body,
-    )
-
-
-def _group(g: Any) -> Group:
-    return Group(
-        id=g.id,
-        position=g.position,
-        kind=g.kind,
-        text=g.text,
-        tokens=g.tokens,
-        thread_id=g.thread_id,
-        first_message_id=g.first_message_id,
-        last_message_id=g.last_message_id,
-        observed_at=g.observed_at,
-        created_at=g.created_at or None,
-        lines=[_line(line_id, text) for line_id, text in observation_lines(g.id, g.text)],
     )
