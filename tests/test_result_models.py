@@ -54,4 +54,3 @@ def test_no_contract_model_copies_an_engine_shape_under_another_name():
         and not issubclass(model, shape)
     ]
     assert not copies, f"{copies}: subclass the engine's model and add the page's fields"
-
