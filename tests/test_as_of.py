@@ -80,13 +80,15 @@ async def test_get_context_as_of_shows_what_was_believed_then():
 
 
 @pytest.fixture
-def om(monkeypatch, capsys) -> Callable[..., subprocess.CompletedProcess]:
+def om(monkeypatch, capsys, tmp_path) -> Callable[..., subprocess.CompletedProcess]:
     """`om-mcp ARGS` through the CLI's own entry point, in this process (a process each cost seconds on a
-    loaded machine): its exit code, stdout and stderr."""
+    loaded machine), in a clean environment of the test's own: its exit code, stdout and stderr."""
+    from support.processes import use_clean_env
+
     from om_mcp import cli, logs
 
     monkeypatch.setattr(logs, "configure", lambda *args, **kwargs: None)  # keep pytest's log capture
-    monkeypatch.setenv("OM_OBSERVATIONAL_MEMORY__SCOPE", "thread")
+    use_clean_env(monkeypatch, tmp_path, OM_OBSERVATIONAL_MEMORY__SCOPE="thread")
 
     def run(*args: str) -> subprocess.CompletedProcess:
         capsys.readouterr()

@@ -10,7 +10,6 @@ each, the database file and its -wal are read as bytes.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from typing import Any
 
@@ -295,7 +294,7 @@ def test_the_commands_store_and_send_no_secret(tmp_path, monkeypatch, capsys):
     entry point (its parser, its configuration from the environment; in this process, so that the test
     costs no interpreter starts): the file holds none of the secrets, nor does anything a command printed
     or any request the model (a fake one on loopback, reached through litellm) received."""
-    from support.processes import clean_env
+    from support.processes import use_clean_env
 
     from om_mcp.cli import main
     from om_mcp.testing.fake_server import FakeLLMServer
@@ -306,7 +305,8 @@ def test_the_commands_store_and_send_no_secret(tmp_path, monkeypatch, capsys):
     db = tmp_path / "m.db"
     reply = "<observations>\nDate: Mar 2, 2026\n* 🔴 (10:00) the user talked about a garden\n</observations>"
     with FakeLLMServer(lambda request: reply) as llm:
-        env = clean_env(
+        use_clean_env(
+            monkeypatch,
             tmp_path,
             OM_DB_PATH=str(db),
             OM_MODEL=json.dumps({"model": "openai/fake", "api_base": llm.base_url}),
@@ -314,10 +314,6 @@ def test_the_commands_store_and_send_no_secret(tmp_path, monkeypatch, capsys):
             OM_OBSERVATIONAL_MEMORY__USER__ENABLED="true",
             OM_OBSERVATIONAL_MEMORY__OBSERVATION__BUFFER_TOKENS="false",
         )
-        for name in list(os.environ):
-            monkeypatch.delenv(name)
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
         transcript = ClaudeTranscript(tmp_path / "s.jsonl", "s", str(tmp_path))
         transcript.turn(f"<remember>{text}</remember>", "noted")
         commands = [["ingest", str(transcript.path), "--no-worker", "--resource", "r"]]

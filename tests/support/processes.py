@@ -36,6 +36,18 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def use_clean_env(monkeypatch, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment made `clean_env`'s, for a command run in process through `om_mcp.cli.main`:
+    no OM_ variable of the caller's (CI exports OM_TEST_POSTGRES, which the configuration refuses as an
+    unknown option), no keys, and a HOME of the test's own (no config file of the machine's is read)."""
+    env = clean_env(tmp_path, **extra)
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
 def server_command(*args: str) -> list[str]:
     return [PYTHON, "-m", "om_mcp", "serve", *args]
 
