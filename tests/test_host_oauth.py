@@ -48,6 +48,23 @@ def scripted(request: dict[str, Any]) -> FakeReply:
     return FakeReply("", tool_calls=[{"name": "append_messages", "namespace": "mcp__om", "arguments": arguments}])
 
 
+def oauth_server(env: dict[str, str], db: Path) -> tuple[subprocess.Popen[str], str]:
+    """`om-mcp serve --transport http --oauth` on a free loopback port, its public URL that port's."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [PYTHON, "-m", "om_mcp", "serve", "--transport", "http", "--port", str(port), "--oauth"]
+    server = subprocess.Popen(
+        [*command, "--public-url", base, "--db", str(db)],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return server, base
+
+
 def _wait_for(url: str, server: subprocess.Popen[str], seconds: float) -> None:
     import urllib.request
 
@@ -73,18 +90,8 @@ async def test_codex_logs_in_through_the_consent_page_and_its_tool_call_reaches_
     env = clean_env(tmp_path)
     env.update(HOME=str(home), CODEX_HOME=str(home / ".codex"), OM_MODEL="openai/gpt-4o-mini")
     db = tmp_path / "memory.db"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     om = [PYTHON, "-m", "om_mcp"]
-    server = subprocess.Popen(
-        [*om, "serve", "--transport", "http", "--port", str(port), "--oauth", "--public-url", base, "--db", str(db)],
-        env=env,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, base = oauth_server(env, db)
     login: subprocess.Popen[str] | None = None
     try:
         await anyio.to_thread.run_sync(_wait_for, f"{base}/.well-known/oauth-authorization-server", server, scaled(120))
@@ -205,18 +212,8 @@ async def test_claude_code_logs_in_through_the_consent_page_and_connects(tmp_pat
     env = clean_env(tmp_path)
     env.update(HOME=str(home), OM_MODEL="openai/gpt-4o-mini", TERM="dumb")
     db = tmp_path / "memory.db"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     om = [PYTHON, "-m", "om_mcp"]
-    server = subprocess.Popen(
-        [*om, "serve", "--transport", "http", "--port", str(port), "--oauth", "--public-url", base, "--db", str(db)],
-        env=env,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, base = oauth_server(env, db)
     login: subprocess.Popen[bytes] | None = None
     primary = secondary = -1
 
